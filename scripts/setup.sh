@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by the README's two commands:
+#   1. a virtual environment in .venv with the project installed (editable)
+#   2. a Docker engine that answers (installs docker.io and starts dockerd
+#      on Debian/Ubuntu as root when none runs)
+#   3. the base image debian:bookworm-slim (pulled, or built locally with
+#      debootstrap from this machine's own apt sources when no registry answers)
+#   4. the server images of the catalogue (cached by content hash)
+# Every step checks first and does nothing when already done.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+log() { printf '[webperf setup] %s\n' "$*" >&2; }
+die() { printf '[webperf setup] error: %s\n' "$*" >&2; exit 1; }
+
+setup_venv() {
+    local py=${PYTHON:-python3}
+    command -v "$py" >/dev/null || die "python3 not found: install Python >= 3.10 (apt-get install python3 python3-venv)"
+    if [ ! -x .venv/bin/python ]; then
+        log "creating .venv"
+        "$py" -m venv .venv || die "could not create .venv (on Debian: apt-get install python3-venv)"
+    fi
+    local stamp=.venv/.webperf-installed
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+        log "installing pytest-webperf and its dev tools into .venv"
+        .venv/bin/python -m pip install --quiet --upgrade pip
+        .venv/bin/python -m pip install --quiet -e '.[dev]'
+        touch "$stamp"
+    fi
+}
+
+docker_answers() { timeout 20 docker info >/dev/null 2>&1; }
+
+setup_docker() {
+    if docker_answers; then return; fi
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        die "no Docker engine answers ('docker info' failed). Start one (e.g. 'sudo systemctl start docker'), or run this set-up as root on Debian/Ubuntu so it can install docker.io itself."
+    fi
+    if ! command -v dockerd >/dev/null; then
+        log "installing docker.io from the distribution's packages"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+    fi
+    if ! docker_answers; then
+        log "starting dockerd (log: /var/log/webperf-dockerd.log)"
+        # no systemd in containers/CI sandboxes: start the daemon directly
+        nohup dockerd >/var/log/webperf-dockerd.log 2>&1 &
+        for _ in $(seq 1 60); do docker_answers && break; sleep 1; done
+    fi
+    docker_answers || die "dockerd did not come up; see /var/log/webperf-dockerd.log"
+}
+
+# The Debian mirror this machine already uses (deb822 or one-line sources).
+apt_mirror() {
+    local uri=""
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+        uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+    fi
+    if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+        uri=$(awk '$1=="deb" && $0 !~ /security/ {for(i=2;i<=NF;i++) if ($i ~ /^(https?|file):/) {print $i; exit}}' /etc/apt/sources.list)
+    fi
+    [ -n "$uri" ] || die "cannot find a Debian mirror in /etc/apt/sources.list(.d); create debian:bookworm-slim yourself (docker pull or docker import)"
+    printf '%s\n' "$uri"
+}
+
+setup_base_image() {
+    local image=debian:bookworm-slim
+    if docker image inspect "$image" >/dev/null 2>&1; then return; fi
+    log "pulling $image"
+    if timeout 120 docker pull -q "$image" >/dev/null 2>&1; then return; fi
+    [ "$(id -u)" = 0 ] || die "$image cannot be pulled and building it needs root (debootstrap)"
+    command -v debootstrap >/dev/null || {
+        log "installing debootstrap"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    }
+    local mirror rootfs
+    mirror=$(apt_mirror)
+    rootfs=$(mktemp -d /var/tmp/webperf-rootfs.XXXXXX)
+    log "no registry answers: building $image with debootstrap from $mirror (a few minutes, once)"
+    debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >/var/log/webperf-debootstrap.log 2>&1 \
+        || die "debootstrap failed; see /var/log/webperf-debootstrap.log"
+    # slim it like the official image: no apt lists, docs or caches
+    rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin \
+           "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/*
+    tar -C "$rootfs" -c . | docker import \
+        -c 'CMD ["bash"]' -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        - "$image" >/dev/null
+    rm -rf "$rootfs"
+    log "created $image locally"
+}
+
+setup_images() {
+    log "building server images (cached by content hash)"
+    .venv/bin/webperf build "$@"
+}
+
+main() {
+    setup_venv
+    setup_docker
+    setup_base_image
+    [ "${WEBPERF_SKIP_IMAGES:-0}" = 1 ] || setup_images "$@"
+}
+
+main "$@"

@@ -1,0 +1,205 @@
+"""The server catalogue: ``servers/<name>/server.toml`` + Dockerfile + app files.
+
+An image is built from the server's directory plus the shared workload assets
+(``assets/`` in the build context) and tagged ``webperf/<name>:<hash>``, the
+hash covering every file of the context, so an unchanged server is never
+rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import sys
+import tarfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_webperf.assets import workload_files
+from pytest_webperf.errors import CatalogError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+KINDS = ("http", "mqtt", "tcp")
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+BUILTIN_DIR = Path(__file__).resolve().parents[2] / "servers"
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """Another catalogue server this one needs, and the env var that tells it where."""
+
+    server: str
+    port_env: str
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    directory: Path
+    kind: str = "http"
+    description: str = ""
+    port_env: str = "PORT"
+    extra_ports: tuple[str, ...] = ()
+    health: str = "/health"
+    startup_timeout: float = 120.0
+    routes: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    depends: tuple[Dependency, ...] = ()
+    cpus: float | None = None
+    memory: str | None = None
+    notes: str = ""
+
+    @property
+    def image_repo(self) -> str:
+        return f"webperf/{self.name}"
+
+
+def _str_tuple(raw: object, key: str, path: Path) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise CatalogError(f"{path}: '{key}' must be a list of strings")
+    return tuple(raw)
+
+
+def _dependencies(raw: object, path: Path) -> tuple[Dependency, ...]:
+    if not isinstance(raw, list):
+        raise CatalogError(f"{path}: 'depends' must be an array of tables ([[depends]])")
+    deps = []
+    for entry in raw:
+        if not isinstance(entry, dict) or set(entry) != {"server", "port_env"}:
+            raise CatalogError(f"{path}: each [[depends]] needs exactly 'server' and 'port_env'")
+        deps.append(Dependency(str(entry["server"]), str(entry["port_env"])))
+    return tuple(deps)
+
+
+def load_spec(directory: Path) -> ServerSpec:
+    path = directory / "server.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise CatalogError(f"{path}: cannot read: {exc}") from None
+    name = str(data.pop("name", directory.name))
+    if not NAME.match(name):
+        raise CatalogError(f"{path}: bad server name {name!r} (lower case, digits, . _ -)")
+    kind = str(data.pop("kind", "http"))
+    if kind not in KINDS:
+        raise CatalogError(f"{path}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    if not (directory / "Dockerfile").is_file():
+        raise CatalogError(f"{directory}: no Dockerfile")
+    env = data.pop("env", {})
+    if not isinstance(env, dict):
+        raise CatalogError(f"{path}: [env] must be a table of strings")
+    try:
+        spec = ServerSpec(
+            name=name,
+            directory=directory,
+            kind=kind,
+            description=str(data.pop("description", "")),
+            port_env=str(data.pop("port_env", "PORT")),
+            extra_ports=_str_tuple(data.pop("extra_ports", []), "extra_ports", path),
+            health=str(data.pop("health", "/health" if kind == "http" else "tcp")),
+            startup_timeout=float(data.pop("startup_timeout", 120.0)),
+            routes=_str_tuple(data.pop("routes", []), "routes", path),
+            env={str(k): str(v) for k, v in env.items()},
+            depends=_dependencies(data.pop("depends", []), path),
+            cpus=None if "cpus" not in data else float(data.pop("cpus")),
+            memory=None if "memory" not in data else str(data.pop("memory")),
+            notes=str(data.pop("notes", "")),
+        )
+    except (TypeError, ValueError) as exc:
+        raise CatalogError(f"{path}: {exc}") from None
+    for key in data:  # leave room for keys other modules own, but catch typos
+        if not key.startswith("x-") and key not in ("telemetry_store", "mqtt", "settings"):
+            raise CatalogError(f"{path}: unknown key {key!r}")
+    return spec
+
+
+class Catalog:
+    """Every server found in the given directories (later directories win)."""
+
+    def __init__(self, directories: Iterable[Path]) -> None:
+        self.directories = tuple(directories)
+        self._specs: dict[str, ServerSpec] = {}
+        for base in self.directories:
+            if not base.is_dir():
+                raise CatalogError(f"server catalogue directory {base} does not exist")
+            for entry in sorted(base.iterdir()):
+                if (entry / "server.toml").is_file():
+                    spec = load_spec(entry)
+                    self._specs[spec.name] = spec
+
+    def __iter__(self) -> Iterator[ServerSpec]:
+        return iter(self._specs.values())
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def get(self, name: str) -> ServerSpec:
+        try:
+            return self._specs[name]
+        except KeyError:
+            known = ", ".join(self.names()) or "none"
+            dirs = ", ".join(str(d) for d in self.directories)
+            raise CatalogError(
+                f"no server {name!r} in the catalogue ({dirs}); known: {known}. "
+                "Add servers/<name>/server.toml or pass --webperf-servers=DIR."
+            ) from None
+
+    def closure(self, name: str) -> list[ServerSpec]:
+        """The server and everything it depends on, dependencies first."""
+        order: list[ServerSpec] = []
+
+        def visit(spec: ServerSpec, path: tuple[str, ...]) -> None:
+            if spec.name in path:
+                raise CatalogError(f"dependency cycle: {' -> '.join((*path, spec.name))}")
+            for dep in spec.depends:
+                visit(self.get(dep.server), (*path, spec.name))
+            if spec not in order:
+                order.append(spec)
+
+        visit(self.get(name), ())
+        return order
+
+
+def default_directories(extra: Sequence[Path] = ()) -> list[Path]:
+    dirs = [BUILTIN_DIR] if BUILTIN_DIR.is_dir() else []
+    return [*dirs, *extra]
+
+
+def _context_files(spec: ServerSpec) -> list[tuple[str, bytes, int]]:
+    """(archive name, content, mode) of the build context, in a stable order."""
+    files = []
+    for path in sorted(spec.directory.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            rel = path.relative_to(spec.directory).as_posix()
+            files.append((rel, path.read_bytes(), path.stat().st_mode & 0o777))
+    files += [(f"assets/{n}", data, 0o644) for n, data in sorted(workload_files().items())]
+    return files
+
+
+def context_hash(spec: ServerSpec) -> str:
+    digest = hashlib.sha256()
+    for name, data, mode in _context_files(spec):
+        digest.update(f"{name}\0{mode}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()[:16]
+
+
+def image_tag(spec: ServerSpec) -> str:
+    return f"{spec.image_repo}:{context_hash(spec)}"
+
+
+def build_context(spec: ServerSpec) -> bytes:
+    """The build context as a tar archive (server directory + assets/)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data, mode in _context_files(spec):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -1,0 +1,34 @@
+"""Access to the Docker engine, with a clear message when none answers."""
+
+from __future__ import annotations
+
+import functools
+
+import docker
+import docker.errors
+from docker import DockerClient
+
+from pytest_webperf.errors import EngineUnavailable
+
+HOW_TO_GET_ONE = (
+    "Start a Docker engine (e.g. 'sudo systemctl start docker'), or run the README's "
+    "set-up (scripts/setup.sh), which installs docker.io and starts dockerd on "
+    "Debian/Ubuntu as root. To load a server that is already running instead, "
+    "pass --webperf-target-url=http://127.0.0.1:PORT."
+)
+
+
+@functools.cache
+def docker_client() -> DockerClient:
+    """The engine's client, checked once per process."""
+    try:
+        client = docker.from_env(timeout=300)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise EngineUnavailable(f"no Docker engine answers ({exc}). {HOW_TO_GET_ONE}") from None
+    return client
+
+
+def engine_version() -> str:
+    version = docker_client().version()
+    return str(version.get("Version", "unknown"))
