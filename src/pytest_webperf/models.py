@@ -1,0 +1,313 @@
+"""Frozen value objects that are saved or sent, each with ``to_dict``/``from_dict``.
+
+``SCHEMA_VERSION`` is the version of the dict layout written by ``to_dict``;
+readers of stored data (baselines, reports) check it and upgrade or refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+from pytest_webperf.histogram import Histogram
+
+SCHEMA_VERSION = 1
+
+Status = Literal["pass", "regression", "no-baseline", "generator-bound"]
+
+
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that are fields of ``cls`` (newer keys are ignored)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One interval (normally one second) of load as the generator saw it."""
+
+    t: float  # seconds since the start of the measured phase, at the end of the interval
+    elapsed: float  # length of the interval in seconds
+    users: int
+    requests: int  # completed requests, failed ones included
+    errors: int  # failed requests: timeouts, connection errors, HTTP status >= 400
+    timeouts: int
+    bytes: int  # response bytes received (headers and body)
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.elapsed if self.elapsed > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency of completed requests in milliseconds (from a microsecond histogram)."""
+
+    mean_ms: float
+    p50_ms: float
+    p90_ms: float
+    p95_ms: float
+    p99_ms: float
+    p999_ms: float
+    max_ms: float
+
+    @classmethod
+    def of(cls, histogram: Histogram) -> Latency:
+        ms = 1000.0
+        return cls(
+            mean_ms=histogram.mean() / ms,
+            p50_ms=histogram.percentile(50) / ms,
+            p90_ms=histogram.percentile(90) / ms,
+            p95_ms=histogram.percentile(95) / ms,
+            p99_ms=histogram.percentile(99) / ms,
+            p999_ms=histogram.percentile(99.9) / ms,
+            max_ms=histogram.max() / ms,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Latency:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class ResourceSample:
+    """One sample of a target's (or one part of a composite target's) resources."""
+
+    t: float  # seconds since the start of the measured phase (negative during warm-up)
+    part: str  # server name; composite targets record one sample per part per second
+    cpu_percent: float  # sum over the process tree, 100 = one full core
+    rss_mb: float
+    processes: int
+    threads: int
+    fds: int | None = None
+    connections: int | None = None
+    cgroup_cpu_percent: float | None = None
+    cgroup_memory_mb: float | None = None  # memory.current minus inactive file
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ResourceSample:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class GeneratorSample:
+    """The load generator's own CPU in one second (all its processes)."""
+
+    t: float
+    cpu_percent: float  # 100 = one full core
+    processes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GeneratorSample:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One repetition: warm-up excluded, everything measured in the measured phase."""
+
+    repetition: int
+    concurrency: int
+    duration_s: float  # measured wall time of the measured phase
+    requests: int
+    errors: int
+    timeouts: int
+    connect_errors: int
+    bytes: int
+    latency: Latency
+    series: tuple[Snapshot, ...]
+    histogram: Histogram = field(repr=False, compare=False, default_factory=Histogram)
+    resources: tuple[ResourceSample, ...] = ()
+    generator: tuple[GeneratorSample, ...] = ()
+    error_kinds: Mapping[str, int] = field(default_factory=dict)
+    server_cpu_seconds: float | None = None  # cgroup CPU time of the target, all parts
+    notes: tuple[str, ...] = ()
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+    @property
+    def cpu_per_req_us(self) -> float | None:
+        """Service demand: the target's CPU time per request, in microseconds."""
+        if self.server_cpu_seconds is None or not self.requests:
+            return None
+        return self.server_cpu_seconds * 1e6 / self.requests
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repetition": self.repetition,
+            "concurrency": self.concurrency,
+            "duration_s": self.duration_s,
+            "rps": self.rps,
+            "requests": self.requests,
+            "errors": self.errors,
+            "timeouts": self.timeouts,
+            "connect_errors": self.connect_errors,
+            "error_kinds": dict(self.error_kinds),
+            "bytes": self.bytes,
+            "latency": self.latency.to_dict(),
+            "server_cpu_seconds": self.server_cpu_seconds,
+            "cpu_per_req_us": self.cpu_per_req_us,
+            "series": [s.to_dict() for s in self.series],
+            "resources": [r.to_dict() for r in self.resources],
+            "generator": [g.to_dict() for g in self.generator],
+            "histogram": self.histogram.to_dict(),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        return cls(
+            repetition=int(data["repetition"]),
+            concurrency=int(data["concurrency"]),
+            duration_s=float(data["duration_s"]),
+            requests=int(data["requests"]),
+            errors=int(data["errors"]),
+            timeouts=int(data["timeouts"]),
+            connect_errors=int(data.get("connect_errors", 0)),
+            bytes=int(data.get("bytes", 0)),
+            latency=Latency.from_dict(data["latency"]),
+            series=tuple(Snapshot.from_dict(s) for s in data.get("series", ())),
+            histogram=Histogram.from_dict(data.get("histogram", {})),
+            resources=tuple(ResourceSample.from_dict(r) for r in data.get("resources", ())),
+            generator=tuple(GeneratorSample.from_dict(g) for g in data.get("generator", ())),
+            error_kinds=dict(data.get("error_kinds", {})),
+            server_cpu_seconds=data.get("server_cpu_seconds"),
+            notes=tuple(data.get("notes", ())),
+        )
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the swarm does: one HTTP request shape, closed loop."""
+
+    path: str = "/hello"
+    method: str = "GET"
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "method": self.method, "body": self.body.decode("latin-1"),
+                "headers": [list(h) for h in self.headers]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Workload:
+        return cls(
+            path=str(data.get("path", "/hello")),
+            method=str(data.get("method", "GET")),
+            body=str(data.get("body", "")).encode("latin-1"),
+            headers=tuple((str(k), str(v)) for k, v in data.get("headers", ())),
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the gate decided for one measurement, and why (decided in compare.py only)."""
+
+    status: Status
+    reasons: tuple[str, ...] = ()  # one readable line per failed check
+    notes: tuple[str, ...] = ()  # improvements and other remarks, never failures
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "regression"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reasons": list(self.reasons), "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        return cls(status=data["status"], reasons=tuple(data.get("reasons", ())),
+                   notes=tuple(data.get("notes", ())))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """All repetitions of one workload against one target in one test."""
+
+    nodeid: str
+    name: str  # the measurement's name within the test (default: the path)
+    server: str
+    concurrency: int
+    workload: Workload
+    runs: tuple[RunResult, ...]
+    target: Mapping[str, Any] = field(default_factory=dict)  # image, limits, url
+    verdict: Verdict | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.nodeid}::{self.name}"
+
+    def _mean(self, values: Sequence[float]) -> float:
+        return sum(values) / len(values) if values else 0.0
+
+    @property
+    def rps(self) -> float:
+        return self._mean([r.rps for r in self.runs])
+
+    @property
+    def requests(self) -> int:
+        return sum(r.requests for r in self.runs)
+
+    @property
+    def errors(self) -> int:
+        return sum(r.errors for r in self.runs)
+
+    @property
+    def timeouts(self) -> int:
+        return sum(r.timeouts for r in self.runs)
+
+    def latency_ms(self, percentile: str) -> float:
+        """Mean over repetitions of a latency field, e.g. ``p95_ms``."""
+        return self._mean([float(getattr(r.latency, percentile)) for r in self.runs])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "name": self.name,
+            "server": self.server,
+            "concurrency": self.concurrency,
+            "workload": self.workload.to_dict(),
+            "target": dict(self.target),
+            "runs": [r.to_dict() for r in self.runs],
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
+        verdict = data.get("verdict")
+        return cls(
+            nodeid=str(data["nodeid"]),
+            name=str(data["name"]),
+            server=str(data["server"]),
+            concurrency=int(data["concurrency"]),
+            workload=Workload.from_dict(data.get("workload", {})),
+            runs=tuple(RunResult.from_dict(r) for r in data["runs"]),
+            target=dict(data.get("target", {})),
+            verdict=None if verdict is None else Verdict.from_dict(verdict),
+        )
