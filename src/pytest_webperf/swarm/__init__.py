@@ -1,0 +1,1 @@
+"""Load generation: Locust swarms in child processes (never imported by pytest)."""

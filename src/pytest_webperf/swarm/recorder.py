@@ -1,0 +1,115 @@
+"""Per-interval request bookkeeping inside a swarm process (no Locust import).
+
+User classes either call ``record``/``record_error`` directly (cheap) or the
+child feeds Locust's request events through ``on_request``.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_webperf.histogram import Histogram
+
+TIMEOUT = "timeout"
+CONNECT = "connect"
+
+
+@dataclass
+class Interval:
+    """What completed in one interval."""
+
+    requests: int = 0
+    errors: int = 0
+    bytes: int = 0
+    histogram: Histogram = field(default_factory=Histogram)
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+    def merge(self, other: Interval) -> None:
+        self.requests += other.requests
+        self.errors += other.errors
+        self.bytes += other.bytes
+        self.histogram += other.histogram
+        for kind, n in other.error_kinds.items():
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + n
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "errors": self.errors,
+            "bytes": self.bytes,
+            "error_kinds": dict(self.error_kinds),
+            "histogram": self.histogram.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Interval:
+        return cls(
+            requests=int(data["requests"]),
+            errors=int(data["errors"]),
+            bytes=int(data["bytes"]),
+            histogram=Histogram.from_dict(data["histogram"]),
+            error_kinds={str(k): int(v) for k, v in data.get("error_kinds", {}).items()},
+        )
+
+
+def classify(exception: BaseException | str | None, status: int | None = None) -> str:
+    """A short, stable name for why a request failed."""
+    if status is not None and status >= 400:
+        return f"http_{status}"
+    if isinstance(exception, ConnectionRefusedError):
+        return CONNECT
+    if isinstance(exception, (TimeoutError, socket.timeout)) or type(exception).__name__ in (
+        "Timeout", "ConnectionTimeout", "NetworkTimeout",
+    ):
+        return TIMEOUT
+    if isinstance(exception, ConnectionResetError | BrokenPipeError):
+        return "reset"
+    if isinstance(exception, OSError) and exception.errno == errno.EMFILE:
+        return "emfile"
+    if isinstance(exception, OSError):
+        return "socket"
+    if isinstance(exception, str):
+        return "failure"
+    return type(exception).__name__ if exception is not None else "failure"
+
+
+class Recorder:
+    """Counts completions; ``roll()`` hands over the interval and starts a new one."""
+
+    def __init__(self) -> None:
+        self.current = Interval()
+
+    def record(self, latency_us: int, nbytes: int) -> None:
+        interval = self.current
+        interval.requests += 1
+        interval.bytes += nbytes
+        interval.histogram.record(latency_us)
+
+    def record_error(self, kind: str, latency_us: int | None = None, nbytes: int = 0) -> None:
+        """A failed request; HTTP errors carry a latency (a response came), others do not."""
+        interval = self.current
+        interval.requests += 1
+        interval.errors += 1
+        interval.bytes += nbytes
+        interval.error_kinds[kind] = interval.error_kinds.get(kind, 0) + 1
+        if latency_us is not None:
+            interval.histogram.record(latency_us)
+
+    def on_request(self, response_time: float, response_length: int | None,
+                   exception: BaseException | str | None = None, response: Any = None,
+                   **_: Any) -> None:
+        """A Locust ``request`` event listener (response_time in ms)."""
+        status = getattr(response, "status_code", None)
+        if exception is None:
+            self.record(int(response_time * 1000), response_length or 0)
+            return
+        kind = classify(exception, status if isinstance(status, int) and status else None)
+        latency = int(response_time * 1000) if kind.startswith("http_") else None
+        self.record_error(kind, latency, response_length or 0)
+
+    def roll(self) -> Interval:
+        interval, self.current = self.current, Interval()
+        return interval

@@ -1,0 +1,174 @@
+"""Parent side of a swarm: starts the child, reads its events, bounds its life."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_webperf.errors import SwarmError
+from pytest_webperf.histogram import Histogram
+from pytest_webperf.models import Snapshot
+from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval
+from pytest_webperf.swarm.spec import SwarmSpec
+
+Event = dict[str, Any]
+
+
+@dataclass
+class SwarmOutcome:
+    """What one swarm measured (measured phase only) and what it said along the way."""
+
+    duration_s: float = 0.0
+    total: Interval = field(default_factory=Interval)
+    series: list[Snapshot] = field(default_factory=list)
+    warmup: list[Snapshot] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    users: int = 0
+    pid: int = 0
+
+    @property
+    def histogram(self) -> Histogram:
+        return self.total.histogram
+
+    def kind(self, name: str) -> int:
+        return self.total.error_kinds.get(name, 0)
+
+    @property
+    def timeouts(self) -> int:
+        return self.kind(TIMEOUT)
+
+    @property
+    def connect_errors(self) -> int:
+        return self.kind(CONNECT)
+
+
+def snapshot(interval: Interval, t: float, elapsed: float, users: int) -> Snapshot:
+    h = interval.histogram
+    has = h.count > 0
+    return Snapshot(
+        t=round(t, 3), elapsed=round(elapsed, 4), users=users, requests=interval.requests,
+        errors=interval.errors, timeouts=interval.error_kinds.get(TIMEOUT, 0),
+        bytes=interval.bytes,
+        p50_ms=h.percentile(50) / 1000 if has else None,
+        p95_ms=h.percentile(95) / 1000 if has else None,
+        p99_ms=h.percentile(99) / 1000 if has else None,
+    )
+
+
+class SwarmProcess:
+    """``with SwarmProcess(spec) as swarm: for event in swarm.events(): ...``"""
+
+    def __init__(self, spec: SwarmSpec) -> None:
+        self.spec = spec
+        self.log = tempfile.TemporaryFile(mode="w+", prefix="webperf-swarm-")
+        self.process: subprocess.Popen[bytes] | None = None
+        self._read_fd = -1
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process else 0
+
+    def __enter__(self) -> SwarmProcess:
+        read_fd, write_fd = os.pipe()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pytest_webperf.swarm", "--events-fd", str(write_fd)],
+                stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,), env=env, start_new_session=True,
+            )
+        finally:
+            os.close(write_fd)
+        self._read_fd = read_fd
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(self.spec.to_dict()).encode())
+        self.process.stdin.close()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        if self._read_fd >= 0:
+            os.close(self._read_fd)
+            self._read_fd = -1
+        self.log.close()
+
+    def stop(self) -> None:
+        """Kill the child's whole process group if it is still there."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()[-6000:]
+
+    def events(self) -> Iterator[Event]:
+        """The child's events until it closes the pipe; bounded by the spec's deadline."""
+        deadline = time.monotonic() + self.spec.deadline_s + 15
+        buffer = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._read_fd, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.stop()
+                    raise SwarmError(
+                        f"the load generator did not finish within {self.spec.deadline_s:.0f}s "
+                        f"and was killed. Its output:\n{self.output()}")
+                if not selector.select(timeout=min(left, 1.0)):
+                    continue
+                chunk = os.read(self._read_fd, 1 << 20)
+                if not chunk:
+                    break
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    yield json.loads(line)
+        assert self.process is not None
+        code = self.process.wait(timeout=30)
+        if code != 0:
+            raise SwarmError(f"the load generator exited with status {code}. "
+                             f"Its output:\n{self.output()}")
+
+
+def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) -> SwarmOutcome:
+    """Run one swarm to completion and collect its measured phase."""
+    outcome = SwarmOutcome()
+    measured_t = warmup_t = 0.0
+    with SwarmProcess(spec) as swarm:
+        outcome.pid = swarm.pid
+        for event in swarm.events():
+            if on_event is not None:
+                on_event(event)
+            kind = event["type"]
+            if kind == "note":
+                outcome.notes.append(str(event["message"]))
+            elif kind == "interval":
+                interval = Interval.from_dict(event)
+                elapsed, users = float(event["elapsed"]), int(event["users"])
+                if event["phase"] == "measure":
+                    measured_t += elapsed
+                    outcome.total.merge(interval)
+                    outcome.series.append(snapshot(interval, measured_t, elapsed, users))
+                else:
+                    warmup_t += elapsed
+                    outcome.warmup.append(snapshot(interval, warmup_t, elapsed, users))
+            elif kind == "done":
+                outcome.duration_s = float(event["duration_s"])
+                outcome.users = int(event["users"])
+    if outcome.duration_s <= 0:
+        raise SwarmError(f"the load generator ended without a result. Its output:\n"
+                         f"{swarm.output()}")
+    return outcome

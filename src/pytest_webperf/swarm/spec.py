@@ -1,0 +1,53 @@
+"""What the parent asks a swarm child to do (sent as JSON on its stdin)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_webperf.models import Workload
+
+
+@dataclass(frozen=True)
+class SwarmSpec:
+    host: str  # http://127.0.0.1:PORT
+    users: int
+    duration_s: float
+    warmup_s: float = 0.0
+    spawn_rate: float = 0.0  # users per second; 0: all users within about a second
+    workload: Workload = field(default_factory=Workload)
+    user_class: str = "fast"  # "fast", "lean", or "module:Class" (a user's own Locust User)
+    timeout_s: float = 10.0  # a request unanswered for this long counts as a timeout
+    interval_s: float = 1.0  # snapshot interval
+    workers: int = 1  # generator processes
+
+    @property
+    def effective_spawn_rate(self) -> float:
+        return self.spawn_rate if self.spawn_rate > 0 else float(max(self.users, 1))
+
+    @property
+    def deadline_s(self) -> float:
+        """Longest the child may live: spawn + warm-up + measurement + teardown."""
+        spawn = self.users / self.effective_spawn_rate
+        return spawn * 3 + self.warmup_s + self.duration_s + self.timeout_s + 60
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host, "users": self.users, "duration_s": self.duration_s,
+            "warmup_s": self.warmup_s, "spawn_rate": self.spawn_rate,
+            "workload": self.workload.to_dict(), "user_class": self.user_class,
+            "timeout_s": self.timeout_s, "interval_s": self.interval_s, "workers": self.workers,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SwarmSpec:
+        return cls(
+            host=str(data["host"]), users=int(data["users"]),
+            duration_s=float(data["duration_s"]), warmup_s=float(data.get("warmup_s", 0)),
+            spawn_rate=float(data.get("spawn_rate", 0)),
+            workload=Workload.from_dict(data.get("workload", {})),
+            user_class=str(data.get("user_class", "fast")),
+            timeout_s=float(data.get("timeout_s", 10)),
+            interval_s=float(data.get("interval_s", 1)), workers=int(data.get("workers", 1)),
+        )

@@ -1,0 +1,273 @@
+"""Catalogue servers in containers: host networking, a free loopback port, health-checked.
+
+Ryuk (testcontainers' reaper) is off: its image cannot be pulled offline. Every
+container carries labels naming this process (pid + start time) and session, so
+that the process removes its own at exit, and any later process removes the
+ones whose owner is gone (a killed run).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker.errors
+import psutil
+from docker.types import Ulimit
+from testcontainers.core.config import testcontainers_config
+from testcontainers.core.container import DockerContainer
+
+from pytest_webperf.catalog import Catalog, ServerSpec
+from pytest_webperf.engine import docker_client
+from pytest_webperf.errors import TargetError
+from pytest_webperf.images import ensure_image
+from pytest_webperf.targets.base import free_port, http_ready, tcp_ready, wait_until
+
+testcontainers_config.ryuk_disabled = True
+
+MANAGED = "webperf.managed"
+SESSION = "webperf.session"
+OWNER = "webperf.owner"
+SESSION_ID = uuid.uuid4().hex[:12]
+NOFILE_WANTED = 1048576  # C10K and beyond: the server's own limit is not what we measure
+
+
+def nofile_limit() -> int:
+    """The open-files limit to give containers: as high as the engine may grant.
+
+    A container cannot exceed the hard limit of the daemon that starts it (runc
+    fails with "error setting rlimit type 7" otherwise), and without
+    CAP_SYS_RESOURCE nobody can raise it; our own hard limit stands in for the
+    daemon's when its /proc entry is unreadable."""
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] == "dockerd":
+            try:
+                return min(NOFILE_WANTED, proc.rlimit(psutil.RLIMIT_NOFILE)[1])
+            except psutil.Error:
+                break
+    return min(NOFILE_WANTED, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+
+
+def _owner() -> str:
+    return f"{os.getpid()}:{psutil.Process().create_time():.2f}"
+
+
+def _owner_alive(owner: str) -> bool:
+    try:
+        pid, started = owner.split(":")
+        return f"{psutil.Process(int(pid)).create_time():.2f}" == started
+    except (ValueError, psutil.Error):
+        return False
+
+
+def sweep_stale_containers() -> list[str]:
+    """Remove containers whose owning pytest process is gone; their names."""
+    removed = []
+    for container in docker_client().containers.list(all=True, filters={"label": MANAGED}):
+        if not _owner_alive(container.labels.get(OWNER, "")):
+            container.remove(force=True)
+            removed.append(container.name)
+    return removed
+
+
+def remove_session_containers() -> int:
+    """Remove every container this process started (also ones still being created)."""
+    containers = docker_client().containers.list(
+        all=True, filters={"label": f"{SESSION}={SESSION_ID}"}
+    )
+    for container in containers:
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+    return len(containers)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """CPU and memory limits of a target container (None: unlimited)."""
+
+    cpus: float | None = None
+    memory: str | None = None
+    cpuset: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cpus": self.cpus, "memory": self.memory, "cpuset": self.cpuset}
+
+    def docker_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if self.cpus:
+            kwargs["nano_cpus"] = int(self.cpus * 1e9)
+        if self.memory:
+            kwargs["mem_limit"] = self.memory
+        if self.cpuset:
+            kwargs["cpuset_cpus"] = self.cpuset
+        return kwargs
+
+
+@dataclass
+class ServerContainer:
+    """One running container of one catalogue server."""
+
+    spec: ServerSpec
+    part: str
+    image: str
+    port: int
+    env: dict[str, str]
+    limits: Limits
+    container: DockerContainer | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        container = DockerContainer(self.image).with_kwargs(
+            network_mode="host",
+            labels={MANAGED: "1", SESSION: SESSION_ID, OWNER: _owner(), "webperf.part": self.part},
+            ulimits=[Ulimit(name="nofile", soft=nofile_limit(), hard=nofile_limit())],
+            **self.limits.docker_kwargs(),
+        )
+        container.with_name(f"webperf-{self.part}-{self.port}-{SESSION_ID}")
+        for key, value in self.env.items():
+            container.with_env(key, value)
+        self.container = container
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            raise TargetError(f"{self.part}: the engine refused to start it: {exc}") from None
+        self._wait_healthy()
+
+    def _wait_healthy(self) -> None:
+        spec = self.spec
+        if spec.health == "tcp":
+            def ready() -> bool:
+                return tcp_ready("127.0.0.1", self.port)
+        else:
+            def ready() -> bool:
+                return http_ready("127.0.0.1", self.port, spec.health)
+        if not wait_until(ready, self.check_alive, spec.startup_timeout):
+            raise TargetError(
+                f"{self.part} did not become healthy within {spec.startup_timeout:.0f}s "
+                f"(health check: {spec.health} on 127.0.0.1:{self.port})",
+                self.logs(),
+            )
+
+    def _wrapped(self) -> Any:
+        if self.container is None:
+            raise TargetError(f"{self.part} was never started")
+        return self.container.get_wrapped_container()
+
+    def check_alive(self) -> None:
+        wrapped = self._wrapped()
+        try:
+            wrapped.reload()
+        except docker.errors.NotFound:
+            raise TargetError(f"{self.part}: its container was removed from outside") from None
+        state = wrapped.attrs["State"]
+        if not state.get("Running"):
+            raise TargetError(
+                f"{self.part} is not running (status {state.get('Status')}, "
+                f"exit code {state.get('ExitCode')})",
+                self.logs(),
+            )
+
+    def pid(self) -> int:
+        return int(self._wrapped().attrs["State"]["Pid"])
+
+    def logs(self) -> str:
+        try:
+            return str(self._wrapped().logs(stdout=True, stderr=True).decode(errors="replace"))
+        except (docker.errors.APIError, TargetError):
+            return ""
+
+    def stop(self) -> None:
+        if self.container is not None:
+            try:
+                self.container.stop()
+            except docker.errors.NotFound:
+                pass
+
+
+class ContainerTarget:
+    """A catalogue server and everything it depends on, each in its own container."""
+
+    def __init__(self, catalog: Catalog, name: str, *, limits: Limits | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.catalog = catalog
+        self.spec = catalog.get(name)
+        self.name = name
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.limits = limits or Limits(cpus=self.spec.cpus, memory=self.spec.memory)
+        self.extra_env = dict(env or {})
+        self.containers: list[ServerContainer] = []
+        self._stack = ExitStack()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> ContainerTarget:
+        docker_client()  # a clear error first when no engine answers
+        try:
+            self.port = self._start(self.spec, self.name, self.limits, self.extra_env)
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _start(self, spec: ServerSpec, part: str, limits: Limits, extra: Mapping[str, str]) -> int:
+        """Start ``spec`` after its dependencies; its port."""
+        env = {**spec.env, **extra}
+        for index, dep in enumerate(spec.depends):
+            dep_spec = self.catalog.get(dep.server)
+            dep_part = self._part_name(dep.server, index)
+            dep_limits = Limits(cpus=dep_spec.cpus, memory=dep_spec.memory, cpuset=limits.cpuset)
+            env[dep.port_env] = str(self._start(dep_spec, dep_part, dep_limits, {}))
+        port = free_port()
+        env[spec.port_env] = str(port)
+        for name in spec.extra_ports:
+            env[name] = str(free_port())
+        server = ServerContainer(spec, part, ensure_image(spec), port, env, limits)
+        self._stack.callback(server.stop)
+        server.start()
+        self.containers.append(server)
+        return port
+
+    def _part_name(self, server: str, index: int) -> str:
+        taken = {c.part for c in self.containers}
+        return server if server not in taken else f"{server}-{index + 1}"
+
+    def parts(self) -> Mapping[str, int]:
+        return {c.part: c.pid() for c in self.containers}
+
+    def check_alive(self) -> None:
+        for server in self.containers:
+            server.check_alive()
+
+    def logs(self) -> str:
+        return "\n".join(f"=== {c.part} ===\n{c.logs()}" for c in self.containers)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "container",
+            "url": self.url,
+            "server": self.name,
+            "limits": self.limits.to_dict(),
+            "parts": {c.part: {"image": c.image, "port": c.port} for c in self.containers},
+        }
+
+
+@contextmanager
+def start_target(catalog: Catalog, name: str, **kwargs: Any) -> Iterator[ContainerTarget]:
+    """``with start_target(catalog, "nginx") as target:`` — up, healthy, removed on exit."""
+    started = time.monotonic()
+    with ContainerTarget(catalog, name, **kwargs) as target:
+        target.startup_seconds = time.monotonic() - started  # type: ignore[attr-defined]
+        yield target

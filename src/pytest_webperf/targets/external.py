@@ -1,0 +1,55 @@
+"""A server that is already up, given by URL (no engine needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_webperf.errors import OptionError, TargetError
+from pytest_webperf.targets.base import http_ready, is_loopback, split_url
+
+
+class ExternalTarget:
+    """Loads ``url`` as it is. Non-loopback hosts need an explicit opt-in: a load test
+    aimed at someone else's server is an attack."""
+
+    def __init__(self, url: str, *, name: str = "external", allow_remote: bool = False,
+                 health: str = "/") -> None:
+        try:
+            scheme, host, port = split_url(url)
+        except ValueError as exc:
+            raise OptionError(f"--webperf-target-url: {exc}") from None
+        if scheme != "http":
+            raise OptionError(f"--webperf-target-url: only http:// is supported, not {url!r}")
+        if not allow_remote and not is_loopback(host):
+            raise OptionError(
+                f"--webperf-target-url={url} is not a loopback address. Load tests go to "
+                "127.0.0.0/8 unless you pass --webperf-allow-remote-target, and only against "
+                "servers you own."
+            )
+        self.name, self.host, self.port, self.health = name, host, port, health
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> ExternalTarget:
+        if not http_ready(self.host, self.port, self.health, timeout=5.0):
+            raise TargetError(f"{self.url}{self.health} does not answer with a 2xx status")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def parts(self) -> Mapping[str, int]:
+        return {}
+
+    def check_alive(self) -> None:
+        if not http_ready(self.host, self.port, self.health, timeout=5.0):
+            raise TargetError(f"{self.url} stopped answering during the run")
+
+    def logs(self) -> str:
+        return ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "external", "url": self.url}
