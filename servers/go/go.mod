@@ -1,0 +1,3 @@
+module webperf/server
+
+go 1.19
