@@ -97,6 +97,8 @@ class ResourceSample:
     connections: int | None = None
     cgroup_cpu_percent: float | None = None
     cgroup_memory_mb: float | None = None  # memory.current minus inactive file
+    pss_mb: float | None = None  # proportional set size, tree sum (sampled every few seconds)
+    uss_mb: float | None = None  # unique set size, tree sum (sampled every few seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
