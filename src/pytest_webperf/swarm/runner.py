@@ -149,6 +149,8 @@ def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) 
     measured_t = warmup_t = 0.0
     with SwarmProcess(spec) as swarm:
         outcome.pid = swarm.pid
+        if on_event is not None:
+            on_event({"type": "started", "pid": swarm.pid})
         for event in swarm.events():
             if on_event is not None:
                 on_event(event)

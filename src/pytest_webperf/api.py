@@ -1,0 +1,103 @@
+"""What a test gets from the ``webperf`` fixture: start servers, load them, get results.
+
+    def test_hello(webperf):
+        target = webperf.server("nginx")            # container up, healthy
+        result = webperf.http(target, path="/hello")
+        assert result.rps > 0
+
+Plain Python: the fixture in plugin.py only builds this object and closes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from typing import Any
+
+from pytest_webperf.catalog import Catalog
+from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
+from pytest_webperf.measure import MonitorFactory, RunPlan, no_monitor, run_repetitions
+from pytest_webperf.models import Measurement, Workload
+from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.targets.base import Target
+from pytest_webperf.targets.container import ContainerTarget, Limits
+from pytest_webperf.targets.external import ExternalTarget
+
+Judge = Callable[[Measurement], Measurement]
+
+
+class Webperf:
+    """One test's handle on targets and swarms; everything it starts ends with the test."""
+
+    def __init__(self, *, nodeid: str, concurrency: int, config: RunConfig,
+                 catalog: Callable[[], Catalog], judge: Judge,
+                 monitor_factory: MonitorFactory = no_monitor) -> None:
+        self.nodeid = nodeid
+        self.concurrency = concurrency
+        self.config = config
+        self._catalog = catalog
+        self._judge = judge
+        self._monitor_factory = monitor_factory
+        self._stack = ExitStack()
+        self.measurements: list[Measurement] = []
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def server(self, name: str, *, cpus: float | None = None, memory: str | None = None,
+               cpuset: str | None = None, env: Mapping[str, str] | None = None) -> Target:
+        """Start catalogue server ``name`` (and what it depends on), healthy, for this test.
+
+        With --webperf-target-url the already running server is used instead."""
+        config = self.config
+        if config.target_url:
+            return self._stack.enter_context(ExternalTarget(
+                config.target_url, name=name, allow_remote=config.allow_remote_target))
+        spec = self._catalog().get(name)
+        limits = Limits(
+            cpus=cpus or config.target_cpus or spec.cpus,
+            memory=memory or config.target_memory or spec.memory,
+            cpuset=cpuset or config.target_cpuset,
+        )
+        target = ContainerTarget(self._catalog(), name, limits=limits, env=env)
+        return self._stack.enter_context(target)
+
+    def http(self, target: Target, path: str = "/hello", *, method: str = "GET",
+             body: bytes | str = b"", headers: Mapping[str, str] | None = None,
+             name: str | None = None, concurrency: int | None = None,
+             duration: str | float | None = None, warmup: str | float | None = None,
+             repeat: int | None = None, user: str | None = None) -> Measurement:
+        """Load ``target`` with a closed-loop HTTP swarm; all repetitions, judged."""
+        workload = Workload(
+            path=path, method=method.upper(),
+            body=body.encode() if isinstance(body, str) else body,
+            headers=tuple((headers or {}).items()),
+        )
+        plan = self._plan(concurrency, duration, warmup, repeat, user)
+        spec = SwarmSpec(
+            host=target.url, users=plan.concurrency, duration_s=plan.duration_s,
+            warmup_s=plan.warmup_s, workload=workload, user_class=plan.user_class,
+            timeout_s=plan.timeout_s, workers=plan.workers,
+        )
+        runs = run_repetitions(target, spec, plan, self._monitor_factory)
+        measurement = Measurement(
+            nodeid=self.nodeid, name=name or f"{method.upper()} {path}", server=target.name,
+            concurrency=plan.concurrency, workload=workload, runs=tuple(runs),
+            target=target.describe(),
+        )
+        judged = self._judge(measurement)
+        self.measurements.append(judged)
+        return judged
+
+    def _plan(self, concurrency: int | None, duration: Any, warmup: Any, repeat: int | None,
+              user: str | None) -> RunPlan:
+        config = self.config
+        return RunPlan(
+            concurrency=parse_concurrency(concurrency)[0] if concurrency else self.concurrency,
+            duration_s=parse_duration(duration) if duration is not None else config.duration,
+            warmup_s=parse_duration(warmup) if warmup is not None else config.warmup,
+            repeat=repeat or config.repeat,
+            user_class=user or config.user,
+            timeout_s=config.timeout,
+            workers=config.workers,
+        )

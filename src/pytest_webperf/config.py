@@ -1,0 +1,226 @@
+"""The run's settings, resolved once: command line > environment > ini > defaults,
+with a test's ``@pytest.mark.webperf(...)`` on top.
+
+Every value goes through the parser of its option, so a bad value is reported
+the same way wherever it came from, naming where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_webperf.errors import OptionError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_MEMORY = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
+_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def parse_duration(text: str) -> float:
+    """``20s``, ``500ms``, ``2m``, ``1.5`` (seconds) -> seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a duration (examples: 20s, 500ms, 2m)")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def parse_positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise ValueError(f"{text!r} must be longer than zero")
+    return seconds
+
+
+def parse_positive_int(text: str | int) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise ValueError(f"{text!r} must be at least 1")
+    return value
+
+
+def parse_concurrency(text: str | int | list[int] | tuple[int, ...]) -> tuple[int, ...]:
+    """``100,500,1000`` (or a list) -> (100, 500, 1000); duplicates dropped, order kept."""
+    items = list(text) if isinstance(text, list | tuple) else str(text).split(",")
+    if not items or any(str(i).strip() == "" for i in items):
+        raise ValueError(f"{text!r} is not a list of user counts (example: 100,500,1000)")
+    values = [parse_positive_int(i) for i in items]
+    return tuple(dict.fromkeys(values))
+
+
+def parse_cpus(text: str | float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of CPUs (example: 1.5)") from None
+    if value <= 0:
+        raise ValueError(f"{text!r} must be more than zero CPUs")
+    return value
+
+
+def parse_memory(text: str) -> str:
+    if not _MEMORY.match(str(text)):
+        raise ValueError(f"{text!r} is not a memory size (examples: 512m, 2g)")
+    return str(text).lower()
+
+
+def parse_cpuset(text: str) -> str:
+    if not _CPUSET.match(str(text)):
+        raise ValueError(f"{text!r} is not a CPU set (examples: 1, 0-1, 0,2)")
+    return str(text)
+
+
+def parse_user_class(text: str) -> str:
+    text = str(text)
+    if text in ("fast", "lean") or re.match(r"^[\w.]+:\w+$", text):
+        return text
+    raise ValueError(f"{text!r} is not 'fast', 'lean' or 'module:UserClass'")
+
+
+def parse_checks(text: str) -> tuple[Any, ...]:
+    from pytest_webperf.compare import parse_checks as parse
+
+    return tuple(parse(text))
+
+
+def parse_bool(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{text!r} is not true or false")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One option: its name everywhere, its parser and its default."""
+
+    name: str  # RunConfig field; option --webperf-<name with dashes>, ini webperf_<name>
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    flag: bool = False  # a command-line switch without a value
+    multiple: bool = False  # repeatable on the command line; ini: one per line
+
+    @property
+    def option(self) -> str:
+        return "--webperf-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "webperf_" + self.name
+
+    @property
+    def env(self) -> str:
+        return "WEBPERF_" + self.name.upper()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("concurrency", parse_concurrency, (100,),
+            "concurrent users/connections; a list parametrizes every webperf test (ids end -cN)"),
+    Setting("duration", parse_positive_duration, 20.0,
+            "measured time per repetition, after the warm-up (e.g. 20s, 1m)"),
+    Setting("warmup", parse_duration, 2.0, "load before measuring, not counted (e.g. 2s)"),
+    Setting("repeat", parse_positive_int, 5, "repetitions per test (the seed studies used 5)"),
+    Setting("baseline_dir", Path, Path("baselines"), "where baselines live"),
+    Setting("save", parse_bool, False, "store this run as the new baseline (history kept)",
+            flag=True),
+    Setting("compare_fail", parse_checks, None,
+            "what counts as a regression, e.g. rps:5%,p95:10%,errors:0,p99_ms<500"),
+    Setting("json", Path, None, "write the JSON report to this path"),
+    Setting("html", Path, None, "write the HTML report to this path"),
+    Setting("servers", Path, (), "extra server catalogue directory (repeatable)",
+            multiple=True),
+    Setting("target_url", str, None,
+            "load an already running server at this URL instead of starting one"),
+    Setting("allow_remote_target", parse_bool, False,
+            "allow a --webperf-target-url that is not on loopback (only servers you own)",
+            flag=True),
+    Setting("workers", parse_positive_int, 1, "load-generator processes"),
+    Setting("user", parse_user_class, "fast",
+            "the swarm's HTTP user: fast (Locust FastHttpUser), lean, or module:UserClass"),
+    Setting("timeout", parse_positive_duration, 10.0,
+            "a request unanswered for this long counts as a timeout"),
+    Setting("machine_id", str, None, "name of this machine for baselines (default: fingerprint)"),
+    Setting("target_cpus", parse_cpus, None, "CPU limit for target containers (e.g. 1.5)"),
+    Setting("target_memory", parse_memory, None, "memory limit for target containers (e.g. 1g)"),
+    Setting("target_cpuset", parse_cpuset, None, "pin target containers to these CPUs"),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    concurrency: tuple[int, ...] = (100,)
+    duration: float = 20.0
+    warmup: float = 2.0
+    repeat: int = 5
+    baseline_dir: Path = Path("baselines")
+    save: bool = False
+    compare_fail: tuple[Any, ...] | None = None
+    json: Path | None = None
+    html: Path | None = None
+    servers: tuple[Path, ...] = ()
+    target_url: str | None = None
+    allow_remote_target: bool = False
+    workers: int = 1
+    user: str = "fast"
+    timeout: float = 10.0
+    machine_id: str | None = None
+    target_cpus: float | None = None
+    target_memory: str | None = None
+    target_cpuset: str | None = None
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # name -> origin
+
+    def with_overrides(self, overrides: Mapping[str, Any], origin: str) -> RunConfig:
+        """A copy with marker-style overrides (raw values, parsed here)."""
+        changes: dict[str, Any] = {}
+        for key, raw in overrides.items():
+            setting = BY_NAME.get(key)
+            if setting is None:
+                known = ", ".join(sorted(BY_NAME))
+                raise OptionError(f"{origin}: unknown setting {key!r} (known: {known})")
+            changes[key] = parse_value(setting, raw, f"{origin} {key}=")
+        sources = {**self.sources, **{k: origin for k in changes}}
+        return dataclasses.replace(self, **changes, sources=sources)
+
+
+def parse_value(setting: Setting, raw: Any, origin: str) -> Any:
+    try:
+        if setting.multiple:
+            items = raw if isinstance(raw, list | tuple) else str(raw).split()
+            return tuple(setting.parse(i) for i in items)
+        return setting.parse(raw)
+    except (ValueError, TypeError) as exc:
+        raise OptionError(f"{origin}{raw!r}: {exc}") from None
+    except OptionError as exc:
+        raise OptionError(f"{origin}{raw!r}: {exc}") from None
+
+
+def resolve(cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, Any]) -> RunConfig:
+    """One RunConfig from already-parsed CLI values and raw env/ini strings."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for setting in SETTINGS:
+        if cli.get(setting.name) not in (None, (), []):
+            values[setting.name] = cli[setting.name]
+            sources[setting.name] = setting.option
+        elif env.get(setting.env):
+            values[setting.name] = parse_value(setting, env[setting.env], f"{setting.env}=")
+            sources[setting.name] = setting.env
+        elif ini.get(setting.name) not in (None, "", []):
+            values[setting.name] = parse_value(
+                setting, ini[setting.name], f"ini option {setting.ini} = ")
+            sources[setting.name] = setting.ini
+    return RunConfig(**values, sources=sources)

@@ -1,0 +1,95 @@
+"""One measurement: repetitions of a swarm against a target, resources sampled alongside."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Protocol
+
+from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
+from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
+from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.targets.base import Target
+
+
+class Monitor(Protocol):
+    """Samples the target (and the generator) while a swarm runs."""
+
+    def watch_generator(self, pid: int) -> None: ...
+
+    def mark_start(self) -> None: ...
+
+    def resource_samples(self) -> list[ResourceSample]: ...
+
+    def generator_samples(self) -> list[GeneratorSample]: ...
+
+    def server_cpu_seconds(self) -> float | None: ...
+
+
+MonitorFactory = Callable[[Target], AbstractContextManager[Monitor | None]]
+
+
+def no_monitor(target: Target) -> AbstractContextManager[Monitor | None]:
+    return nullcontext(None)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How to run each repetition."""
+
+    concurrency: int
+    duration_s: float
+    warmup_s: float
+    repeat: int
+    user_class: str = "fast"
+    timeout_s: float = 10.0
+    workers: int = 1
+    spawn_rate: float = 0.0
+
+
+def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
+               monitor: Monitor | None) -> RunResult:
+    total = outcome.total
+    return RunResult(
+        repetition=repetition,
+        concurrency=concurrency,
+        duration_s=outcome.duration_s,
+        requests=total.requests,
+        errors=total.errors,
+        timeouts=outcome.timeouts,
+        connect_errors=outcome.connect_errors,
+        bytes=total.bytes,
+        latency=Latency.of(total.histogram),
+        series=tuple(outcome.series),
+        histogram=total.histogram,
+        resources=tuple(monitor.resource_samples()) if monitor else (),
+        generator=tuple(monitor.generator_samples()) if monitor else (),
+        error_kinds=dict(total.error_kinds),
+        server_cpu_seconds=monitor.server_cpu_seconds() if monitor else None,
+        notes=tuple(outcome.notes),
+    )
+
+
+def _events_to(monitor: Monitor | None) -> Callable[[Event], None]:
+    def on_event(event: Event) -> None:
+        if monitor is None:
+            return
+        if event["type"] == "started":
+            monitor.watch_generator(int(event["pid"]))
+        elif event["type"] == "measure-start":
+            monitor.mark_start()
+
+    return on_event
+
+
+def run_repetitions(target: Target, spec: SwarmSpec, plan: RunPlan,
+                    monitor_factory: MonitorFactory = no_monitor) -> list[RunResult]:
+    """Every repetition against a live target; raises TargetError if it dies mid-run."""
+    results = []
+    for repetition in range(1, plan.repeat + 1):
+        with monitor_factory(target) as monitor:
+            outcome = run_swarm(spec, _events_to(monitor))
+        target.check_alive()
+        results.append(run_result(outcome, repetition, plan.concurrency, monitor))
+    return results

@@ -1,0 +1,162 @@
+"""pytest glue: options, markers, the ``webperf`` fixture, verdicts as test outcomes.
+
+Everything else in the package is plain Python; this module only translates
+between pytest and it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_webperf.api import Webperf
+from pytest_webperf.config import SETTINGS, RunConfig, Setting, resolve
+from pytest_webperf.errors import OptionError, WebperfError
+from pytest_webperf.session import WebperfSession
+
+session_key = pytest.StashKey[WebperfSession]()
+MARKER = "webperf"
+
+
+def _argtype(setting: Setting) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            return setting.parse(text)
+        except (ValueError, OptionError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = setting.name
+    return parse
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("webperf", "performance regression gates (pytest-webperf)")
+    for setting in SETTINGS:
+        if setting.flag:
+            group.addoption(setting.option, action="store_true", default=None, help=setting.help)
+        else:
+            group.addoption(
+                setting.option, type=_argtype(setting), default=None, help=setting.help,
+                action="append" if setting.multiple else "store",
+                metavar=setting.name.upper(),
+            )
+        parser.addini(setting.ini, setting.help, type="linelist" if setting.multiple else "string")
+
+
+def _resolve(config: pytest.Config) -> RunConfig:
+    cli = {s.name: config.getoption(s.option) for s in SETTINGS}
+    ini = {s.name: config.getini(s.ini) for s in SETTINGS}
+    try:
+        return resolve(cli, os.environ, ini)
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "webperf(**settings): per-test webperf settings on top of the run's, e.g. "
+        "@pytest.mark.webperf(concurrency=[10, 50], duration='5s', compare_fail='rps:3%')",
+    )
+    run_config = _resolve(config)
+    config.stash[session_key] = WebperfSession(run_config, Path(str(config.rootpath)))
+
+
+def _session(config: pytest.Config) -> WebperfSession:
+    return config.stash[session_key]
+
+
+def _test_config(node: pytest.Item | pytest.Function, base: RunConfig) -> RunConfig:
+    """The run's config with the test's markers on top (closest marker wins)."""
+    result = base
+    for mark in reversed(list(node.iter_markers(MARKER))):
+        if mark.args:
+            raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.webperf takes keywords only")
+        try:
+            result = result.with_overrides(mark.kwargs, f"{node.nodeid}: @pytest.mark.webperf")
+        except OptionError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return result
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test using ``webperf`` runs once per concurrency; ids end ``-c<N>``."""
+    if "webperf" not in metafunc.fixturenames:
+        return
+    config = _test_config(metafunc.definition, _session(metafunc.config).config)
+    metafunc.parametrize(
+        "webperf_concurrency", config.concurrency, ids=[f"c{c}" for c in config.concurrency]
+    )
+
+
+@pytest.fixture
+def webperf_concurrency() -> int:
+    """The concurrency of this test (parametrized from --webperf-concurrency)."""
+    return 1  # replaced by parametrization for every test that uses ``webperf``
+
+
+@pytest.fixture
+def webperf(request: pytest.FixtureRequest, webperf_concurrency: int) -> Generator[Webperf]:
+    """Start servers and load them: ``webperf.http(webperf.server("nginx"), path="/hello")``."""
+    session = _session(request.config)
+    handle = Webperf(
+        nodeid=request.node.nodeid,
+        concurrency=webperf_concurrency,
+        config=_test_config(request.node, session.config),
+        catalog=lambda: session.catalog,
+        judge=session.judge,
+    )
+    try:
+        yield handle
+    finally:
+        session.record(handle.measurements)
+        handle.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """A regression fails the test that measured it, one line per failed check."""
+    try:
+        result = yield
+    except WebperfError as exc:
+        # a user-caused problem (server did not start, bad option): no traceback
+        pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+    session = item.config.stash.get(session_key, None)
+    webperf_handle = getattr(item, "funcargs", {}).get("webperf")
+    if session is not None and isinstance(webperf_handle, Webperf):
+        failed = [
+            f"[{m.name}] {reason}"
+            for m in webperf_handle.measurements
+            if m.verdict is not None and m.verdict.failed
+            for reason in m.verdict.reasons
+        ]
+        if failed:
+            pytest.fail("webperf regression:\n" + "\n".join(failed), pytrace=False)
+    return result
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    session = config.stash.get(session_key, None)
+    if session is None or not session.measurements:
+        return
+    terminalreporter.write_sep("=", "webperf")
+    for line in session.summary():
+        terminalreporter.write_line(line)
+    for line in session.finish():
+        terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Containers go with the run, however it ended (Ctrl-C included)."""
+    from pytest_webperf.targets.container import remove_session_containers
+
+    try:
+        remove_session_containers()
+    except WebperfError:
+        pass

@@ -1,0 +1,1 @@
+"""Pure renderers: they render what they are given and decide nothing."""

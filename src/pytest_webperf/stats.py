@@ -1,0 +1,444 @@
+"""Pure statistics for comparing two runs made of a few repetitions each.
+
+Everything here is plain Python on sequences of floats (no numpy: the inputs are
+tiny, 1-20 repetitions of at most a few hundred seconds each).
+
+The one question the regression gate asks is "is the current mean worse than
+the baseline mean by more than X %, credibly?". The choices, and why:
+
+* **Relative change on the log scale.** The change is ``mean(x) / mean(y) - 1``;
+  its uncertainty is computed for ``log(mean(x) / mean(y))`` with the delta method
+  (``Var(log mean) ~ CV^2 / n``). Working with coefficients of variation makes every
+  result scale-invariant: rps in req/s or req/min gives the same verdict.
+* **Welch t-interval, not the bootstrap, for the decision.** With 2-5 repetitions
+  per side a bootstrap interval is too narrow: it resamples from a plug-in
+  distribution that under-states the variance by ``(n-1)/n`` and uses normal-like
+  quantiles where Student's t with ``n-1`` degrees of freedom is due (for n=3,
+  ~1.96 instead of ~4.3). The t-interval is exact for normal data and widens as it
+  should when n is small. ``bootstrap_ratio_ci`` is still here (seeded,
+  percentile) for reports with many repetitions.
+* **A floor on the spread from the per-second series.** Two or three repetitions
+  can agree by luck (a sample variance near 0 makes any difference "significant").
+  The per-second series of each repetition tells how noisy the repetition's mean
+  is at least: its batch means (batches of several seconds, because successive
+  seconds are autocorrelated) give the within-run variance of the mean. The
+  variance used for a side is the larger of the between-repetition variance and
+  that within-run variance (each with its own degrees of freedom). With a single
+  repetition per side the within-run estimate is the only one there is.
+* **Rank test.** ``mann_whitney_u`` is exact (full enumeration of the
+  ``C(n+m, n)`` splittings, midranks for ties) for small samples and normal with tie
+  correction above. It is reported next to the t-interval, not used to decide: with
+  3 repetitions per side its smallest possible one-sided p-value is 1/20 = 0.05,
+  so a rank gate could never fail a 3-repetition run.
+* **Counts (errors, lost messages) as Poisson rates.** Error counts are mostly 0;
+  per-repetition rates have no usable log. ``rate_ratio`` compares the two rates
+  with the exact conditional binomial test and a Clopper-Pearson interval.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Literal
+
+Alternative = Literal["two-sided", "greater", "less"]
+
+# Seconds per batch when turning a per-second series into batch means: successive
+# seconds of a load test are correlated (queues drain slowly), 5 s batches mostly are not.
+BATCH_SECONDS = 5
+MIN_BATCHES = 3
+EXACT_RANK_LIMIT = 200_000  # enumerate at most this many splittings (10 vs 10 is 184,756)
+
+
+# --- descriptive -------------------------------------------------------------------------
+
+
+def mean(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("mean of no values")
+    return math.fsum(values) / len(values)
+
+
+def variance(values: Sequence[float]) -> float:
+    """Sample variance (n-1 in the denominator); 0.0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    m = mean(values)
+    return math.fsum((v - m) ** 2 for v in values) / (len(values) - 1)
+
+
+def stdev(values: Sequence[float]) -> float:
+    return math.sqrt(variance(values))
+
+
+def cv(values: Sequence[float]) -> float:
+    """Coefficient of variation (sample stdev / mean); 0.0 when the mean is 0."""
+    m = mean(values)
+    return stdev(values) / abs(m) if m else 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100), linear interpolation between order statistics
+    (the default of numpy and of R's type 7)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} outside 0..100")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def batch_means(series: Sequence[float], batch: int = BATCH_SECONDS) -> list[float]:
+    """Means of consecutive batches of ``batch`` values; the incomplete last batch is
+    dropped. Shorter batches are used when that is the only way to get MIN_BATCHES."""
+    size = max(1, min(batch, len(series) // MIN_BATCHES))
+    count = len(series) // size
+    return [mean(series[i * size:(i + 1) * size]) for i in range(count)]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A relative variance (CV^2) of one repetition's value, with its degrees of freedom."""
+
+    rel_var: float
+    df: float
+
+
+def within_run_spread(series_per_run: Sequence[Sequence[float]]) -> Spread | None:
+    """The relative variance of a repetition's mean implied by its own per-second
+    series (batch means), pooled over repetitions; None when no series is long enough."""
+    total, df = 0.0, 0.0
+    for series in series_per_run:
+        batches = batch_means(series) if len(series) >= MIN_BATCHES else []
+        if len(batches) < 2:
+            continue
+        m = mean(batches)
+        if m == 0:
+            continue
+        total += (len(batches) - 1) * variance(batches) / len(batches) / (m * m)
+        df += len(batches) - 1
+    return Spread(total / df, df) if df else None
+
+
+def between_run_spread(values: Sequence[float]) -> Spread | None:
+    """The relative variance of the per-repetition values; None for one repetition."""
+    if len(values) < 2:
+        return None
+    m = mean(values)
+    return Spread(variance(values) / (m * m) if m else 0.0, len(values) - 1)
+
+
+def side_spread(values: Sequence[float], series_per_run: Sequence[Sequence[float]] = ()
+                ) -> Spread | None:
+    """The spread used for one side: the larger of between- and within-run spread."""
+    candidates = [s for s in (between_run_spread(values), within_run_spread(series_per_run))
+                  if s is not None]
+    return max(candidates, key=lambda s: s.rel_var) if candidates else None
+
+
+# --- distributions -----------------------------------------------------------------------
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
+                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student's t cumulative distribution (df may be fractional, as Welch's is)."""
+    if math.isinf(df):
+        return 0.5 * math.erfc(-t / math.sqrt(2))
+    tail = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))
+    return 1 - tail if t > 0 else tail
+
+
+def t_ppf(p: float, df: float) -> float:
+    """Inverse of ``t_cdf`` (by bisection: called a few times per verdict)."""
+    if not 0 < p < 1:
+        raise ValueError(f"probability {p} outside (0, 1)")
+    low, high = -1.0, 1.0
+    while t_cdf(low, df) > p:
+        low *= 2
+    while t_cdf(high, df) < p:
+        high *= 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        if t_cdf(mid, df) < p:
+            low = mid
+        else:
+            high = mid
+        if high - low < 1e-12 * max(1.0, abs(mid)):
+            break
+    return (low + high) / 2
+
+
+# --- the relative change of the mean -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RatioEstimate:
+    """``change = mean(current) / mean(baseline) - 1`` with a confidence interval.
+
+    ``p_greater``/``p_less`` are one-sided p-values for "current is higher/lower".
+    ``low``/``high`` are None when there is no spread estimate at all (one repetition
+    per side and no per-second series): then nothing can be said about credibility.
+    """
+
+    change: float
+    low: float | None
+    high: float | None
+    confidence: float
+    p_greater: float
+    p_less: float
+    df: float | None
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+
+def _welch(a: Spread, n_a: int, b: Spread, n_b: int) -> tuple[float, float]:
+    """Standard error of the log ratio and its Welch-Satterthwaite degrees of freedom."""
+    va, vb = a.rel_var / n_a, b.rel_var / n_b
+    se2 = va + vb
+    if se2 == 0:
+        return 0.0, math.inf
+    return math.sqrt(se2), se2 * se2 / (va * va / a.df + vb * vb / b.df)
+
+
+def ratio_change(current: Sequence[float], baseline: Sequence[float], *,
+                 current_series: Sequence[Sequence[float]] = (),
+                 baseline_series: Sequence[Sequence[float]] = (),
+                 confidence: float = 0.95) -> RatioEstimate:
+    """The relative change of the mean and its Welch t-interval on the log scale.
+
+    Means must be positive (a zero current mean is a -100 % change with certainty).
+    When only one side has a spread estimate it is used for both (same server,
+    same machine: same relative noise is the natural assumption).
+    """
+    mx, my = mean(current), mean(baseline)
+    if my <= 0 or mx < 0:
+        raise ValueError("ratio of means needs a positive baseline and a non-negative current")
+    if mx == 0:
+        return RatioEstimate(-1.0, -1.0, -1.0, confidence, 1.0, 0.0, None)
+    log_ratio = math.log(mx / my)
+    change = math.expm1(log_ratio)
+    sx, sy = side_spread(current, current_series), side_spread(baseline, baseline_series)
+    sx, sy = sx or sy, sy or sx
+    if sx is None or sy is None:
+        return RatioEstimate(change, None, None, confidence, 0.5, 0.5, None)
+    se, df = _welch(sx, len(current), sy, len(baseline))
+    if se == 0:
+        p_gt = 0.0 if log_ratio > 0 else 1.0
+        p_lt = 0.0 if log_ratio < 0 else 1.0
+        return RatioEstimate(change, change, change, confidence, p_gt, p_lt, df)
+    q = t_ppf(0.5 + confidence / 2, df)
+    t = log_ratio / se
+    return RatioEstimate(change, math.expm1(log_ratio - q * se), math.expm1(log_ratio + q * se),
+                         confidence, 1 - t_cdf(t, df), t_cdf(t, df), df)
+
+
+def bootstrap_ratio_ci(current: Sequence[float], baseline: Sequence[float], *,
+                       confidence: float = 0.95, resamples: int = 2000,
+                       seed: int = 20240611) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``mean(current) / mean(baseline) - 1``.
+
+    Seeded, so a report shows the same interval every time. Too narrow for a few
+    repetitions (see the module docstring): reports only, never the gate.
+    """
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        xs = rng.choices(current, k=len(current))
+        ys = rng.choices(baseline, k=len(baseline))
+        my = mean(ys)
+        if my > 0:
+            ratios.append(mean(xs) / my - 1)
+    if not ratios:
+        raise ValueError("bootstrap of a ratio needs a positive baseline")
+    tail = (1 - confidence) / 2 * 100
+    return percentile(ratios, tail), percentile(ratios, 100 - tail)
+
+
+# --- rank test ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankTest:
+    u: float  # Mann-Whitney U of the first sample (pairs where x > y, ties count 1/2)
+    p_value: float
+    exact: bool
+
+
+def _midranks(values: Sequence[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def _p_from(u: float, dist: Sequence[float], alternative: Alternative, eps: float) -> float:
+    ge = sum(1 for d in dist if d >= u - eps) / len(dist)
+    le = sum(1 for d in dist if d <= u + eps) / len(dist)
+    if alternative == "greater":
+        return ge
+    if alternative == "less":
+        return le
+    return min(1.0, 2 * min(ge, le))
+
+
+def mann_whitney_u(x: Sequence[float], y: Sequence[float],
+                   alternative: Alternative = "two-sided") -> RankTest:
+    """Mann-Whitney U test; "greater" means x tends to be larger than y.
+
+    Exact (enumerating every split of the pooled midranks) while there are at most
+    EXACT_RANK_LIMIT splits, which covers 10 vs 10; normal approximation with tie
+    and continuity correction above.
+    """
+    if not x or not y:
+        raise ValueError("rank test needs two non-empty samples")
+    n, m = len(x), len(y)
+    ranks = _midranks([*x, *y])
+    offset = n * (n + 1) / 2
+    u = sum(ranks[:n]) - offset
+    if math.comb(n + m, n) <= EXACT_RANK_LIMIT:
+        dist = [sum(ranks[i] for i in idx) - offset for idx in combinations(range(n + m), n)]
+        return RankTest(u, _p_from(u, dist, alternative, 1e-9), exact=True)
+    return RankTest(u, _normal_rank_p(u, ranks, n, m, alternative), exact=False)
+
+
+def _normal_rank_p(u: float, ranks: Sequence[float], n: int, m: int,
+                   alternative: Alternative) -> float:
+    total = n + m
+    counts: dict[float, int] = {}
+    for r in ranks:
+        counts[r] = counts.get(r, 0) + 1
+    ties = sum(c ** 3 - c for c in counts.values())
+    sigma = math.sqrt(n * m / 12 * ((total + 1) - ties / (total * (total - 1))))
+    if sigma == 0:
+        return 1.0
+    mu = n * m / 2
+
+    def upper(v: float) -> float:
+        return 0.5 * math.erfc((v - mu - 0.5) / sigma / math.sqrt(2))
+
+    def lower(v: float) -> float:
+        return 0.5 * math.erfc(-(v - mu + 0.5) / sigma / math.sqrt(2))
+
+    if alternative == "greater":
+        return min(1.0, upper(u))
+    if alternative == "less":
+        return min(1.0, lower(u))
+    return min(1.0, 2 * min(upper(u), lower(u)))
+
+
+# --- counts ------------------------------------------------------------------------------
+
+
+def _binom_sf(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return betainc(k, n - k + 1, p)
+
+
+@dataclass(frozen=True)
+class RateRatio:
+    """Rate ratio of two Poisson counts (e.g. errors per request), minus 1.
+
+    ``change`` is ``inf`` when the baseline had no events and the current run had some.
+    """
+
+    change: float
+    low: float
+    high: float
+    confidence: float
+    p_greater: float
+    p_less: float
+
+
+def rate_ratio(events: int, exposure: float, base_events: int, base_exposure: float, *,
+               confidence: float = 0.95) -> RateRatio:
+    """Compare ``events/exposure`` with ``base_events/base_exposure``.
+
+    Conditional on the total number of events, the current run's share is binomial
+    with ``pi = exposure / (exposure + base_exposure)`` when the rates are equal: an
+    exact test that needs no normal approximation for counts near zero. The interval
+    is Clopper-Pearson on that share, mapped to the rate ratio. Bursty errors are
+    over-dispersed, which makes this optimistic; the threshold is the second guard.
+    """
+    if exposure <= 0 or base_exposure <= 0:
+        raise ValueError("rate ratio needs positive exposures")
+    total = events + base_events
+    if total == 0:
+        return RateRatio(0.0, -1.0, math.inf, confidence, 1.0, 1.0)
+    pi0 = exposure / (exposure + base_exposure)
+    p_greater = _binom_sf(events, total, pi0)
+    p_less = 1 - _binom_sf(events + 1, total, pi0)
+    alpha = 1 - confidence
+    lo_share = 0.0 if events == 0 else _share_bound(events, total, alpha / 2, lower=True)
+    hi_share = 1.0 if events == total else _share_bound(events, total, alpha / 2, lower=False)
+    scale = base_exposure / exposure
+
+    def to_change(share: float) -> float:
+        return math.inf if share >= 1 else share / (1 - share) * scale - 1
+
+    return RateRatio(to_change(events / total), to_change(lo_share), to_change(hi_share),
+                     confidence, p_greater, p_less)
+
+
+def _share_bound(k: int, n: int, tail: float, *, lower: bool) -> float:
+    """Clopper-Pearson bound of a binomial proportion, by bisection."""
+    low, high = 0.0, 1.0
+    for _ in range(100):
+        mid = (low + high) / 2
+        # lower bound: P(X >= k | mid) = tail; upper bound: P(X <= k | mid) = tail
+        value = _binom_sf(k, n, mid) if lower else 1 - _binom_sf(k + 1, n, mid)
+        if (value < tail) == lower:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
