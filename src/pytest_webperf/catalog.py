@@ -28,6 +28,7 @@ else:  # pragma: no cover
 KINDS = ("http", "mqtt", "tcp")
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "servers"
+OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings")  # read by the modules that use them
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class ServerSpec:
     cpus: float | None = None
     memory: str | None = None
     notes: str = ""
+    image_from: str | None = None  # reuse another catalogue server's image (e.g. "go")
+    extra: dict[str, object] = field(default_factory=dict)  # keys other modules own (mqtt, ...)
 
     @property
     def image_repo(self) -> str:
@@ -89,8 +92,9 @@ def load_spec(directory: Path) -> ServerSpec:
     kind = str(data.pop("kind", "http"))
     if kind not in KINDS:
         raise CatalogError(f"{path}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    if not (directory / "Dockerfile").is_file():
-        raise CatalogError(f"{directory}: no Dockerfile")
+    image_from = data.pop("image_from", None)
+    if image_from is None and not (directory / "Dockerfile").is_file():
+        raise CatalogError(f"{directory}: no Dockerfile (or image_from = \"<server>\")")
     env = data.pop("env", {})
     if not isinstance(env, dict):
         raise CatalogError(f"{path}: [env] must be a table of strings")
@@ -110,11 +114,13 @@ def load_spec(directory: Path) -> ServerSpec:
             cpus=None if "cpus" not in data else float(data.pop("cpus")),
             memory=None if "memory" not in data else str(data.pop("memory")),
             notes=str(data.pop("notes", "")),
+            image_from=None if image_from is None else str(image_from),
+            extra={k: data.pop(k) for k in list(data) if k in OWNED_ELSEWHERE},
         )
     except (TypeError, ValueError) as exc:
         raise CatalogError(f"{path}: {exc}") from None
-    for key in data:  # leave room for keys other modules own, but catch typos
-        if not key.startswith("x-") and key not in ("telemetry_store", "mqtt", "settings"):
+    for key in data:  # catch typos
+        if not key.startswith("x-"):
             raise CatalogError(f"{path}: unknown key {key!r}")
     return spec
 
@@ -150,6 +156,16 @@ class Catalog:
                 "Add servers/<name>/server.toml or pass --webperf-servers=DIR."
             ) from None
 
+    def image_spec(self, spec: ServerSpec) -> ServerSpec:
+        """The spec whose directory builds ``spec``'s image."""
+        seen = {spec.name}
+        while spec.image_from is not None:
+            spec = self.get(spec.image_from)
+            if spec.name in seen:
+                raise CatalogError(f"image_from cycle through {spec.name}")
+            seen.add(spec.name)
+        return spec
+
     def closure(self, name: str) -> list[ServerSpec]:
         """The server and everything it depends on, dependencies first."""
         order: list[ServerSpec] = []
@@ -157,6 +173,8 @@ class Catalog:
         def visit(spec: ServerSpec, path: tuple[str, ...]) -> None:
             if spec.name in path:
                 raise CatalogError(f"dependency cycle: {' -> '.join((*path, spec.name))}")
+            if spec.image_from is not None:
+                visit(self.get(spec.image_from), (*path, spec.name))
             for dep in spec.depends:
                 visit(self.get(dep.server), (*path, spec.name))
             if spec not in order:

@@ -35,7 +35,7 @@ def bucket_bounds(index: int) -> tuple[int, int]:
 class Histogram:
     """Counts of latencies in microseconds. Mutable while recording; merge with ``+=``."""
 
-    __slots__ = ("counts", "total", "count", "minimum", "maximum")
+    __slots__ = ("count", "counts", "maximum", "minimum", "total")
 
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}

@@ -63,4 +63,6 @@ def ensure_image(spec: ServerSpec, log: Log = _stderr) -> str:
 
 def ensure_images(catalog: Catalog, name: str, log: Log = _stderr) -> dict[str, str]:
     """Images for ``name`` and everything it depends on: server name -> tag."""
-    return {spec.name: ensure_image(spec, log) for spec in catalog.closure(name)}
+    return {
+        spec.name: ensure_image(catalog.image_spec(spec), log) for spec in catalog.closure(name)
+    }

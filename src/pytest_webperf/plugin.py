@@ -7,6 +7,7 @@ between pytest and it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -45,7 +46,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 action="append" if setting.multiple else "store",
                 metavar=setting.name.upper(),
             )
-        parser.addini(setting.ini, setting.help, type="linelist" if setting.multiple else "string")
+        if setting.multiple:
+            parser.addini(setting.ini, setting.help, type="linelist")
+        else:
+            parser.addini(setting.ini, setting.help, type="string")
 
 
 def _resolve(config: pytest.Config) -> RunConfig:
@@ -156,7 +160,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """Containers go with the run, however it ended (Ctrl-C included)."""
     from pytest_webperf.targets.container import remove_session_containers
 
-    try:
+    with contextlib.suppress(WebperfError):
         remove_session_containers()
-    except WebperfError:
-        pass

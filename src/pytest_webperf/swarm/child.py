@@ -63,9 +63,9 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
     user_class = load_user_class(spec)
     recorder = Recorder()
     environment = Environment(user_classes=[user_class], host=spec.host)
-    environment.webperf_recorder = recorder  # lean users record here directly
+    environment.webperf_recorder = recorder  # type: ignore[attr-defined]  # lean users record here
     if not getattr(user_class, "webperf_records_itself", False):
-        environment.events.request.add_listener(recorder.on_request)
+        environment.events.request.add_listener(recorder.on_request)  # type: ignore[no-untyped-call]
     runner = environment.create_local_runner()
 
     started = time.monotonic()

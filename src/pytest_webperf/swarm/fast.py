@@ -12,9 +12,9 @@ from pytest_webperf.swarm.spec import SwarmSpec
 def make_user(spec: SwarmSpec) -> type[Any]:
     workload = spec.workload
     headers = dict(workload.headers) or None
-    body = workload.body or None
+    body: Any = workload.body or None  # bytes go through as they are
 
-    class WebperfFastHttpUser(FastHttpUser):  # type: ignore[misc]
+    class WebperfFastHttpUser(FastHttpUser):
         host = spec.host
         wait_time = constant(0)  # closed loop, like wrk: next request as soon as one completes
         network_timeout = spec.timeout_s

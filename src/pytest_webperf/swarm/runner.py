@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -69,7 +70,7 @@ class SwarmProcess:
 
     def __init__(self, spec: SwarmSpec) -> None:
         self.spec = spec
-        self.log = tempfile.TemporaryFile(mode="w+", prefix="webperf-swarm-")
+        self.log = tempfile.TemporaryFile(mode="w+", prefix="webperf-swarm-")  # noqa: SIM115
         self.process: subprocess.Popen[bytes] | None = None
         self._read_fd = -1
 
@@ -104,10 +105,8 @@ class SwarmProcess:
     def stop(self) -> None:
         """Kill the child's whole process group if it is still there."""
         if self.process is not None and self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.process.wait()
 
     def output(self) -> str:

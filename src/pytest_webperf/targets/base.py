@@ -77,7 +77,7 @@ def tcp_ready(host: str, port: int, timeout: float = 2.0) -> bool:
 def wait_until(
     ready: Callable[[], bool], alive: Callable[[], None], timeout: float, interval: float = 0.1
 ) -> bool:
-    """Poll ``ready`` until it is true or ``timeout`` passes; ``alive`` raises if the server died."""
+    """Poll ``ready`` until true or ``timeout`` passes; ``alive`` raises if the server died."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ready():

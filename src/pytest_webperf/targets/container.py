@@ -13,7 +13,7 @@ import resource
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +72,7 @@ def sweep_stale_containers() -> list[str]:
     for container in docker_client().containers.list(all=True, filters={"label": MANAGED}):
         if not _owner_alive(container.labels.get(OWNER, "")):
             container.remove(force=True)
-            removed.append(container.name)
+            removed.append(str(container.name))
     return removed
 
 
@@ -82,10 +82,8 @@ def remove_session_containers() -> int:
         all=True, filters={"label": f"{SESSION}={SESSION_ID}"}
     )
     for container in containers:
-        try:
+        with suppress(docker.errors.NotFound):
             container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
     return len(containers)
 
 
@@ -185,10 +183,8 @@ class ServerContainer:
 
     def stop(self) -> None:
         if self.container is not None:
-            try:
+            with suppress(docker.errors.NotFound):
                 self.container.stop()
-            except docker.errors.NotFound:
-                pass
 
 
 class ContainerTarget:
@@ -234,7 +230,9 @@ class ContainerTarget:
         env[spec.port_env] = str(port)
         for name in spec.extra_ports:
             env[name] = str(free_port())
-        server = ServerContainer(spec, part, ensure_image(spec), port, env, limits)
+        server = ServerContainer(
+            spec, part, ensure_image(self.catalog.image_spec(spec)), port, env, limits
+        )
         self._stack.callback(server.stop)
         server.start()
         self.containers.append(server)
