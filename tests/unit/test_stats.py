@@ -1,0 +1,213 @@
+"""Unit tests of the pure statistics (no I/O, no timing)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_webperf import stats
+
+positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
+samples = st.lists(positive, min_size=1, max_size=6)
+
+
+def test_descriptive_statistics() -> None:
+    values = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]
+    assert stats.mean(values) == 5.0
+    assert stats.variance(values) == pytest.approx(32 / 7)
+    assert stats.stdev(values) == pytest.approx(math.sqrt(32 / 7))
+    assert stats.cv(values) == pytest.approx(math.sqrt(32 / 7) / 5)
+    assert stats.variance([3.0]) == 0.0
+    assert stats.cv([0.0, 0.0]) == 0.0
+
+
+def test_percentile_interpolates_like_numpy() -> None:
+    values = [15.0, 20.0, 35.0, 40.0, 50.0]
+    assert stats.percentile(values, 0) == 15.0
+    assert stats.percentile(values, 100) == 50.0
+    assert stats.percentile(values, 50) == 35.0
+    assert stats.percentile(values, 40) == pytest.approx(29.0)
+    assert stats.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    with pytest.raises(ValueError, match="no values"):
+        stats.percentile([], 50)
+    with pytest.raises(ValueError, match="outside"):
+        stats.percentile([1.0], 101)
+
+
+@given(st.lists(positive, min_size=1, max_size=30), st.floats(0, 100), st.floats(0, 100))
+def test_percentile_is_monotone_and_bounded(values: list[float], q1: float, q2: float) -> None:
+    lo, hi = sorted((q1, q2))
+    assert min(values) <= stats.percentile(values, lo) <= stats.percentile(values, hi)
+    assert stats.percentile(values, hi) <= max(values)
+
+
+@pytest.mark.parametrize(("p", "df", "expected"), [
+    (0.975, 1, 12.7062), (0.975, 4, 2.7764), (0.975, 8, 2.3060), (0.995, 8, 3.3554),
+    (0.95, 30, 1.6973), (0.975, math.inf, 1.95996), (0.025, 4, -2.7764),
+])
+def test_student_t_quantiles_match_tables(p: float, df: float, expected: float) -> None:
+    assert stats.t_ppf(p, df) == pytest.approx(expected, abs=1e-3)
+
+
+@given(st.floats(0.001, 0.999), st.floats(0.5, 200))
+def test_t_ppf_inverts_t_cdf(p: float, df: float) -> None:
+    assert stats.t_cdf(stats.t_ppf(p, df), df) == pytest.approx(p, abs=1e-7)
+
+
+@given(st.floats(0.5, 50), st.floats(0.5, 50), st.floats(0, 1))
+def test_incomplete_beta_symmetry(a: float, b: float, x: float) -> None:
+    assert stats.betainc(a, b, x) == pytest.approx(1 - stats.betainc(b, a, 1 - x), abs=1e-9)
+
+
+def test_batch_means_use_five_second_batches_and_drop_the_tail() -> None:
+    assert stats.batch_means([float(v) for v in range(22)]) == [2.0, 7.0, 12.0, 17.0]
+    # too short for 5 s batches: shorter batches, at least three of them
+    assert stats.batch_means([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == [1.5, 3.5, 5.5]
+
+
+def test_within_run_spread_of_a_constant_series_is_zero_and_short_series_are_ignored() -> None:
+    assert stats.within_run_spread([[10.0] * 20]) == stats.Spread(0.0, 3)
+    assert stats.within_run_spread([[1.0, 2.0]]) is None
+
+
+def test_within_run_spread_estimates_the_variance_of_a_runs_mean() -> None:
+    # independent seconds with CV 10 %: the mean of 60 s has CV^2 = 0.01 / 60
+    rng = random.Random(7)
+    runs = [[100 * (1 + rng.gauss(0, 0.1)) for _ in range(60)] for _ in range(40)]
+    spread = stats.within_run_spread(runs)
+    assert spread is not None
+    assert spread.df == 40 * 11
+    assert spread.rel_var == pytest.approx(0.01 / 60, rel=0.25)
+
+
+@given(samples)
+def test_identical_samples_show_no_change(values: list[float]) -> None:
+    est = stats.ratio_change(values, values)
+    assert est.change == pytest.approx(0.0, abs=1e-12)
+    assert est.p_greater >= 0.5 - 1e-9
+    assert est.p_less >= 0.5 - 1e-9
+
+
+@given(st.lists(st.floats(0.95, 1.05), min_size=2, max_size=6),
+       st.lists(st.floats(0.95, 1.05), min_size=2, max_size=6),
+       st.integers(-20, 20))
+def test_ratio_change_is_scale_invariant(xs: list[float], ys: list[float], k: int) -> None:
+    scale = 2.0 ** k  # exact in binary floating point
+    a = stats.ratio_change(xs, ys)
+    b = stats.ratio_change([x * scale for x in xs], [y * scale for y in ys])
+    assert a == b
+
+
+@settings(max_examples=50)
+@given(st.lists(st.floats(-0.01, 0.01), min_size=3, max_size=5),
+       st.lists(st.floats(-0.01, 0.01), min_size=3, max_size=5), st.floats(0.3, 0.9))
+def test_a_large_shift_with_tight_spread_is_significant(
+        ex: list[float], ey: list[float], factor: float) -> None:
+    est = stats.ratio_change([1000 * factor * (1 + e) for e in ex], [1000 * (1 + e) for e in ey])
+    assert est.p_less < 0.025
+    assert est.high is not None and est.high < 0
+
+
+def test_ratio_interval_contains_the_change_and_widens_with_confidence() -> None:
+    xs, ys = [90.0, 95.0, 93.0], [100.0, 104.0, 98.0]
+    narrow = stats.ratio_change(xs, ys, confidence=0.9)
+    wide = stats.ratio_change(xs, ys, confidence=0.99)
+    assert narrow.low is not None and narrow.high is not None
+    assert wide.low is not None and wide.high is not None
+    assert wide.low < narrow.low < narrow.change < narrow.high < wide.high
+    assert narrow.change == pytest.approx(stats.mean(xs) / stats.mean(ys) - 1)
+
+
+def test_one_repetition_per_side_has_no_interval_unless_there_is_a_series() -> None:
+    assert not stats.ratio_change([90.0], [100.0]).has_interval
+    series = [[100.0 + (i % 3) for i in range(20)]]
+    est = stats.ratio_change([90.0], [100.0], baseline_series=series)
+    assert est.has_interval  # one side's spread stands in for both
+
+
+def test_lucky_agreement_between_repetitions_is_floored_by_the_per_second_noise() -> None:
+    rng = random.Random(3)
+    noisy = [[100 * (1 + rng.gauss(0, 0.2)) for _ in range(20)] for _ in range(2)]
+    bare = stats.ratio_change([97.0, 97.0], [100.0, 100.0])
+    floored = stats.ratio_change([97.0, 97.0], [100.0, 100.0],
+                                 current_series=noisy, baseline_series=noisy)
+    assert bare.p_less == 0.0  # zero spread: any difference is certain
+    assert floored.p_less > 0.05  # 3 % is nothing against 20 % per-second noise
+
+
+def test_zero_current_mean_is_a_certain_total_loss() -> None:
+    est = stats.ratio_change([0.0, 0.0], [100.0, 110.0])
+    assert est.change == -1.0 and est.p_less == 0.0
+    with pytest.raises(ValueError):
+        stats.ratio_change([1.0], [0.0])
+
+
+def test_bootstrap_is_reproducible_and_narrower_than_the_t_interval_for_few_repetitions() -> None:
+    xs, ys = [90.0, 96.0, 92.0], [100.0, 103.0, 97.0]
+    assert stats.bootstrap_ratio_ci(xs, ys) == stats.bootstrap_ratio_ci(xs, ys)
+    b_low, b_high = stats.bootstrap_ratio_ci(xs, ys)
+    t = stats.ratio_change(xs, ys)
+    assert t.low is not None and t.high is not None
+    assert t.low < b_low < b_high < t.high  # why the gate does not use the bootstrap
+
+
+def test_mann_whitney_exact_values() -> None:
+    separated = stats.mann_whitney_u([6, 7, 8, 9, 10], [1, 2, 3, 4, 5], "greater")
+    assert separated.exact and separated.u == 25
+    assert separated.p_value == pytest.approx(1 / 252)
+    assert stats.mann_whitney_u([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]).p_value == pytest.approx(2 / 252)
+    # three per side can never be more significant than 1/20 one-sided
+    assert stats.mann_whitney_u([4, 5, 6], [1, 2, 3], "greater").p_value == pytest.approx(0.05)
+    assert stats.mann_whitney_u([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]).p_value == 1.0
+    with pytest.raises(ValueError):
+        stats.mann_whitney_u([], [1.0])
+
+
+def test_mann_whitney_normal_approximation_agrees_with_the_exact_test() -> None:
+    rng = random.Random(11)
+    x = [rng.gauss(0.5, 1) for _ in range(9)]
+    y = [rng.gauss(0, 1) for _ in range(9)]
+    exact = stats.mann_whitney_u(x, y, "greater")
+    ranks = stats._midranks([*x, *y])
+    approx = stats._normal_rank_p(exact.u, ranks, 9, 9, "greater")
+    assert exact.exact
+    assert approx == pytest.approx(exact.p_value, abs=0.01)
+    big = stats.mann_whitney_u(list(range(20)), list(range(5, 25)), "less")
+    assert not big.exact and 0 < big.p_value < 0.05
+
+
+@given(samples, samples)
+def test_mann_whitney_is_antisymmetric(x: list[float], y: list[float]) -> None:
+    a = stats.mann_whitney_u(x, y, "greater")
+    b = stats.mann_whitney_u(y, x, "less")
+    assert a.p_value == pytest.approx(b.p_value)
+    assert 0 <= a.p_value <= 1
+    assert a.u + stats.mann_whitney_u(y, x).u == pytest.approx(len(x) * len(y))
+
+
+def test_rate_ratio_of_counts() -> None:
+    none = stats.rate_ratio(0, 1000, 0, 1000)
+    assert none.change == 0 and none.p_greater == 1.0
+    new = stats.rate_ratio(6, 1000, 0, 1000)
+    assert new.change == math.inf
+    assert new.p_greater == pytest.approx(0.5 ** 6)
+    stray = stats.rate_ratio(1, 1000, 0, 1000)
+    assert stray.p_greater == pytest.approx(0.5)  # one error proves nothing
+    same = stats.rate_ratio(5, 1.0, 5, 1.0)
+    # Clopper-Pearson 95 % for 5 of 10 is 0.1871..0.8129
+    assert same.low == pytest.approx(0.1871 / 0.8129 - 1, abs=1e-3)
+    assert same.high == pytest.approx(0.8129 / 0.1871 - 1, abs=1e-2)
+    # exposure matters: 10 errors in twice the requests is the same rate
+    assert stats.rate_ratio(10, 2000, 5, 1000).change == pytest.approx(0.0)
+
+
+@given(st.integers(0, 200), st.integers(0, 200), st.floats(10, 1e6), st.floats(10, 1e6))
+def test_rate_ratio_interval_contains_the_estimate(k: int, j: int, n: float, m: float) -> None:
+    r = stats.rate_ratio(k, n, j, m)
+    assert r.low <= r.change + 1e-9
+    assert r.change <= r.high + 1e-9  # inf <= inf when the baseline had none
+    assert 0 <= r.p_greater <= 1 and 0 <= r.p_less <= 1
