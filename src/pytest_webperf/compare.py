@@ -160,12 +160,24 @@ def _num(value: float) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
+def _finite(value: float, metric: str) -> float:
+    if metric not in METRICS:
+        raise OptionError(f"unknown metric {metric!r}: {GRAMMAR}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise OptionError(f"the number in a {metric} check must be finite and >= 0, not {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class RelativeCheck:
     """Fail when ``metric`` got worse than the baseline by more than ``percent`` %."""
 
     metric: str
     percent: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "percent", _finite(self.percent, str(self.metric)))
 
     def __str__(self) -> str:
         return f"{self.metric}:{_num(self.percent)}%"
@@ -178,6 +190,9 @@ class AbsoluteCheck:
     metric: str
     op: Op
     limit: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "limit", _finite(self.limit, str(self.metric)))
 
     def __str__(self) -> str:
         return f"{METRICS[self.metric].limit_name}{self.op}{_num(self.limit)}"
