@@ -1,0 +1,11 @@
+#!/bin/sh
+# The plugin hands out our port in $PORT and apache-php's in $BACKEND_PORT (host networking,
+# loopback only).
+set -eu
+: "${PORT:?PORT must be set}"
+: "${BACKEND_PORT:?BACKEND_PORT must be set (the apache-php backend)}"
+: "${NGINX_WORKERS:=auto}"
+sed -e "s/@PORT@/$PORT/g" -e "s/@BACKEND_PORT@/$BACKEND_PORT/g" \
+    -e "s/@WORKERS@/$NGINX_WORKERS/g" \
+    /etc/nginx/nginx.conf.template > /etc/nginx/nginx.conf
+exec nginx -g 'daemon off;'
