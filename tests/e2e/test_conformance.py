@@ -1,0 +1,127 @@
+"""Every HTTP server of the catalogue serves the same routes with the same bytes.
+
+One container (plus its dependencies) per server for the whole module: the ``target``
+fixture is module-scoped and parametrized by server, so pytest groups the tests by server.
+A route a server does not declare in its ``server.toml`` is skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from pytest_webperf.assets import QUICKSORT_BODY, QUICKSORT_INPUT, workload_files
+from pytest_webperf.catalog import Catalog, ServerSpec, default_directories
+from pytest_webperf.targets import start_target
+from pytest_webperf.targets.container import ContainerTarget
+
+pytestmark = pytest.mark.e2e
+
+CATALOG = Catalog(default_directories())
+HTTP_SERVERS = [spec.name for spec in CATALOG if spec.kind == "http"]
+FILES = workload_files()
+# route -> (media type, exact body) of every GET workload
+EXPECTED = {
+    "/hello": ("text/html", FILES["hello.html"]),
+    "/quicksort": ("application/json", QUICKSORT_BODY),
+    "/file": ("image/png", FILES["file.png"]),
+    "/500b": ("text/html", FILES["500b.html"]),
+    "/20kb": ("text/html", FILES["20kb.html"]),
+}
+GOOD_MESSAGE = {"clientId": 7, "temp": 21.5, "humidity": 40, "light": 300.25}
+BAD_MESSAGES = {
+    "malformed-json": b'{"clientId": 1, "temp": ',
+    "not-an-object": b"[1, 2, 3]",
+    "missing-fields": b'{"clientId": 1, "temp": 20}',
+    "non-numeric": b'{"clientId": "one", "temp": 20, "humidity": 30, "light": 40}',
+    "empty": b"",
+}
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    media_type: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Server:
+    spec: ServerSpec
+    target: ContainerTarget
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> Reply:
+        """One request on a fresh connection (a proxy may answer a 400 by closing)."""
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn = http.client.HTTPConnection("127.0.0.1", self.target.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            data = response.read()
+            media_type = (response.getheader("Content-Type") or "").split(";")[0].strip()
+            return Reply(response.status, media_type.lower(), data)
+        finally:
+            conn.close()
+
+    def require(self, route: str) -> None:
+        if route not in self.spec.routes:
+            pytest.skip(f"{self.spec.name} does not serve {route} (see its server.toml)")
+
+
+@pytest.fixture(scope="module", params=HTTP_SERVERS)
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    name: str = request.param
+    with start_target(CATALOG, name) as target:
+        yield Server(CATALOG.get(name), target)
+
+
+@pytest.mark.parametrize("route", sorted(EXPECTED))
+def test_get_route_serves_the_exact_workload(server: Server, route: str) -> None:
+    server.require(route)
+    media_type, body = EXPECTED[route]
+    # Twice: a caching proxy answers the second from its cache, which must match too.
+    for attempt in ("first", "repeated"):
+        reply = server.request("GET", route)
+        assert reply.status == 200, f"{attempt} GET {route}: status {reply.status}"
+        assert reply.media_type == media_type, f"{attempt} GET {route}"
+        assert len(reply.body) == len(body), f"{attempt} GET {route}: size"
+        assert reply.body == body, f"{attempt} GET {route}: body differs"
+
+
+def test_quicksort_is_the_sorted_seed_array(server: Server) -> None:
+    server.require("/quicksort")
+    reply = server.request("GET", "/quicksort")
+    assert json.loads(reply.body) == sorted(QUICKSORT_INPUT)
+
+
+def test_health_answers_200(server: Server) -> None:
+    assert server.request("GET", server.spec.health).status == 200
+
+
+def test_unknown_path_is_404(server: Server) -> None:
+    assert server.request("GET", "/no-such-route").status == 404
+
+
+def test_telemetry_accepts_a_message(server: Server) -> None:
+    server.require("/telemetry")
+    reply = server.request("POST", "/telemetry", json.dumps(GOOD_MESSAGE).encode())
+    assert reply.status == 201, reply.body
+    assert reply.media_type == "application/json"
+    stored = json.loads(reply.body)["stored"]
+    assert isinstance(stored, int) and stored >= 1
+
+
+@pytest.mark.parametrize("body", BAD_MESSAGES.values(), ids=BAD_MESSAGES.keys())
+def test_telemetry_rejects_bad_input_and_keeps_serving(server: Server, body: bytes) -> None:
+    server.require("/telemetry")
+    reply = server.request("POST", "/telemetry", body)
+    assert reply.status == 400, reply.body
+    assert reply.media_type == "application/json"
+    assert "error" in json.loads(reply.body)
+    after = server.request("GET", "/health")
+    assert after.status == 200, "the server stopped answering after a bad request"
+    server.target.check_alive()
