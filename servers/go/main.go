@@ -15,13 +15,8 @@ const www = "/srv/www"
 
 var stored atomic.Int64
 
-// Seed 002's message; pointers tell a missing field from a zero.
-type telemetry struct {
-	ClientID *float64 `json:"clientId"`
-	Temp     *float64 `json:"temp"`
-	Humidity *float64 `json:"humidity"`
-	Light    *float64 `json:"light"`
-}
+// The MariaDB store (store.go); nil keeps the in-memory count.
+var db *store
 
 func quickSort(array []int) []int {
 	if len(array) < 2 {
@@ -100,9 +95,15 @@ func postTelemetry(w http.ResponseWriter, r *http.Request) {
 		sendJSON(w, http.StatusBadRequest, map[string]string{"error": "body is not a JSON object: " + err.Error()})
 		return
 	}
-	if msg.ClientID == nil || msg.Temp == nil || msg.Humidity == nil || msg.Light == nil {
+	if !msg.complete() {
 		sendJSON(w, http.StatusBadRequest, map[string]string{"error": "missing field: needs clientId, temp, humidity, light"})
 		return
+	}
+	if db != nil {
+		if err := db.save(&msg, "http"); err != nil {
+			sendJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "not stored: " + err.Error()})
+			return
+		}
 	}
 	sendJSON(w, http.StatusCreated, map[string]int64{"stored": stored.Add(1)})
 }
@@ -116,6 +117,8 @@ func main() {
 	if port == "" {
 		log.Fatal("PORT must be set")
 	}
+	db = openStore()
+	subscribe(db)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hello", get(hello))
 	mux.HandleFunc("/quicksort", get(quicksort))
