@@ -43,6 +43,10 @@ def load_user_class(spec: SwarmSpec) -> type[Any]:
         from pytest_webperf.swarm import fast
 
         return fast.make_user(spec)
+    if spec.user_class == "mqtt":
+        from pytest_webperf.swarm import mqtt
+
+        return mqtt.make_user(spec)
     if spec.user_class == "lean":
         from pytest_webperf.swarm import http
 

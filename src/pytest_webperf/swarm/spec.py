@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_webperf.models import Workload
+from pytest_webperf.mqtt.load import MqttLoad
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class SwarmSpec:
     timeout_s: float = 10.0  # a request unanswered for this long counts as a timeout
     interval_s: float = 1.0  # snapshot interval
     workers: int = 1  # generator processes
+    mqtt: MqttLoad | None = None  # what user_class "mqtt" publishes
 
     @property
     def effective_spawn_rate(self) -> float:
@@ -38,6 +40,7 @@ class SwarmSpec:
             "warmup_s": self.warmup_s, "spawn_rate": self.spawn_rate,
             "workload": self.workload.to_dict(), "user_class": self.user_class,
             "timeout_s": self.timeout_s, "interval_s": self.interval_s, "workers": self.workers,
+            "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
         }
 
     @classmethod
@@ -50,4 +53,5 @@ class SwarmSpec:
             user_class=str(data.get("user_class", "fast")),
             timeout_s=float(data.get("timeout_s", 10)),
             interval_s=float(data.get("interval_s", 1)), workers=int(data.get("workers", 1)),
+            mqtt=MqttLoad.from_dict(data["mqtt"]) if data.get("mqtt") else None,
         )

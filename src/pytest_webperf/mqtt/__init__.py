@@ -1,0 +1,1 @@
+"""MQTT at QoS 2: what the swarm publishes, who receives it, and where every message went."""

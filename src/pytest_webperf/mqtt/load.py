@@ -1,0 +1,42 @@
+"""What an MQTT swarm does (sent to the swarm child inside ``SwarmSpec.mqtt``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MqttLoad:
+    """Each user is one MQTT client publishing seed 002's telemetry to ``<topic>/<clientId>``.
+
+    ``interval_s`` > 0 paces every user at one message per interval (seed 002: 500 ms);
+    0 is flat out: each user publishes its next message as soon as the last one is
+    PUBCOMP-acknowledged (QoS 2) or PUBACKed (QoS 1), or sent (QoS 0).
+    """
+
+    port: int
+    host: str = "127.0.0.1"
+    topic: str = "telemetry"
+    qos: int = 2
+    interval_s: float = 0.5
+    keepalive_s: int = 60
+    clean_session: bool = True  # the publishers' sessions; the subscribers' are persistent
+    client_prefix: str = "webperf"  # MQTT client ids are <prefix>-<clientId>
+    report_path: str = ""  # where the child writes its per-client accounting at the end
+    grace_s: float = 5.0  # at the end, how long to wait for outstanding acknowledgements
+
+    def __post_init__(self) -> None:
+        if self.qos not in (0, 1, 2):
+            raise ValueError(f"qos must be 0, 1 or 2, not {self.qos!r}")
+        if self.interval_s < 0:
+            raise ValueError(f"interval must not be negative, not {self.interval_s!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MqttLoad:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
