@@ -47,6 +47,7 @@ class Reply:
     status: int
     media_type: str
     body: bytes
+    content_length: str | None
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class Server:
             response = conn.getresponse()
             data = response.read()
             media_type = (response.getheader("Content-Type") or "").split(";")[0].strip()
-            return Reply(response.status, media_type.lower(), data)
+            length = response.getheader("Content-Length")
+            return Reply(response.status, media_type.lower(), data, length)
         finally:
             conn.close()
 
@@ -89,6 +91,8 @@ def test_get_route_serves_the_exact_workload(server: Server, route: str) -> None
         assert reply.status == 200, f"{attempt} GET {route}: status {reply.status}"
         assert reply.media_type == media_type, f"{attempt} GET {route}"
         assert len(reply.body) == len(body), f"{attempt} GET {route}: size"
+        # Declared, not chunked: load generators count bytes and frame by Content-Length.
+        assert reply.content_length == str(len(body)), f"{attempt} GET {route}: Content-Length"
         assert reply.body == body, f"{attempt} GET {route}: body differs"
 
 
