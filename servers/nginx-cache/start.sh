@@ -5,7 +5,9 @@ set -eu
 : "${PORT:?PORT must be set}"
 : "${BACKEND_PORT:?BACKEND_PORT must be set (the apache-php backend)}"
 : "${NGINX_WORKERS:=auto}"
-sed -e "s/@PORT@/$PORT/g" -e "s/@BACKEND_PORT@/$BACKEND_PORT/g" \
+# As many open files as the container may have (the engine's limit can be below 65535).
+NOFILE=$(ulimit -Hn); [ "$NOFILE" = unlimited ] && NOFILE=1048576
+sed -e "s/@NOFILE@/$NOFILE/g" -e "s/@PORT@/$PORT/g" -e "s/@BACKEND_PORT@/$BACKEND_PORT/g" \
     -e "s/@WORKERS@/$NGINX_WORKERS/g" \
     /etc/nginx/nginx.conf.template > /etc/nginx/nginx.conf
 exec nginx -g 'daemon off;'
