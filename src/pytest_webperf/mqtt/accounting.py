@@ -1,0 +1,70 @@
+"""Where messages went: pure arithmetic over what was published and what each consumer got.
+
+Messages are identified by (clientId, seq); client c published seqs 0..n-1. A consumer's
+copies are compared with that set: first copies are deliveries, further copies duplicates,
+copies of pairs never published ``unexpected``. A message acknowledged to its publisher
+(PUBCOMP at QoS 2) and not delivered by the cutoff is ``missing``; it is ``backlog`` when
+the consumer was still receiving at the cutoff, else ``lost``. Messages never acknowledged
+are not counted missing: the broker never took responsibility for them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from pytest_webperf.histogram import Histogram
+from pytest_webperf.models import Delivery, Latency
+
+
+@dataclass(frozen=True)
+class Published:
+    """The publishers' side: per client how many were sent, and which were never acked."""
+
+    counts: Mapping[int, int]
+    unacked: Mapping[int, frozenset[int]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def unacked_total(self) -> int:
+        return sum(len(v) for v in self.unacked.values())
+
+    def was_published(self, client: int, seq: int) -> bool:
+        return 0 <= seq < self.counts.get(client, 0)
+
+    def acked(self, client: int, seq: int) -> bool:
+        return seq not in self.unacked.get(client, frozenset())
+
+
+def account(consumer: str, published: Published, copies: Iterable[tuple[int, int]],
+            *, still_arriving: bool, latency: Histogram | None = None) -> Delivery:
+    """One consumer's ``Delivery`` from its (clientId, seq) copies, in any order."""
+    seen: Counter[tuple[int, int]] = Counter(copies)
+    received = sum(seen.values())
+    delivered = duplicates = unexpected = 0
+    for (client, seq), n in seen.items():
+        if published.was_published(client, seq):
+            delivered += 1
+            duplicates += n - 1
+        else:
+            unexpected += n
+    missing = sum(
+        1 for client, count in published.counts.items() for seq in range(count)
+        if published.acked(client, seq) and (client, seq) not in seen
+    )
+    return Delivery(
+        consumer=consumer, received=received, delivered=delivered, duplicates=duplicates,
+        missing=missing, lost=0 if still_arriving else missing,
+        backlog=missing if still_arriving else 0, unexpected=unexpected,
+        latency=Latency.of(latency) if latency is not None and latency.count else None,
+    )
+
+
+def seed_tps(stored: int, first_sent: float, last_stored: float) -> float | None:
+    """Seed 002's throughput: messages the server processed / total test duration."""
+    span = last_stored - first_sent
+    return stored / span if stored and span > 0 else None

@@ -1,0 +1,331 @@
+"""One MQTT measurement: observer up, swarm publishes, delivery drains, every message accounted.
+
+    target = webperf.server("go-mqtt")
+    m = webperf.mqtt(target, users=200, interval="500ms", qos=2)
+    run = m.runs[0].mqtt   # MqttResult: published, acked, observer/store Delivery, tps
+
+Per repetition: start the observer (its own process, subscribed before anything is
+published), run the swarm (warm-up + measured phase; the swarm stops publishing and gives
+outstanding acknowledgements a grace), then wait until the observer and the store have
+everything that was acknowledged or nothing has arrived for ``quiet`` seconds (bounded by
+``drain``), and account. A server that dies mid-run shows up as lost messages and a note,
+never as a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_webperf.errors import SwarmError, TargetError
+from pytest_webperf.histogram import Histogram
+from pytest_webperf.measure import Monitor, MonitorFactory, no_monitor, run_result
+from pytest_webperf.models import Latency, Measurement, MqttResult, RunResult, Workload
+from pytest_webperf.mqtt.accounting import Published, account, seed_tps
+from pytest_webperf.mqtt.load import MqttLoad
+from pytest_webperf.mqtt.store import TelemetryStore, container_sql
+from pytest_webperf.swarm.runner import Event, run_swarm
+from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.targets.base import Target
+
+
+@dataclass(frozen=True)
+class MqttPlan:
+    users: int
+    duration_s: float
+    warmup_s: float = 2.0
+    repeat: int = 1
+    interval_s: float = 0.5
+    qos: int = 2
+    spawn_rate: float = 0.0  # connects per second; 0: all within about a second
+    timeout_s: float = 10.0
+    drain_s: float = 30.0  # longest wait for deliveries after the swarm stopped
+    quiet_s: float = 2.0  # nothing new for this long: delivery is over
+    grace_s: float = 5.0
+    observe: bool = True
+    topic: str = "telemetry"
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """Where the broker listens and how to read the server's store (None: no store)."""
+
+    broker_port: int
+    store: TelemetryStore | None
+
+
+def wiring(target: Target) -> Wiring:
+    """The broker and store of a catalogue target: ``kind = "mqtt"`` itself, or the parts
+    named in its server.toml ``[mqtt]`` table (``broker``, ``store``)."""
+    spec = getattr(target, "spec", None)
+    containers = getattr(target, "containers", None)
+    if spec is None or containers is None:
+        raise TargetError(f"{target.name}: MQTT runs need a catalogue target (a broker and "
+                          "its store in containers), not an external URL")
+    if spec.kind == "mqtt":
+        return Wiring(target.port, None)
+    settings = spec.extra.get("mqtt")
+    if not isinstance(settings, dict) or "broker" not in settings:
+        raise TargetError(f"{target.name}: not an MQTT target: its server.toml has neither "
+                          'kind = "mqtt" nor an [mqtt] table naming its broker')
+    by_name = {c.spec.name: c for c in containers}
+    broker = by_name[settings["broker"]]
+    store = None
+    if settings.get("store") in by_name:
+        db = by_name[settings["store"]]
+        store = TelemetryStore(container_sql(db.container.get_wrapped_container(), db.port))
+    return Wiring(broker.port, store)
+
+
+class Observer:
+    """The observer process (``pytest_webperf.mqtt.observer``), bounded and always reaped."""
+
+    def __init__(self, port: int, topic: str, qos: int, directory: Path, max_s: float) -> None:
+        self.out = directory / "observer.json"
+        self.status_path = Path(f"{self.out}.status")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pytest_webperf.mqtt.observer", "--port", str(port),
+             "--topic", f"{topic}/#", "--qos", str(qos), "--out", str(self.out),
+             "--max-seconds", str(max_s)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        )
+
+    def status(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.status_path.read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    def wait_subscribed(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.status().get("subscribed"):
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.kill()
+        raise SwarmError(f"the MQTT observer did not subscribe within {timeout:.0f}s: "
+                         f"{self._stderr()}")
+
+    def received(self) -> int:
+        return int(self.status().get("received", 0))
+
+    def finish(self) -> dict[str, Any]:
+        """Stop it; what it saw."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        try:
+            return dict(json.loads(self.out.read_text()))
+        except (OSError, ValueError):
+            raise SwarmError(f"the MQTT observer left no result: {self._stderr()}") from None
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def _stderr(self) -> str:
+        if self.process.poll() is None or self.process.stderr is None:
+            return "(still running)"
+        return self.process.stderr.read().decode(errors="replace")[-2000:]
+
+
+@contextmanager
+def observing(plan: MqttPlan, port: int, directory: Path) -> Iterator[Observer | None]:
+    if not plan.observe:
+        yield None
+        return
+    longest = plan.warmup_s + plan.duration_s + plan.drain_s + plan.users / 10 + 120
+    observer = Observer(port, plan.topic, plan.qos, directory, longest)
+    try:
+        observer.wait_subscribed(plan.timeout_s)
+        yield observer
+    finally:
+        observer.kill()
+
+
+class Probe(Protocol):
+    def __call__(self) -> int: ...
+
+
+def drain(expected: int, probes: Mapping[str, Probe], timeout: float,
+          quiet: float) -> tuple[float, dict[str, bool]]:
+    """Wait until every probe counts ``expected`` or none moved for ``quiet`` seconds.
+
+    Returns the time waited and, per probe, whether it was still arriving at the cutoff."""
+    start = time.monotonic()
+    values = {name: -1 for name in probes}
+    changed = dict.fromkeys(probes, start)
+    while True:
+        now = time.monotonic()
+        for name, probe in probes.items():
+            value = probe()
+            if value != values[name]:
+                values[name], changed[name] = value, now
+        if all(v >= expected for v in values.values()):
+            return now - start, dict.fromkeys(probes, False)
+        if all(now - changed[n] >= quiet for n in probes) or now - start >= timeout:
+            arriving = {n: values[n] < expected and now - changed[n] < quiet for n in probes}
+            return now - start, arriving
+        time.sleep(0.5)
+
+
+def published_from(report: Mapping[str, Any]) -> Published:
+    counts = {int(c): int(n) for c, n, _ in report["clients"]}
+    unacked = {int(c): frozenset(int(s) for s in u) for c, _, u in report["clients"] if u}
+    return Published(counts, unacked)
+
+
+def _on_event(monitor: Monitor | None) -> Callable[[Event], None]:
+    def on_event(event: Event) -> None:
+        if monitor is None:
+            return
+        if event["type"] == "started":
+            monitor.watch_generator(int(event["pid"]))
+        elif event["type"] == "measure-start":
+            monitor.mark_start()
+
+    return on_event
+
+
+def _still_alive(target: Target) -> str | None:
+    try:
+        target.check_alive()
+    except TargetError as exc:
+        return f"the target died during the run: {exc.args[0]}"
+    return None
+
+
+def run_once(target: Target, wired: Wiring, plan: MqttPlan, repetition: int,
+             monitor_factory: MonitorFactory = no_monitor) -> RunResult:
+    since = time.time()
+    with tempfile.TemporaryDirectory(prefix="webperf-mqtt-") as tmp:
+        directory = Path(tmp)
+        load = MqttLoad(port=wired.broker_port, topic=plan.topic, qos=plan.qos,
+                        interval_s=plan.interval_s, grace_s=plan.grace_s,
+                        client_prefix=f"webperf-{os.getpid()}-{repetition}",
+                        report_path=str(directory / "publishers.json"))
+        spec = SwarmSpec(host=f"mqtt://127.0.0.1:{wired.broker_port}", users=plan.users,
+                         duration_s=plan.duration_s, warmup_s=plan.warmup_s,
+                         spawn_rate=plan.spawn_rate, user_class="mqtt",
+                         timeout_s=plan.timeout_s + plan.grace_s, mqtt=load)
+        with observing(plan, wired.broker_port, directory) as observer:
+            with monitor_factory(target) as monitor:
+                outcome = run_swarm(spec, _on_event(monitor))
+            report = json.loads(Path(load.report_path).read_text())
+            published = published_from(report)
+            probes: dict[str, Probe] = {}
+            if observer is not None:
+                probes["observer"] = observer.received
+            if wired.store is not None:
+                store = wired.store
+                probes["store"] = lambda: store.count(since)
+            acked = published.total - published.unacked_total
+            waited, arriving = drain(acked, probes, plan.drain_s, plan.quiet_s)
+            seen = observer.finish() if observer is not None else None
+    result = run_result(outcome, repetition, plan.users, monitor)
+    mqtt = mqtt_result(plan, report, published, seen=seen, store=wired.store, since=since,
+                       arriving=arriving, waited=waited)
+    notes = [n for n in (_still_alive(target),) if n]
+    return replace(result, mqtt=mqtt, notes=(*result.notes, *notes))
+
+
+def mqtt_result(plan: MqttPlan, report: Mapping[str, Any], published: Published, *,
+                seen: Mapping[str, Any] | None, store: TelemetryStore | None, since: float,
+                arriving: Mapping[str, bool], waited: float) -> MqttResult:
+    observed = stored = None
+    span_end = 0.0
+    if seen is not None:
+        copies = [(int(c), s) for c, seqs in seen["seqs"].items() for s in seqs]
+        observed = account("observer", published, copies,
+                           still_arriving=arriving.get("observer", False),
+                           latency=Histogram.from_dict(seen["latency"]))
+        span_end = float(seen.get("last_rx", 0.0))
+    tps = None
+    if store is not None:
+        rows = store.rows(since)
+        latency = Histogram()
+        latency.record_many(max(0, int((r.received_at - r.sent_at) * 1e6)) for r in rows)
+        stored = account("store", published, [(r.client, r.seq) for r in rows],
+                         still_arriving=arriving.get("store", False), latency=latency)
+        if rows:
+            span_end = max(r.received_at for r in rows)
+            tps = seed_tps(len(rows), float(report["first_sent"]), span_end)
+    lag = Histogram.from_dict(report["pace_lag"])
+    first = float(report["first_sent"])
+    return MqttResult(
+        qos=plan.qos, interval_s=plan.interval_s, users=plan.users,
+        published=published.total, acked=published.total - published.unacked_total,
+        unacked=published.unacked_total, publish_errors=int(report["publish_errors"]),
+        connect_failures=int(report["connect_failures"]),
+        disconnects=int(report["disconnects"]), late=int(report["late"]),
+        pace_lag=Latency.of(lag) if lag.count else None, observer=observed, store=stored,
+        tps=tps, span_s=max(0.0, span_end - first) if first else 0.0, drain_s=waited,
+    )
+
+
+def measure_mqtt(target: Target, plan: MqttPlan, *, nodeid: str, name: str | None = None,
+                 monitor_factory: MonitorFactory = no_monitor) -> Measurement:
+    """Every repetition of an MQTT swarm against ``target``, as one Measurement."""
+    wired = wiring(target)
+    runs = tuple(run_once(target, wired, plan, rep, monitor_factory)
+                 for rep in range(1, plan.repeat + 1))
+    pace = f"every {plan.interval_s * 1000:g}ms" if plan.interval_s > 0 else "flat out"
+    return Measurement(
+        nodeid=nodeid, name=name or f"MQTT qos{plan.qos} {pace}", server=target.name,
+        concurrency=plan.users,
+        workload=Workload(path=f"{plan.topic}/<clientId>", method=f"MQTT-QOS{plan.qos}"),
+        runs=runs, target=target.describe(),
+    )
+
+
+class _Webperf(Protocol):
+    """The parts of ``api.Webperf`` an MQTT measurement uses."""
+
+    nodeid: str
+    concurrency: int
+    config: Any
+    measurements: list[Measurement]
+    _monitor_factory: MonitorFactory
+
+    def _judge(self, measurement: Measurement) -> Measurement: ...
+
+
+def webperf_mqtt(webperf: _Webperf, target: Target, *, users: int | None = None,
+                 interval: str | float = "500ms", qos: int = 2,
+                 duration: str | float | None = None, warmup: str | float | None = None,
+                 repeat: int | None = None, drain: str | float = "30s",
+                 spawn_rate: float = 0.0, observe: bool = True, topic: str = "telemetry",
+                 name: str | None = None) -> Measurement:
+    """``Webperf.mqtt``: the run's settings (concurrency, duration, warm-up, repeat) unless
+    given; ``interval=0`` is flat out. Judged and recorded like ``Webperf.http``."""
+    from pytest_webperf.config import parse_duration
+
+    config = webperf.config
+    plan = MqttPlan(
+        users=users or webperf.concurrency,
+        duration_s=parse_duration(str(duration)) if duration is not None else config.duration,
+        warmup_s=parse_duration(str(warmup)) if warmup is not None else config.warmup,
+        repeat=repeat or config.repeat, interval_s=parse_duration(str(interval)), qos=qos,
+        spawn_rate=spawn_rate, timeout_s=config.timeout, drain_s=parse_duration(str(drain)),
+        observe=observe, topic=topic,
+    )
+    measurement = measure_mqtt(target, plan, nodeid=webperf.nodeid, name=name,
+                               monitor_factory=webperf._monitor_factory)
+    judged = webperf._judge(measurement)
+    webperf.measurements.append(judged)
+    return judged
