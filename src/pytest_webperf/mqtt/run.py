@@ -282,6 +282,7 @@ def measure_mqtt(target: Target, plan: MqttPlan, *, nodeid: str, name: str | Non
                  monitor_factory: MonitorFactory = no_monitor) -> Measurement:
     """Every repetition of an MQTT swarm against ``target``, as one Measurement."""
     wired = wiring(target)
+    target.check_alive()  # fail fast, and refreshes the parts' pids for the monitor
     runs = tuple(run_once(target, wired, plan, rep, monitor_factory)
                  for rep in range(1, plan.repeat + 1))
     pace = f"every {plan.interval_s * 1000:g}ms" if plan.interval_s > 0 else "flat out"
