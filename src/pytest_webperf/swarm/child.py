@@ -5,6 +5,18 @@ gevent), spawns the users, lets them warm up, then writes one JSON line per
 interval to the events pipe: ``spawned``, ``note``, ``measure-start``,
 ``interval`` (phase warmup|measure) and ``done``. Every run stops by itself:
 the child also arms an alarm past which it exits.
+
+With ``spec.workers > 1`` the child is a Locust master and starts the workers
+itself (``--worker INDEX --master-port PORT``, same spec on stdin), so they are
+in its process group and die with it. Locust's master/worker stats keep only
+rounded milliseconds, so the per-second microsecond histograms travel apart:
+at every tick the master sends ``webperf_roll`` to all workers, each rolls its
+own recorder and answers ``webperf_interval`` with its interval and CPU time,
+and the master emits the exact sum (histograms add).
+
+Each process reports itself (pid, role, CPU placement) in ``spawned``, and its
+cumulative CPU seconds in ``measure-start``, every ``interval`` and ``done``
+(``processes``), so the parent knows what each generator process cost.
 """
 
 from __future__ import annotations
@@ -15,14 +27,22 @@ import json
 import os
 import resource
 import signal
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from pytest_webperf.swarm.recorder import Interval, Recorder
 from pytest_webperf.swarm.spec import SwarmSpec
 
 Emit = Callable[..., None]
+Process = dict[str, Any]  # {"pid", "role", "cpus", "cpu_s"}
+
+ROLL = "webperf_roll"
+INTERVAL = "webperf_interval"
+WORKER_READY_S = 60.0  # starting a worker (python + locust import) takes ~1-2 s, more under load
+ROLL_REPLY_S = 5.0  # how long the master waits for the workers' intervals at each tick
 
 
 def raise_open_files(users: int, emit: Emit) -> None:
@@ -36,6 +56,29 @@ def raise_open_files(users: int, emit: Emit) -> None:
             f"open-files limit {hard} caps this generator process below {users} users "
             f"(needs ~{needed}); raise the hard limit (ulimit -Hn) or use more --webperf-workers"
         ))
+
+
+def place(cpus: Sequence[int]) -> list[int]:
+    """Pin this process to ``cpus`` (if any); the CPUs it may run on."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    return sorted(os.sched_getaffinity(0))
+
+
+def worker_cpus(spec: SwarmSpec, index: int) -> tuple[int, ...]:
+    """Worker ``index``'s share of ``spec.cpus``: one CPU each, round robin."""
+    return (spec.cpus[index % len(spec.cpus)],) if spec.cpus else ()
+
+
+def cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def users_of(spec: SwarmSpec, index: int) -> int:
+    """About how many users worker ``index`` gets (Locust distributes them evenly)."""
+    share, extra = divmod(spec.users, spec.workers)
+    return share + (1 if index < extra else 0)
 
 
 def load_user_class(spec: SwarmSpec) -> type[Any]:
@@ -58,62 +101,236 @@ def load_user_class(spec: SwarmSpec) -> type[Any]:
     return cls  # type: ignore[no-any-return]
 
 
-def run(spec: SwarmSpec, emit: Emit) -> None:
-    import gevent
+def environment_for(spec: SwarmSpec) -> tuple[Any, Recorder]:
+    """A Locust environment whose requests land in a fresh recorder."""
     from locust.env import Environment
 
-    from pytest_webperf.swarm.recorder import Recorder
+    from pytest_webperf.swarm import locust_stats
 
     user_class = load_user_class(spec)
     recorder = Recorder()
     environment = Environment(user_classes=[user_class], host=spec.host)
-    environment.webperf_recorder = recorder  # type: ignore[attr-defined]  # lean users record here
-    if not getattr(user_class, "webperf_records_itself", False):
+    environment.webperf_recorder = recorder  # type: ignore[attr-defined]  # users record here
+    if getattr(user_class, "webperf_records_itself", False):
+        locust_stats.attach(environment, recorder)  # Locust's stats from our intervals
+    else:
         environment.events.request.add_listener(recorder.on_request)  # type: ignore[no-untyped-call]
-    runner = environment.create_local_runner()
+    return environment, recorder
 
+
+class LocalSwarm:
+    """All users in this process (``spec.workers <= 1``)."""
+
+    def __init__(self, spec: SwarmSpec, emit: Emit) -> None:
+        self.spec = spec
+        self.cpus = place(spec.cpus)
+        raise_open_files(spec.users, emit)
+        self.environment, self.recorder = environment_for(spec)
+        self.runner = self.environment.create_local_runner()
+
+    def start(self) -> list[Process]:
+        runner = self.runner
+        runner.start(self.spec.users, spawn_rate=self.spec.effective_spawn_rate)
+        if runner.spawning_greenlet is not None:
+            runner.spawning_greenlet.join(timeout=self.spec.deadline_s)
+        return [{"pid": os.getpid(), "role": "local", "cpus": self.cpus}]
+
+    @property
+    def user_count(self) -> int:
+        return int(self.runner.user_count)
+
+    def roll(self) -> tuple[Interval, list[Process]]:
+        interval = self.recorder.roll()
+        return interval, [{"pid": os.getpid(), "role": "local", "cpu_s": cpu_seconds()}]
+
+    def rolled_requests(self) -> int:
+        return self.recorder.rolled_requests
+
+    def quit(self) -> None:
+        self.runner.quit()
+
+
+class MasterSwarm:
+    """A Locust master here and ``spec.workers`` worker processes below it."""
+
+    def __init__(self, spec: SwarmSpec, emit: Emit) -> None:
+        from gevent.event import Event
+
+        self.spec = spec
+        self.emit = emit
+        self.cpus = place(spec.cpus)
+        self.environment, _ = environment_for(spec)
+        self.runner = self.environment.create_master_runner("127.0.0.1", 0)
+        self.runner.register_message(INTERVAL, self._on_interval)
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.seq = 0
+        self.replies: dict[str, dict[str, Any]] = {}
+        self.arrived = Event()
+        self.users = 0
+        self.rolled = 0
+
+    def start(self) -> list[Process]:
+        port = self.runner.server.port
+        spec_json = json.dumps(self.spec.to_dict()).encode()
+        for index in range(self.spec.workers):
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "pytest_webperf.swarm", "--worker", str(index),
+                 "--master-port", str(port)], stdin=subprocess.PIPE)
+            assert worker.stdin is not None
+            worker.stdin.write(spec_json)
+            worker.stdin.close()
+            self.workers.append(worker)
+        self._await_workers()
+        self.runner.start(self.spec.users, spawn_rate=self.spec.effective_spawn_rate)
+        _, processes = self.roll()  # also learns the workers' pids and placement
+        master = {"pid": os.getpid(), "role": "master", "cpus": self.cpus}
+        return [master, *({k: p[k] for k in ("pid", "role", "cpus")} for p in processes[1:])]
+
+    def _await_workers(self) -> None:
+        import gevent
+
+        deadline = time.monotonic() + WORKER_READY_S
+        while len(self.runner.clients.ready) < self.spec.workers:
+            dead = [w.args for w in self.workers if w.poll() is not None]
+            if dead:
+                raise RuntimeError(f"a generator worker exited before it was ready: {dead[0]!r}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(self.runner.clients.ready)} of "
+                                   f"{self.spec.workers} generator workers connected in "
+                                   f"{WORKER_READY_S:.0f}s")
+            gevent.sleep(0.05)
+
+    @property
+    def user_count(self) -> int:
+        return self.users
+
+    def roll(self) -> tuple[Interval, list[Process]]:
+        """Every worker's interval, summed; waits (bounded) for all of them."""
+        self.seq += 1
+        self.replies = {}
+        self.arrived.clear()
+        self.runner.send_message(ROLL, {"seq": self.seq})
+        self.arrived.wait(timeout=ROLL_REPLY_S)
+        total = Interval()
+        processes: list[Process] = [{"pid": os.getpid(), "role": "master",
+                                     "cpu_s": cpu_seconds(), "cpus": self.cpus}]
+        users = 0
+        for reply in sorted(self.replies.values(), key=lambda r: int(r["index"])):
+            total.merge(Interval.from_dict(reply))
+            users += int(reply["users"])
+            processes.append({"pid": reply["pid"], "role": f"worker{reply['index']}",
+                              "cpu_s": reply["cpu_s"], "cpus": reply["cpus"]})
+        if len(self.replies) < self.spec.workers:
+            self.emit("note", message=(
+                f"only {len(self.replies)} of {self.spec.workers} generator workers reported "
+                f"interval {self.seq} within {ROLL_REPLY_S:.0f}s; the others' requests are "
+                "counted in a later interval"))
+        self.users = users
+        self.rolled += total.requests
+        return total, processes
+
+    def _on_interval(self, environment: Any, msg: Any) -> None:
+        data = msg.data
+        if int(data["seq"]) != self.seq:
+            return  # a late answer to an earlier tick: counted in the worker's next one
+        self.replies[msg.node_id] = data
+        if len(self.replies) >= self.spec.workers:
+            self.arrived.set()
+
+    def rolled_requests(self) -> int:
+        return self.rolled
+
+    def quit(self) -> None:
+        self.runner.quit()  # tells the workers to quit
+        deadline = time.monotonic() + 10
+        for worker in self.workers:
+            try:
+                worker.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+
+
+def run(spec: SwarmSpec, emit: Emit) -> None:
+    import gevent
+
+    swarm: LocalSwarm | MasterSwarm = (MasterSwarm(spec, emit) if spec.workers > 1
+                                       else LocalSwarm(spec, emit))
     started = time.monotonic()
-    runner.start(spec.users, spawn_rate=spec.effective_spawn_rate)
-    if runner.spawning_greenlet is not None:
-        runner.spawning_greenlet.join(timeout=spec.deadline_s)
-    emit("spawned", users=runner.user_count, seconds=time.monotonic() - started)
+    try:
+        processes = swarm.start()
+        emit("spawned", users=swarm.user_count, seconds=time.monotonic() - started,
+             processes=processes)
 
-    def tick_for(seconds: float, phase: str) -> None:
-        interval_start = time.monotonic()
-        end = interval_start + seconds
-        while True:
-            now = time.monotonic()
-            if now >= end:
-                break
-            gevent.sleep(min(spec.interval_s - (now - interval_start), end - now))
-            now = time.monotonic()
-            if now - interval_start >= spec.interval_s - 1e-3 or now >= end:
-                emit("interval", phase=phase, elapsed=now - interval_start,
-                     users=runner.user_count, **recorder.roll().to_dict())
-                interval_start = now
+        def tick_for(seconds: float, phase: str, cpu: list[Process]) -> list[Process]:
+            """Emit an interval per tick; the processes' CPU as of the last one."""
+            interval_start = time.monotonic()
+            end = interval_start + seconds
+            while True:
+                now = time.monotonic()
+                if now >= end:
+                    break
+                gevent.sleep(min(spec.interval_s - (now - interval_start), end - now))
+                now = time.monotonic()
+                if now - interval_start >= spec.interval_s - 1e-3 or now >= end:
+                    interval, cpu = swarm.roll()
+                    emit("interval", phase=phase, elapsed=now - interval_start,
+                         users=swarm.user_count, processes=cpu, **interval.to_dict())
+                    interval_start = now
+            return cpu
 
-    if spec.warmup_s > 0:
-        tick_for(spec.warmup_s, "warmup")
-    recorder.roll()  # whatever completed between the last tick and now is not counted
-    measure_start = time.monotonic()
-    emit("measure-start")
-    tick_for(spec.duration_s, "measure")
-    emit("done", duration_s=time.monotonic() - measure_start, users=runner.user_count)
-    runner.quit()
+        if spec.warmup_s > 0:
+            tick_for(spec.warmup_s, "warmup", [])
+        _, cpu = swarm.roll()  # whatever completed between the last tick and now is not counted
+        measure_start = time.monotonic()
+        emit("measure-start", processes=cpu)
+        cpu = tick_for(spec.duration_s, "measure", cpu)
+        locust_total = swarm.environment.stats.total
+        emit("done", duration_s=time.monotonic() - measure_start, users=swarm.user_count,
+             processes=cpu, rolled_requests=swarm.rolled_requests(),
+             locust={"requests": locust_total.num_requests,
+                     "failures": locust_total.num_failures})
+    finally:
+        swarm.quit()
+
+
+def run_worker(spec: SwarmSpec, index: int, master_port: int) -> None:
+    """One worker process: Locust's WorkerRunner plus our per-tick interval reply."""
+    cpus = place(worker_cpus(spec, index))
+    raise_open_files(users_of(spec, index), lambda kind, message: print(message, flush=True))
+    environment, recorder = environment_for(spec)
+    runner = environment.create_worker_runner("127.0.0.1", master_port)
+
+    def on_roll(environment: Any, msg: Any) -> None:
+        interval = recorder.roll()
+        runner.send_message(INTERVAL, {
+            "seq": msg.data["seq"], "index": index, "pid": os.getpid(), "cpus": cpus,
+            "cpu_s": cpu_seconds(), "users": runner.user_count, **interval.to_dict()})
+
+    runner.register_message(ROLL, on_roll)
+    runner.greenlet.join()  # until the master says quit
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_webperf.swarm")
-    parser.add_argument("--events-fd", type=int, required=True)
+    parser.add_argument("--events-fd", type=int)
+    parser.add_argument("--worker", type=int, metavar="INDEX")
+    parser.add_argument("--master-port", type=int)
     args = parser.parse_args(argv)
     spec = SwarmSpec.from_dict(json.loads(sys.stdin.read()))
+    signal.alarm(int(spec.deadline_s) + 1)  # bounded no matter what happens below
+    if args.worker is not None:
+        if args.master_port is None:
+            parser.error("--worker needs --master-port")
+        run_worker(spec, args.worker, args.master_port)
+        return 0
+    if args.events_fd is None:
+        parser.error("--events-fd is required")
     events: IO[str] = os.fdopen(args.events_fd, "w", buffering=1)
 
     def emit(kind: str, **data: Any) -> None:
         events.write(json.dumps({"type": kind, **data}) + "\n")
 
-    signal.alarm(int(spec.deadline_s) + 1)  # bounded no matter what happens below
-    raise_open_files(spec.users * 1 if spec.workers <= 1 else spec.users // spec.workers, emit)
     run(spec, emit)
     events.close()
     return 0

@@ -1,13 +1,16 @@
 """Per-interval request bookkeeping inside a swarm process (no Locust import).
 
-User classes either call ``record``/``record_error`` directly (cheap) or the
-child feeds Locust's request events through ``on_request``.
+User classes either call ``record``/``record_error`` directly (cheap), record
+into a per-request-name ``Channel`` (cheaper still, and what feeds Locust's own
+stats once per interval), or the child feeds Locust's request events through
+``on_request``.
 """
 
 from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +29,20 @@ class Interval:
     bytes: int = 0
     histogram: Histogram = field(default_factory=Histogram)
     error_kinds: dict[str, int] = field(default_factory=dict)
+
+    def record(self, latency_us: int, nbytes: int) -> None:
+        self.requests += 1
+        self.bytes += nbytes
+        self.histogram.record(latency_us)
+
+    def record_error(self, kind: str, latency_us: int | None = None, nbytes: int = 0) -> None:
+        """A failed request; HTTP errors carry a latency (a response came), others do not."""
+        self.requests += 1
+        self.errors += 1
+        self.bytes += nbytes
+        self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+        if latency_us is not None:
+            self.histogram.record(latency_us)
 
     def merge(self, other: Interval) -> None:
         self.requests += other.requests
@@ -76,27 +93,55 @@ def classify(exception: BaseException | str | None, status: int | None = None) -
     return type(exception).__name__ if exception is not None else "failure"
 
 
-class Recorder:
-    """Counts completions; ``roll()`` hands over the interval and starts a new one."""
+class Channel:
+    """The hot-path accumulator of one request name (method, name) in one process."""
 
-    def __init__(self) -> None:
+    __slots__ = ("current", "method", "name")
+
+    def __init__(self, method: str, name: str) -> None:
+        self.method = method
+        self.name = name
         self.current = Interval()
 
     def record(self, latency_us: int, nbytes: int) -> None:
-        interval = self.current
-        interval.requests += 1
-        interval.bytes += nbytes
-        interval.histogram.record(latency_us)
+        self.current.record(latency_us, nbytes)
 
     def record_error(self, kind: str, latency_us: int | None = None, nbytes: int = 0) -> None:
-        """A failed request; HTTP errors carry a latency (a response came), others do not."""
-        interval = self.current
-        interval.requests += 1
-        interval.errors += 1
-        interval.bytes += nbytes
-        interval.error_kinds[kind] = interval.error_kinds.get(kind, 0) + 1
-        if latency_us is not None:
-            interval.histogram.record(latency_us)
+        self.current.record_error(kind, latency_us, nbytes)
+
+    def take(self) -> Interval:
+        interval, self.current = self.current, Interval()
+        return interval
+
+
+RollListener = Callable[[str, str, Interval], None]  # (method, name, what that name did)
+
+
+class Recorder:
+    """Counts completions; ``roll()`` hands over the interval and starts a new one.
+
+    ``roll()`` also folds every channel in and tells the roll listeners (the
+    Locust stats feed) what each request name did in the interval.
+    """
+
+    def __init__(self) -> None:
+        self.current = Interval()
+        self.channels: dict[tuple[str, str], Channel] = {}
+        self.roll_listeners: list[RollListener] = []
+        self.rolled_requests = 0  # every request ever handed over, for consistency checks
+
+    def channel(self, method: str, name: str) -> Channel:
+        key = (method, name)
+        found = self.channels.get(key)
+        if found is None:
+            found = self.channels[key] = Channel(method, name)
+        return found
+
+    def record(self, latency_us: int, nbytes: int) -> None:
+        self.current.record(latency_us, nbytes)
+
+    def record_error(self, kind: str, latency_us: int | None = None, nbytes: int = 0) -> None:
+        self.current.record_error(kind, latency_us, nbytes)
 
     def on_request(self, response_time: float, response_length: int | None,
                    exception: BaseException | str | None = None, response: Any = None,
@@ -112,4 +157,12 @@ class Recorder:
 
     def roll(self) -> Interval:
         interval, self.current = self.current, Interval()
+        for channel in self.channels.values():
+            part = channel.take()
+            if not part.requests:
+                continue
+            interval.merge(part)
+            for listener in self.roll_listeners:
+                listener(channel.method, channel.name, part)
+        self.rolled_requests += interval.requests
         return interval

@@ -25,6 +25,19 @@ Event = dict[str, Any]
 
 
 @dataclass
+class GeneratorProcess:
+    """One load-generator process: where it ran and the CPU it used while measuring."""
+
+    pid: int
+    role: str  # "local", "master" or "workerN"
+    cpus: tuple[int, ...] = ()  # the CPUs it was allowed to run on
+    cpu_s: float = 0.0  # user + system CPU seconds in the measured phase
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "role": self.role, "cpus": list(self.cpus), "cpu_s": self.cpu_s}
+
+
+@dataclass
 class SwarmOutcome:
     """What one swarm measured (measured phase only) and what it said along the way."""
 
@@ -35,6 +48,14 @@ class SwarmOutcome:
     notes: list[str] = field(default_factory=list)
     users: int = 0
     pid: int = 0
+    generators: list[GeneratorProcess] = field(default_factory=list)
+    locust_requests: int | None = None  # what Locust's own stats counted, all phases
+    rolled_requests: int | None = None  # what our recorders counted, all phases
+
+    @property
+    def generator_cpu_s(self) -> float:
+        """CPU seconds of every generator process in the measured phase."""
+        return sum(g.cpu_s for g in self.generators)
 
     @property
     def histogram(self) -> Histogram:
@@ -146,6 +167,9 @@ def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) 
     """Run one swarm to completion and collect its measured phase."""
     outcome = SwarmOutcome()
     measured_t = warmup_t = 0.0
+    cpu_at_start: dict[int, float] = {}
+    cpu_latest: dict[int, float] = {}
+    placement: dict[int, tuple[str, tuple[int, ...]]] = {}
     with SwarmProcess(spec) as swarm:
         outcome.pid = swarm.pid
         if on_event is not None:
@@ -156,10 +180,17 @@ def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) 
             kind = event["type"]
             if kind == "note":
                 outcome.notes.append(str(event["message"]))
+            elif kind == "spawned":
+                for process in event.get("processes", ()):
+                    placement[int(process["pid"])] = (
+                        str(process["role"]), tuple(int(c) for c in process.get("cpus", ())))
+            elif kind == "measure-start":
+                cpu_at_start = _cpu_by_pid(event)
             elif kind == "interval":
                 interval = Interval.from_dict(event)
                 elapsed, users = float(event["elapsed"]), int(event["users"])
                 if event["phase"] == "measure":
+                    cpu_latest.update(_cpu_by_pid(event))
                     measured_t += elapsed
                     outcome.total.merge(interval)
                     outcome.series.append(snapshot(interval, measured_t, elapsed, users))
@@ -169,7 +200,18 @@ def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) 
             elif kind == "done":
                 outcome.duration_s = float(event["duration_s"])
                 outcome.users = int(event["users"])
+                outcome.rolled_requests = event.get("rolled_requests")
+                outcome.locust_requests = (event.get("locust") or {}).get("requests")
+    outcome.generators = [
+        GeneratorProcess(pid, *placement.get(pid, ("?", ())),
+                         cpu_s=round(cpu - cpu_at_start.get(pid, 0.0), 3))
+        for pid, cpu in cpu_latest.items()
+    ]
     if outcome.duration_s <= 0:
         raise SwarmError(f"the load generator ended without a result. Its output:\n"
                          f"{swarm.output()}")
     return outcome
+
+
+def _cpu_by_pid(event: Event) -> dict[int, float]:
+    return {int(p["pid"]): float(p["cpu_s"]) for p in event.get("processes", ())}

@@ -21,8 +21,20 @@ class SwarmSpec:
     user_class: str = "fast"  # "fast", "lean", or "module:Class" (a user's own Locust User)
     timeout_s: float = 10.0  # a request unanswered for this long counts as a timeout
     interval_s: float = 1.0  # snapshot interval
-    workers: int = 1  # generator processes
+    workers: int = 1  # generator processes: >1 runs a Locust master with this many workers
+    cpus: tuple[int, ...] = ()  # pin generator processes here (workers: one CPU each, round robin)
     mqtt: MqttLoad | None = None  # what user_class "mqtt" publishes
+
+    def __post_init__(self) -> None:
+        if self.users < 1:
+            raise ValueError(f"a swarm needs at least one user, not {self.users}")
+        if self.workers < 1:
+            raise ValueError(f"a swarm needs at least one generator process, not {self.workers}")
+        if any(cpu < 0 for cpu in self.cpus):
+            raise ValueError(f"CPU numbers are >= 0, not {self.cpus}")
+        if self.workers > 1 and self.users < self.workers:
+            raise ValueError(f"{self.users} users cannot keep {self.workers} generator "
+                             "workers busy: use fewer --webperf-workers")
 
     @property
     def effective_spawn_rate(self) -> float:
@@ -32,7 +44,8 @@ class SwarmSpec:
     def deadline_s(self) -> float:
         """Longest the child may live: spawn + warm-up + measurement + teardown."""
         spawn = self.users / self.effective_spawn_rate
-        return spawn * 3 + self.warmup_s + self.duration_s + self.timeout_s + 60
+        workers = 60 if self.workers > 1 else 0  # starting them and their connections to the master
+        return spawn * 3 + self.warmup_s + self.duration_s + self.timeout_s + 60 + workers
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +53,7 @@ class SwarmSpec:
             "warmup_s": self.warmup_s, "spawn_rate": self.spawn_rate,
             "workload": self.workload.to_dict(), "user_class": self.user_class,
             "timeout_s": self.timeout_s, "interval_s": self.interval_s, "workers": self.workers,
+            "cpus": list(self.cpus),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
         }
 
@@ -53,5 +67,6 @@ class SwarmSpec:
             user_class=str(data.get("user_class", "fast")),
             timeout_s=float(data.get("timeout_s", 10)),
             interval_s=float(data.get("interval_s", 1)), workers=int(data.get("workers", 1)),
+            cpus=tuple(int(cpu) for cpu in data.get("cpus", ())),
             mqtt=MqttLoad.from_dict(data["mqtt"]) if data.get("mqtt") else None,
         )

@@ -1,0 +1,415 @@
+"""The lean HTTP user: a Locust ``User`` on raw keep-alive sockets (swarm processes only).
+
+Why it is fast, and what each choice saves per request (measured on this
+machine against nginx /hello, CPU time of the generator process):
+
+- raw non-blocking ``_socket`` sockets driven by the gevent hub's own io
+  watchers, one started per wait, instead of gevent's socket wrappers: no
+  EAGAIN exception before every wait and no ``Waiter`` per read (~8 us per
+  request for the whole exchange, send, wait, recv and framing);
+- requests encoded once (``PreparedRequest``) and a minimal response framer
+  (``wire.ResponseParser``: Content-Length, chunked, read-until-close);
+- one libev timer per connection re-armed with ``again()`` per request instead of a
+  ``gevent.Timeout`` per blocking call (~1.5 us);
+- bookkeeping straight into the process's ``Recorder`` channel (~1.2 us for the
+  microsecond histogram); Locust's own stats are fed once per interval by
+  ``locust_stats.LocustStatsFeed`` instead of one ``request`` event per request;
+- the closed-loop task of ``make_user`` loops inside one task call, skipping
+  Locust's per-task ``wait()`` (a hub round trip per request).
+
+Users write their own tasks on ``LeanHttpUser``::
+
+    class Shop(LeanHttpUser):
+        host = "http://127.0.0.1:8080"
+
+        @task
+        def browse(self):
+            self.get("/hello")
+            response = self.request("POST", "/telemetry", body=b"{}", keep_body=True)
+"""
+
+from __future__ import annotations
+
+import _socket
+import contextlib
+import errno
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, ClassVar
+
+import gevent
+from gevent import get_hub, getcurrent
+from locust import User, constant, task
+from locust.user.task import LOCUST_STATE_STOPPING
+
+from pytest_webperf.swarm import locust_stats
+from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Channel, Recorder, classify
+from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.wire import ProtocolError, ResponseParser, encode_request, split_host
+
+RECV_SIZE = 64 * 1024
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
+CLOSED = "closed"  # the server closed the connection before the response was complete
+PROTOCOL = "protocol"  # a response we could not frame
+
+_TIMED_OUT = object()  # what the timer switches into a waiting greenlet
+
+
+class RequestFailed(Exception):
+    """A request that got no usable response; ``kind`` is the Recorder's error kind."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Stale(Exception):
+    """A reused keep-alive connection the server had already closed: retry once."""
+
+
+@lru_cache(maxsize=64)
+def resolve(host: str, port: int) -> tuple[int, tuple[Any, ...]]:
+    """(address family, socket address), once per process and target."""
+    family, _, _, _, address = _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM)[0]
+    return family, address
+
+
+class Connection:
+    """One HTTP/1.1 connection, used by one greenlet at a time, reconnected on demand.
+
+    Every wait parks the greenlet on the hub with an io watcher started for just
+    that wait; the connection's timer, re-armed at each request, switches a
+    ``_TIMED_OUT`` into the parked greenlet when the request outlives its timeout.
+    """
+
+    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+        self.family, self.address = resolve(host, port)
+        self.hub = get_hub()
+        self.timer = self.hub.loop.timer(timeout_s, timeout_s)
+        self._on_timer_callback = self._on_timer
+        self.sock: _socket.socket | None = None
+        self.reader: Any = None
+        self.writer: Any = None
+        self.parser = ResponseParser()
+        self.rest = b""  # bytes that followed the last response (none from a sane server)
+        self.served = 0  # responses on the current socket
+        self.connecting = False
+        self._waiting: Any = None  # the greenlet parked in _wait
+
+    def exchange(self, payload: bytes, *, head_only: bool = False, keep_body: bool = False,
+                 retry: bool = True) -> ResponseParser:
+        """Send one request, read its response; raises RequestFailed (connection closed)."""
+        self.timer.again(self._on_timer_callback)  # the request's deadline
+        try:
+            try:
+                return self._attempt(payload, head_only, keep_body)
+            except _Stale:
+                self.close()
+                if not retry:
+                    raise RequestFailed(CLOSED) from None
+                try:
+                    return self._attempt(payload, head_only, keep_body)
+                except _Stale:
+                    raise RequestFailed(CLOSED) from None
+        except RequestFailed:
+            self.close()
+            raise
+        except _Timeout:
+            kind = CONNECT if self.connecting else TIMEOUT
+            self.close()
+            raise RequestFailed(kind) from None
+        except ProtocolError:
+            self.close()
+            raise RequestFailed(PROTOCOL) from None
+        except OSError as exc:
+            kind = CONNECT if self.connecting and exc.errno != errno.EMFILE else classify(exc)
+            self.close()
+            raise RequestFailed(kind) from None
+
+    def close(self) -> None:
+        for watcher in (self.reader, self.writer):
+            if watcher is not None:
+                watcher.stop()
+                watcher.close()
+        self.reader = self.writer = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        self.rest = b""
+        self.connecting = False
+
+    def shutdown(self) -> None:
+        self.close()
+        self.timer.stop()
+        self.timer.close()
+
+    def _attempt(self, payload: bytes, head_only: bool, keep_body: bool) -> ResponseParser:
+        sock = self.sock if self.sock is not None else self._connect()
+        parser = self.parser
+        parser.begin(head_only=head_only, keep_body=keep_body)
+        reused = self.served > 0
+        try:
+            self._send(sock, payload)
+            done = False
+            if self.rest:
+                done = parser.feed(self.rest)
+                self.rest = b""
+            while not done:
+                self._wait(self.reader)
+                try:
+                    data = sock.recv(RECV_SIZE)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    if parser.eof():
+                        break
+                    if reused and not parser.started:
+                        raise _Stale
+                    raise RequestFailed(CLOSED)
+                done = parser.feed(data)
+        except (ConnectionResetError, BrokenPipeError):
+            if reused and not parser.started:
+                raise _Stale from None
+            raise
+        self.served += 1
+        if parser.keep_alive:
+            self.rest = parser.rest
+        else:
+            self.close()
+        return parser
+
+    def _connect(self) -> _socket.socket:
+        self.connecting = True
+        sock = self.sock = _socket.socket(self.family, _socket.SOCK_STREAM)
+        sock.setblocking(False)
+        loop = self.hub.loop
+        self.reader = loop.io(sock.fileno(), 1)
+        self.writer = loop.io(sock.fileno(), 2)
+        error = sock.connect_ex(self.address)
+        if error == errno.EINPROGRESS:
+            self._wait(self.writer)
+            error = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_ERROR)
+        if error:
+            raise OSError(error, os.strerror(error))
+        sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        self.connecting = False
+        self.served = 0
+        return sock
+
+    def _send(self, sock: _socket.socket, payload: bytes) -> None:
+        try:
+            sent = sock.send(payload)
+        except BlockingIOError:
+            sent = 0
+        if sent == len(payload):
+            return
+        view = memoryview(payload)
+        while sent < len(payload):
+            self._wait(self.writer)
+            with contextlib.suppress(BlockingIOError):
+                sent += sock.send(view[sent:])
+
+    def _wait(self, watcher: Any) -> None:
+        current = getcurrent()
+        watcher.start(current.switch)
+        self._waiting = current
+        try:
+            result = self.hub.switch()
+        finally:
+            self._waiting = None
+            watcher.stop()
+        if result is _TIMED_OUT:
+            raise _Timeout
+
+    def _on_timer(self) -> None:
+        """In the hub: the request's deadline passed (a no-op between requests)."""
+        waiting = self._waiting
+        if waiting is not None:
+            self._waiting = None
+            waiting.switch(_TIMED_OUT)
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A request encoded once, with the channel its results are recorded in."""
+
+    method: str
+    name: str
+    payload: bytes
+    channel: Channel
+
+    @property
+    def head_only(self) -> bool:
+        return self.method == "HEAD"
+
+    @property
+    def idempotent(self) -> bool:
+        return self.method in IDEMPOTENT
+
+
+@dataclass(frozen=True)
+class Response:
+    """What ``LeanHttpUser.request`` returns; ``status`` is 0 when no response came."""
+
+    status: int
+    nbytes: int
+    latency_us: int
+    error: str | None = None
+    body: bytes = b""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def recorder_for(environment: Any) -> Recorder:
+    """The process's recorder; outside a webperf swarm (plain ``locust -f``) one that
+    rolls itself every second so that Locust's stats stay fed."""
+    recorder: Recorder | None = getattr(environment, "webperf_recorder", None)
+    if recorder is None:
+        recorder = environment.webperf_recorder = Recorder()
+        locust_stats.attach(environment, recorder)
+        gevent.spawn(_roll_forever, recorder)
+    return recorder
+
+
+def _roll_forever(recorder: Recorder) -> None:
+    while True:
+        gevent.sleep(1.0)
+        recorder.roll()
+
+
+class LeanHttpUser(User):
+    """A Locust user with one persistent HTTP/1.1 connection (plain http only).
+
+    Requests are recorded by the user itself into the swarm's recorder, and
+    Locust's stats are fed from there once per interval: ``request`` event
+    listeners see nothing. A failed request never raises: its ``Response`` has
+    ``status == 0`` and ``error`` set (``connect``, ``timeout``, ``reset``,
+    ``closed``, ``protocol``, ...); HTTP statuses >= 400 count as errors ``http_NNN``.
+    """
+
+    abstract = True
+    webperf_records_itself: ClassVar[bool] = True
+    wait_time = constant(0)
+    timeout_s: ClassVar[float] = 10.0  # per request, connect included
+    connect_backoff_s: ClassVar[float] = 0.01  # pause after a failed connect: no busy spin
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self._target = split_host(self.host or environment.host)
+        self.recorder = recorder_for(environment)
+        self._connection: Connection | None = None
+        self._prepared: dict[tuple[Any, ...], PreparedRequest] = {}
+
+    def prepare(self, method: str, path: str, *, body: bytes = b"",
+                headers: Iterable[tuple[str, str]] | Mapping[str, str] = (),
+                name: str | None = None) -> PreparedRequest:
+        """Encode a request once (cached per user); ``name`` groups it in the stats."""
+        pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
+        key = (method, path, body, pairs, name)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            method = method.upper()
+            host_header = self._target[2]
+            payload = encode_request(method, path, host_header, body=body, headers=pairs)
+            label = name or path
+            prepared = PreparedRequest(method, label, payload,
+                                       self.recorder.channel(method, label))
+            self._prepared[key] = prepared
+        return prepared
+
+    def request(self, method: str, path: str, *, body: bytes = b"",
+                headers: Iterable[tuple[str, str]] | Mapping[str, str] = (),
+                name: str | None = None, keep_body: bool = False) -> Response:
+        return self.send(self.prepare(method, path, body=body, headers=headers, name=name),
+                         keep_body=keep_body)
+
+    def get(self, path: str, **kwargs: Any) -> Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, body: bytes = b"", **kwargs: Any) -> Response:
+        return self.request("POST", path, body=body, **kwargs)
+
+    def send(self, prepared: PreparedRequest, *, keep_body: bool = False) -> Response:
+        """One request and its response, recorded."""
+        connection = self._connection or self._open()
+        started = time.perf_counter_ns()
+        try:
+            parser = connection.exchange(prepared.payload, head_only=prepared.head_only,
+                                         keep_body=keep_body, retry=prepared.idempotent)
+        except RequestFailed as failure:
+            self._failed(prepared, failure.kind)
+            return Response(0, 0, 0, failure.kind)
+        latency = (time.perf_counter_ns() - started) // 1000
+        status = parser.status
+        error = self._record(prepared, status, latency, parser.body_bytes)
+        return Response(status, parser.body_bytes, latency, error,
+                        parser.body if keep_body else b"")
+
+    def closed_loop(self, prepared: PreparedRequest) -> None:
+        """Send ``prepared`` back to back until the user is stopped (the swarm's default task)."""
+        connection = self._connection or self._open()
+        exchange = connection.exchange
+        channel = prepared.channel
+        payload, head_only, retry = prepared.payload, prepared.head_only, prepared.idempotent
+        clock = time.perf_counter_ns
+        while self._state != LOCUST_STATE_STOPPING:
+            started = clock()
+            try:
+                parser = exchange(payload, head_only=head_only, retry=retry)
+            except RequestFailed as failure:
+                self._failed(prepared, failure.kind)
+                continue
+            status = parser.status
+            if status < 400:
+                channel.current.record((clock() - started) // 1000, parser.body_bytes)
+            else:
+                self._record(prepared, status, (clock() - started) // 1000, parser.body_bytes)
+
+    def on_stop(self) -> None:
+        if self._connection is not None:
+            self._connection.shutdown()
+            self._connection = None
+
+    def _open(self) -> Connection:
+        host, port, _ = self._target
+        self._connection = Connection(host, port, self.timeout_s)
+        return self._connection
+
+    def _record(self, prepared: PreparedRequest, status: int, latency_us: int,
+                nbytes: int) -> str | None:
+        if status < 400:
+            prepared.channel.current.record(latency_us, nbytes)
+            return None
+        kind = f"http_{status}"
+        prepared.channel.current.record_error(kind, latency_us, nbytes)
+        return kind
+
+    def _failed(self, prepared: PreparedRequest, kind: str) -> None:
+        prepared.channel.current.record_error(kind)
+        if kind == CONNECT:
+            gevent.sleep(self.connect_backoff_s)
+
+
+def make_user(spec: SwarmSpec) -> type[LeanHttpUser]:
+    """The swarm's closed-loop user for ``spec.workload`` (``--webperf-user=lean``)."""
+    workload = spec.workload
+
+    class WebperfLeanHttpUser(LeanHttpUser):
+        host = spec.host
+        timeout_s = spec.timeout_s
+
+        @task
+        def loop(self) -> None:
+            self.closed_loop(self.prepare(workload.method, workload.path, body=workload.body,
+                                          headers=workload.headers, name=workload.path))
+
+    return WebperfLeanHttpUser

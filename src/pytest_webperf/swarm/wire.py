@@ -1,0 +1,255 @@
+"""HTTP/1.1 on the wire for the lean user: requests encoded once, responses parsed incrementally.
+
+Pure Python, no I/O and no gevent, so it is tested on its own. The parser handles
+what a load generator meets: Content-Length and chunked bodies, bodies delimited
+by the connection closing, responses without a body (HEAD, 204, 304), keep-alive
+and ``Connection: close`` (HTTP/1.0 defaults included), and interim 1xx responses,
+which are skipped. It does not decompress (no Accept-Encoding is sent), and 101
+Switching Protocols is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+MAX_HEAD = 64 * 1024  # a response head longer than this is not HTTP we want to measure
+MAX_LINE = 4 * 1024  # chunk-size and trailer lines
+
+# parser states
+HEAD, LENGTH, CHUNK_SIZE, CHUNK_DATA, CHUNK_END, TRAILERS, UNTIL_CLOSE, DONE = range(8)
+
+_CONTENT_LENGTH = b"\r\ncontent-length:"
+_TRANSFER_ENCODING = b"\r\ntransfer-encoding:"
+_CONNECTION = b"\r\nconnection:"
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not an HTTP/1.x response we can frame."""
+
+
+def split_host(url: str) -> tuple[str, int, str]:
+    """(host, port, Host header value) of an ``http://`` URL."""
+    parts = urlsplit(url)
+    if parts.scheme != "http":
+        raise ValueError(f"the lean HTTP user speaks plain http:// only, not {url!r}; "
+                         "use --webperf-user=fast for https")
+    if not parts.hostname:
+        raise ValueError(f"no host in {url!r}")
+    port = parts.port or 80
+    return parts.hostname, port, parts.netloc
+
+
+def encode_request(method: str, path: str, host_header: str, *, body: bytes = b"",
+                   headers: Iterable[tuple[str, str]] = ()) -> bytes:
+    """The bytes of one request, sent as they are for every repetition."""
+    if not path.startswith("/") and path != "*":
+        raise ValueError(f"request path {path!r} must start with '/'")
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host_header}"]
+    names = set()
+    for name, value in headers:
+        if "\r" in name + value or "\n" in name + value:
+            raise ValueError(f"header {name!r} contains a line break")
+        names.add(name.lower())
+        lines.append(f"{name}: {value}")
+    if "host" in names:
+        lines.pop(1)
+    if (body or method in ("POST", "PUT", "PATCH")) and "content-length" not in names:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _header(lower: bytes, name: bytes) -> bytes | None:
+    """The (stripped) value of the first header ``name`` in a lower-cased head, or None."""
+    start = lower.find(name)
+    if start < 0:
+        return None
+    start += len(name)
+    end = lower.find(b"\r\n", start)
+    return lower[start:end if end >= 0 else len(lower)].strip()
+
+
+class ResponseParser:
+    """Frames one response at a time; ``feed`` returns True when it is complete.
+
+    After completion: ``status``, ``keep_alive``, ``body_bytes`` (payload, decoded
+    from chunks), ``body`` (if asked to keep it) and ``rest`` (bytes that followed
+    the response, normally none).
+    """
+
+    __slots__ = ("_buffer", "_parts", "_remaining", "_state", "body_bytes", "head_only",
+                 "keep_alive", "keep_body", "rest", "status")
+
+    def __init__(self) -> None:
+        self.begin()
+
+    def begin(self, *, head_only: bool = False, keep_body: bool = False) -> None:
+        """Ready for the next response (``head_only``: it answers a HEAD request)."""
+        self.head_only = head_only
+        self.keep_body = keep_body
+        self.status = 0
+        self.keep_alive = True
+        self.body_bytes = 0
+        self.rest = b""
+        self._state = HEAD
+        self._buffer = b""
+        self._remaining = 0
+        self._parts: list[bytes] = []
+
+    @property
+    def complete(self) -> bool:
+        return self._state == DONE
+
+    @property
+    def started(self) -> bool:
+        """Whether any byte of the response has arrived."""
+        return bool(self._buffer) or self._state != HEAD or self.status != 0
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self._parts)
+
+    def feed(self, data: bytes) -> bool:
+        if self._buffer:
+            data, self._buffer = self._buffer + data, b""
+        pos = self._consume(data)
+        if self._state == DONE:
+            self.rest = data[pos:]
+            return True
+        return False
+
+    def eof(self) -> bool:
+        """The peer closed the connection: True if that ends the response."""
+        if self._state == UNTIL_CLOSE:
+            self._state = DONE
+            self.keep_alive = False
+            return True
+        return self._state == DONE
+
+    def _consume(self, data: bytes) -> int:
+        """Advance through ``data`` as far as it goes; the position where it stopped."""
+        pos = 0
+        while self._state != DONE:
+            pos = _STEPS[self._state](self, data, pos)
+            if pos < 0:  # everything used or kept: more must arrive
+                return len(data)
+        return pos
+
+    def _step_head(self, data: bytes, pos: int) -> int:
+        end = data.find(b"\r\n\r\n", pos)
+        if end < 0:
+            return self._keep(data, pos, MAX_HEAD, "response head")
+        self._on_head(data[pos:end])
+        return end + 4
+
+    def _step_body(self, data: bytes, pos: int) -> int:
+        """Content-Length bodies and chunk data."""
+        take = min(self._remaining, len(data) - pos)
+        self._on_body(data, pos, take)
+        self._remaining -= take
+        if self._remaining:
+            return -1
+        self._state = DONE if self._state == LENGTH else CHUNK_END
+        return pos + take
+
+    def _step_chunk_size(self, data: bytes, pos: int) -> int:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            return self._keep(data, pos, MAX_LINE, "chunk-size line")
+        self._on_chunk_size(data[pos:end])
+        return end + 2
+
+    def _step_chunk_end(self, data: bytes, pos: int) -> int:
+        if len(data) - pos < 2:
+            return self._keep(data, pos, 2, "chunk end")
+        if data[pos:pos + 2] != b"\r\n":
+            raise ProtocolError("chunk data not followed by CRLF")
+        self._state = CHUNK_SIZE
+        return pos + 2
+
+    def _step_trailer(self, data: bytes, pos: int) -> int:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            return self._keep(data, pos, MAX_LINE, "trailer line")
+        if end == pos:  # the empty line that ends the trailers
+            self._state = DONE
+        return end + 2
+
+    def _step_until_close(self, data: bytes, pos: int) -> int:
+        self._on_body(data, pos, len(data) - pos)
+        return -1
+
+    def _keep(self, data: bytes, pos: int, limit: int, what: str) -> int:
+        """Hold an unfinished line until more arrives."""
+        if len(data) - pos > limit:
+            raise ProtocolError(f"{what} longer than {limit} bytes")
+        self._buffer = data[pos:]
+        return -1
+
+    def _on_body(self, data: bytes, pos: int, take: int) -> None:
+        self.body_bytes += take
+        if self.keep_body and take:
+            self._parts.append(data[pos:pos + take])
+
+    def _on_head(self, head: bytes) -> None:
+        if head[:7] != b"HTTP/1." or head[8:9] != b" " or not head[9:12].isdigit():
+            raise ProtocolError(f"not an HTTP/1.x status line: {head[:40]!r}")
+        status = int(head[9:12])
+        if 100 <= status < 200:
+            if status == 101:
+                raise ProtocolError("101 Switching Protocols is not supported")
+            return  # an interim response: the real one follows
+        self.status = status
+        lower = head.lower()
+        connection = _header(lower, _CONNECTION)
+        if head[7:8] == b"0":  # HTTP/1.0 closes unless asked to keep alive
+            self.keep_alive = connection is not None and b"keep-alive" in connection
+        else:
+            self.keep_alive = connection is None or b"close" not in connection
+        if self.head_only or status == 204 or status == 304:  # noqa: PLR1714
+            self._state = DONE
+            return
+        coding = _header(lower, _TRANSFER_ENCODING)
+        if coding is not None:
+            if coding.rsplit(b",", 1)[-1].strip() == b"chunked":
+                self._state = CHUNK_SIZE
+            else:  # another coding last: the body ends when the connection does
+                self._state = UNTIL_CLOSE
+                self.keep_alive = False
+            return
+        length = _header(lower, _CONTENT_LENGTH)
+        if length is None:
+            self._state = UNTIL_CLOSE
+            self.keep_alive = False
+            return
+        try:
+            self._remaining = int(length.split(b",", 1)[0])
+        except ValueError:
+            raise ProtocolError(f"bad Content-Length {length!r}") from None
+        if self._remaining < 0:
+            raise ProtocolError(f"bad Content-Length {length!r}")
+        self._state = LENGTH if self._remaining else DONE
+
+    def _on_chunk_size(self, line: bytes) -> None:
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise ProtocolError(f"bad chunk size {line[:40]!r}") from None
+        if size < 0:
+            raise ProtocolError(f"bad chunk size {line[:40]!r}")
+        if size == 0:
+            self._state = TRAILERS
+        else:
+            self._remaining = size
+            self._state = CHUNK_DATA
+
+
+_STEPS = {
+    HEAD: ResponseParser._step_head,
+    LENGTH: ResponseParser._step_body,
+    CHUNK_SIZE: ResponseParser._step_chunk_size,
+    CHUNK_DATA: ResponseParser._step_body,
+    CHUNK_END: ResponseParser._step_chunk_end,
+    TRAILERS: ResponseParser._step_trailer,
+    UNTIL_CLOSE: ResponseParser._step_until_close,
+}
