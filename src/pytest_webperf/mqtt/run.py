@@ -93,12 +93,14 @@ class Observer:
     def __init__(self, port: int, topic: str, qos: int, directory: Path, max_s: float) -> None:
         self.out = directory / "observer.json"
         self.status_path = Path(f"{self.out}.status")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "pytest_webperf.mqtt.observer", "--port", str(port),
-             "--topic", f"{topic}/#", "--qos", str(qos), "--out", str(self.out),
-             "--max-seconds", str(max_s)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-        )
+        self.log = directory / "observer.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pytest_webperf.mqtt.observer", "--port", str(port),
+                 "--topic", f"{topic}/#", "--qos", str(qos), "--out", str(self.out),
+                 "--max-seconds", str(max_s)],
+                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+            )
 
     def status(self) -> dict[str, Any]:
         try:
@@ -139,9 +141,10 @@ class Observer:
             self.process.wait()
 
     def _stderr(self) -> str:
-        if self.process.poll() is None or self.process.stderr is None:
-            return "(still running)"
-        return self.process.stderr.read().decode(errors="replace")[-2000:]
+        try:
+            return self.log.read_text(errors="replace")[-2000:] or "(no output)"
+        except OSError:
+            return "(no output)"
 
 
 @contextmanager
