@@ -17,13 +17,16 @@ log scale, with each side's spread the larger of the between-repetition spread a
 the within-run spread from the per-second series. A check fails only when the
 change is beyond the threshold in the bad direction AND the interval at
 ``confidence`` (default 95 %) excludes no change, i.e. the one-sided test for
-"worse" is significant at (1 - confidence) / 2 = 2.5 %. So a pure-noise run fails a
-check at most 2.5 % of the time, and far less when the noise is small against
-the threshold (then the threshold, not the test, is what noise must cross): the
-simulation in tests/unit/test_compare.py measures it. Count metrics (errors,
-timeouts) compare rates per request with an exact Poisson rate test, so one stray
-error never fails a gate but a systematic rise does. Improvements beyond the
-threshold become notes, never failures.
+"worse" is significant at (1 - confidence) / 2 = 2.5 %. So a pure-noise run fails
+a check at most 2.5 % of the time, and far less when the noise is small against
+the threshold (then the threshold, not the test, is what noise must cross).
+Measured by the simulation in tests/unit/test_compare.py (5,000 seeded trials,
+repetitions with 5 % CV, rps:5%): 5 vs 5 repetitions, 1.8 % false alarms and 81 %
+of 10 % drops caught (26 % of 5 % drops); 3 vs 3, 1.6 % and 42 %. The four default
+checks together: 3.9 % false alarms per test at that noise, less on a quieter
+machine. Count metrics (errors, timeouts) compare rates per request with an exact
+Poisson rate test, so one stray error never fails a gate but a systematic rise
+does. Improvements beyond the threshold become notes, never failures.
 """
 
 from __future__ import annotations
@@ -348,6 +351,7 @@ class _Estimate:
     high: float | None
     p_worse: float
     p_better: float
+    counts: tuple[int, int] | None = None  # events (current, baseline) of a count metric
 
 
 def _level_estimate(metric: Metric, current: Measurement, baseline: Measurement,
@@ -380,7 +384,7 @@ def _count_estimate(metric: Metric, current: Measurement, baseline: Measurement,
     est = stats.rate_ratio(events, current.requests, base_events, baseline.requests,
                            confidence=confidence)
     return _Estimate(events / current.requests, base_events / baseline.requests, est.change,
-                     est.low, est.high, est.p_greater, est.p_less)
+                     est.low, est.high, est.p_greater, est.p_less, (events, base_events))
 
 
 def _relative(check: RelativeCheck, current: Measurement, baseline: Measurement,
@@ -397,12 +401,12 @@ def _relative(check: RelativeCheck, current: Measurement, baseline: Measurement,
     unit = "" if metric.count else metric.unit
     ci = (f", {confidence * 100:g}% CI {_pct(est.low)}..{_pct(est.high)}"  # type: ignore[arg-type]
           if has_interval else "")
-    rate = " of requests" if metric.count else ""
-    if metric.count:
-        shown = f"{est.baseline * 100:.3g}% -> {est.current * 100:.3g}%"
+    if est.counts is not None:
+        shown = (f"{est.counts[1]} -> {est.counts[0]} ({est.baseline:.3%} -> {est.current:.3%}"
+                 " of requests)")
     else:
         shown = f"{_fmt(est.baseline, unit)} -> {_fmt(est.current, unit)}"
-    line = f"{metric.name} {shown}{rate} ({_pct(est.change)}{ci})"
+    line = f"{metric.name} {shown} ({_pct(est.change)}{ci})"
     bound = f"{'+' if sign > 0 else '-'}{_num(check.percent)}%"
     numbers = dict(check=str(check), metric=metric.name, current=est.current,
                    baseline=est.baseline, change=est.change, low=est.low, high=est.high,

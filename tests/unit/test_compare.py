@@ -193,7 +193,7 @@ def test_errors_are_compared_as_rates() -> None:
     assert decide(stray, clean, parse_checks("errors:50%")).status == "pass"
     verdict = decide(broken, clean, parse_checks("errors:50%"))
     assert verdict.status == "regression"
-    assert verdict.reasons[0].startswith("errors 0% -> 0.1% of requests (+inf%")
+    assert verdict.reasons[0].startswith("errors 0 -> 60 (0.000% -> 0.100% of requests) (+inf%")
     assert decide(broken, broken, parse_checks("errors:50%")).status == "pass"
 
 
