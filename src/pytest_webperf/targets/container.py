@@ -76,6 +76,16 @@ def sweep_stale_containers() -> list[str]:
     return removed
 
 
+_swept: list[bool] = []
+
+
+def _sweep_once() -> None:
+    """Sweep what killed runs left, the first time this process starts a container."""
+    if not _swept:
+        _swept.append(True)
+        sweep_stale_containers()
+
+
 def remove_session_containers() -> int:
     """Remove every container this process started (also ones still being created)."""
     containers = docker_client().containers.list(
@@ -208,6 +218,7 @@ class ContainerTarget:
 
     def __enter__(self) -> ContainerTarget:
         docker_client()  # a clear error first when no engine answers
+        _sweep_once()
         try:
             self.port = self._start(self.spec, self.name, self.limits, self.extra_env)
         except BaseException:

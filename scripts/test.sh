@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The README's second command: set everything up (idempotent), then lint, type-check,
+# validate the CI workflow and run the plugin's own tests (unit + end to end).
+# Arguments go to pytest, e.g. ./scripts/test.sh -m "not e2e"
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$root/scripts/setup.sh"
+cd "$root"
+step() { printf '\n[webperf test] %s\n' "$*" >&2; }
+step "ruff"
+.venv/bin/ruff check src tests suites benchmarks
+.venv/bin/ruff format --check src
+step "mypy (strict)"
+.venv/bin/mypy
+step "CI workflow schema"
+.venv/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/ci.yml
+step "pytest"
+exec .venv/bin/pytest tests "$@"

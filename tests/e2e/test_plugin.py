@@ -1,0 +1,206 @@
+"""What a user sees: the plugin run through pytest in a subprocess, against real targets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_webperf.engine import docker_client
+from pytest_webperf.targets.container import MANAGED, OWNER, sweep_stale_containers
+
+pytest_plugins = ["pytester"]
+QUICK = ["-p", "no:locust", "-W", "error", "--webperf-duration=1s", "--webperf-warmup=0.5s"]
+
+HELLO = """
+def test_hello(webperf):
+    target = webperf.server("nginx")
+    result = webperf.http(target, path="/hello")
+    assert result.rps > 0
+"""
+
+
+def our_containers(owner_pid: int) -> list[str]:
+    containers = docker_client().containers.list(all=True, filters={"label": MANAGED})
+    return [c.name for c in containers if c.labels.get(OWNER, "").startswith(f"{owner_pid}:")]
+
+
+def test_concurrency_list_parametrizes_and_reports(pytester: pytest.Pytester, engine: None):
+    pytester.makepyfile(test_static=HELLO)
+    result = pytester.runpytest_subprocess(
+        *QUICK, "--webperf-concurrency=5,20", "--webperf-repeat=2", "--webperf-json=out.json", "-v"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*test_hello[[]c5[]] PASSED*",
+        "*test_hello[[]c20[]] PASSED*",
+        "*= webperf =*",
+        "test * workload * server * users * req/s * requests * errors * timeouts * p50 ms*",
+        "test_hello[[]c5[]] * GET /hello * nginx * 5 *",
+        "test_hello[[]c20[]] * GET /hello * nginx * 20 *",
+        "*no baseline (run with --webperf-save)*",
+        "webperf: JSON report written to out.json",
+    ])
+    report = json.loads((pytester.path / "out.json").read_text())
+    assert report["schema"] == 1
+    tests = {t["nodeid"]: t for t in report["tests"]}
+    assert set(tests) == {"test_static.py::test_hello[c5]", "test_static.py::test_hello[c20]"}
+    for test in tests.values():
+        assert test["server"] == "nginx" and len(test["repetitions"]) == 2
+        for run in test["repetitions"]:
+            assert run["rps"] > 0 and run["errors"] == 0
+            assert run["rps"] == pytest.approx(run["requests"] / run["duration_s"], rel=0.05)
+            assert run["duration_s"] == pytest.approx(1.0, rel=0.2)
+            assert run["p50_ms"] <= run["p95_ms"] <= run["p99_ms"]
+            assert sum(s["requests"] for s in run["series"]) == run["requests"]
+    assert our_containers(os.getpid()) == []
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--webperf-concurrency=abc", "*--webperf-concurrency*'abc' is not a whole number*"),
+        ("--webperf-concurrency=0", "*--webperf-concurrency*'0' must be at least 1*"),
+        ("--webperf-concurrency=-5", "*--webperf-concurrency*must be at least 1*"),
+        ("--webperf-duration=xyz", "*--webperf-duration*'xyz' is not a duration*"),
+        ("--webperf-repeat=0", "*--webperf-repeat*must be at least 1*"),
+    ],
+)
+def test_bad_option_is_a_usage_error(pytester: pytest.Pytester, option: str, message: str):
+    pytester.makepyfile(test_static=HELLO)
+    result = pytester.runpytest_subprocess("-p", "no:locust", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_bad_ini_value_names_the_ini_option(pytester: pytest.Pytester):
+    pytester.makeini("[pytest]\nwebperf_duration = soon\n")
+    pytester.makepyfile(test_static=HELLO)
+    result = pytester.runpytest_subprocess("-p", "no:locust")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*webperf_duration*'soon' is not a duration*"])
+
+
+def test_target_url_loads_a_running_server(pytester: pytest.Pytester, local_server: str):
+    pytester.makepyfile(test_static=HELLO)
+    result = pytester.runpytest_subprocess(
+        *QUICK, "--webperf-concurrency=4", "--webperf-repeat=1", f"--webperf-target-url={local_server}"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["test_hello[[]c4[]] * GET /hello * nginx * 4 *"])
+
+
+def test_remote_target_url_is_refused(pytester: pytest.Pytester):
+    pytester.makepyfile(test_static=HELLO)
+    result = pytester.runpytest_subprocess(
+        *QUICK, "--webperf-target-url=http://192.0.2.1:80", "--webperf-repeat=1"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*is not a loopback address*--webperf-allow-remote-target*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_server_that_fails_to_start_shows_its_logs(pytester: pytest.Pytester, engine: None):
+    broken = pytester.path / "catalog" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "server.toml").write_text('name = "broken"\nstartup_timeout = 20\n')
+    (broken / "Dockerfile").write_text(
+        'FROM debian:bookworm-slim\nCMD ["sh", "-c", "echo boom: cannot bind $PORT >&2; exit 3"]\n'
+    )
+    pytester.makepyfile(test_broken="""
+        def test_broken(webperf):
+            webperf.http(webperf.server("broken"))
+    """)
+    result = pytester.runpytest_subprocess(*QUICK, f"--webperf-servers={broken.parent}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*TargetError: broken is not running (status exited, exit code 3)*",
+        "*last lines of the server's log*",
+        "*boom: cannot bind*",
+    ])
+    assert our_containers(os.getpid()) == []
+
+
+def test_server_dying_mid_run_fails_the_test_with_logs(pytester: pytest.Pytester, engine: None):
+    pytester.makepyfile(test_static=HELLO)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *QUICK, "--webperf-duration=8s", "--webperf-repeat=1",
+         "--webperf-concurrency=5"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        names = wait_for_containers(process.pid)
+        time.sleep(2)
+        docker_client().containers.get(names[0]).kill()
+        output, _ = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == pytest.ExitCode.TESTS_FAILED, output
+    assert "TargetError: nginx is not running" in output
+    assert our_containers(process.pid) == []
+
+
+def wait_for_containers(pid: int, timeout: float = 120) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        names = our_containers(pid)
+        if names:
+            return names
+        time.sleep(0.2)
+    raise AssertionError(f"no container of pid {pid} appeared within {timeout}s")
+
+
+def test_ctrl_c_mid_run_leaves_no_container(pytester: pytest.Pytester, engine: None):
+    pytester.makepyfile(test_static=HELLO)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *QUICK, "--webperf-duration=30s", "--webperf-repeat=1",
+         "--webperf-concurrency=5"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_for_containers(process.pid)
+        time.sleep(2)  # the swarm is running now
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert "KeyboardInterrupt" in output
+    assert our_containers(process.pid) == [], output
+
+
+def test_containers_of_a_killed_run_are_swept(engine: None):
+    client = docker_client()
+    image = "debian:bookworm-slim"
+    stale = client.containers.run(
+        image, ["sleep", "300"], detach=True, network_mode="host",
+        labels={MANAGED: "1", OWNER: "999999:1.00"},  # an owner that does not exist
+    )
+    try:
+        assert stale.name in sweep_stale_containers()
+        assert stale.name not in [c.name for c in client.containers.list(all=True)]
+    finally:
+        try:
+            stale.remove(force=True)
+        except Exception:
+            pass
+
+
+def test_user_test_file_shape_works_in_repo_suites():
+    """The suites directory is collected with the plugin and its ids end with -cN."""
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "suites/test_static_io.py",
+         "--webperf-concurrency=100,500"],
+        cwd=root, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    ids = [line for line in result.stdout.splitlines() if "::" in line]
+    assert ids and all(line.endswith(("-c100]", "-c500]")) for line in ids), ids

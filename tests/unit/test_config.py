@@ -1,0 +1,81 @@
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_webperf.config import (
+    SETTINGS,
+    RunConfig,
+    parse_concurrency,
+    parse_duration,
+    parse_positive_duration,
+    resolve,
+)
+from pytest_webperf.errors import OptionError
+
+UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
+
+
+@given(st.integers(min_value=0, max_value=10**6), st.sampled_from(sorted(UNITS)))
+def test_duration_units(number, unit):
+    assert math.isclose(parse_duration(f"{number}{unit}"), number * UNITS[unit])
+
+
+@given(st.lists(st.integers(min_value=1, max_value=100_000), min_size=1, max_size=8))
+def test_concurrency_round_trip(values):
+    parsed = parse_concurrency(",".join(map(str, values)))
+    assert parsed == tuple(dict.fromkeys(values))
+
+
+@pytest.mark.parametrize("text", ["abc", "0", "-5", "", "10,,20", "1.5", "10,x"])
+def test_bad_concurrency(text):
+    with pytest.raises(ValueError):
+        parse_concurrency(text)
+
+
+@pytest.mark.parametrize("text", ["xyz", "0s", "-1s", "5 minutes", ""])
+def test_bad_positive_duration(text):
+    with pytest.raises(ValueError):
+        parse_positive_duration(text)
+
+
+def test_precedence_cli_env_ini_default():
+    config = resolve(
+        cli={"duration": 3.0},
+        env={"WEBPERF_DURATION": "4s", "WEBPERF_REPEAT": "7"},
+        ini={"duration": "5s", "repeat": "9", "warmup": "1s"},
+    )
+    assert (config.duration, config.repeat, config.warmup) == (3.0, 7, 1.0)
+    assert config.concurrency == RunConfig().concurrency
+    assert config.sources == {
+        "duration": "--webperf-duration", "repeat": "WEBPERF_REPEAT", "warmup": "webperf_warmup"
+    }
+
+
+def test_bad_env_names_its_source():
+    with pytest.raises(OptionError, match="WEBPERF_CONCURRENCY='abc'"):
+        resolve({}, {"WEBPERF_CONCURRENCY": "abc"}, {})
+
+
+def test_bad_ini_names_its_source():
+    with pytest.raises(OptionError, match="webperf_repeat"):
+        resolve({}, {}, {"repeat": "lots"})
+
+
+def test_marker_overrides_are_parsed():
+    config = RunConfig().with_overrides({"duration": "5s", "concurrency": [10, 20]}, "marker")
+    assert config.duration == 5.0 and config.concurrency == (10, 20)
+    with pytest.raises(OptionError, match="unknown setting 'duraton'"):
+        RunConfig().with_overrides({"duraton": "5s"}, "marker")
+
+
+def test_multiple_values_from_ini_lines():
+    config = resolve({}, {}, {"servers": ["a", "b"]})
+    assert config.servers == (Path("a"), Path("b"))
+
+
+def test_every_setting_is_a_field():
+    fields = set(RunConfig.__dataclass_fields__)
+    assert {s.name for s in SETTINGS} <= fields
