@@ -16,7 +16,7 @@ repetitions, ``mean(current) / mean(baseline) - 1``, and its Welch t-interval on
 log scale, with each side's spread the larger of the between-repetition spread and
 the within-run spread from the per-second series. A check fails only when the
 change is beyond the threshold in the bad direction AND the interval at
-``confidence`` (default 95 %) excludes no change, i.e. the one-sided test for
+``confidence`` (default 95 %) lies wholly on the bad side of 0: the one-sided test for
 "worse" is significant at (1 - confidence) / 2 = 2.5 %. So a pure-noise run fails
 a check at most 2.5 % of the time, and far less when the noise is small against
 the threshold (then the threshold, not the test, is what noise must cross).
