@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pytest_webperf import stats
 from pytest_webperf.errors import OptionError
-from pytest_webperf.models import Measurement, RunResult, Status, Verdict
+from pytest_webperf.models import Delivery, Measurement, RunResult, Status, Verdict
 
 Direction = Literal["up", "down"]  # the direction that is bad
 Combine = Literal["mean", "max", "sum", "rate"]
@@ -106,6 +106,38 @@ def _snapshot_latency(name: str) -> Callable[[RunResult], list[float]]:
     return series
 
 
+def _delivery(run: RunResult) -> Delivery | None:
+    """Where an MQTT run's messages ended: the server's store (what seed 002 counts)
+    when it was read back, else the observer subscriber."""
+    if run.mqtt is None:
+        return None
+    return run.mqtt.store or run.mqtt.observer
+
+
+def _tps(run: RunResult) -> float | None:
+    return run.mqtt.tps if run.mqtt is not None and run.mqtt.tps is not None else run.rps
+
+
+def _delivery_count(name: str) -> Callable[[RunResult], float | None]:
+    def count(run: RunResult) -> float | None:
+        delivery = _delivery(run)
+        return None if delivery is None else float(getattr(delivery, name))
+    return count
+
+
+def _e2e_p99(run: RunResult) -> float | None:
+    delivery = _delivery(run)
+    return None if delivery is None or delivery.latency is None else delivery.latency.p99_ms
+
+
+def _published(run: RunResult) -> float:
+    return float(run.mqtt.published) if run.mqtt is not None else 0.0
+
+
+def _requests(run: RunResult) -> float:
+    return float(run.requests)
+
+
 @dataclass(frozen=True)
 class Metric:
     """One thing a check can look at.
@@ -126,17 +158,17 @@ class Metric:
     count: bool = False
     throughput: bool = False
     aliases: tuple[str, ...] = ()  # the first one is how absolute limits are written
+    exposure: Callable[[RunResult], float] = field(default=_requests, compare=False)
 
     @property
     def limit_name(self) -> str:
         return self.aliases[0] if self.aliases else self.name
 
 
-# Adding a metric is one line. MQTT delivery metrics go here once RunResult carries
-# them, e.g. Metric("lost", "", "up", lambda r: r.lost, combine="sum", count=True).
+# Adding a metric is one line.
 METRICS: Mapping[str, Metric] = {m.name: m for m in (
     Metric("rps", "", "down", lambda r: r.rps, _rps_series, throughput=True),
-    Metric("tps", "", "down", lambda r: r.rps, _rps_series, throughput=True),  # MQTT msgs/s
+    Metric("tps", "", "down", _tps, _rps_series, throughput=True),  # seed 002's msgs/s
     Metric("p50", "ms", "up", _latency("p50_ms"), _snapshot_latency("p50_ms"), aliases=("p50_ms",)),
     Metric("p90", "ms", "up", _latency("p90_ms"), aliases=("p90_ms",)),
     Metric("p95", "ms", "up", _latency("p95_ms"), _snapshot_latency("p95_ms"), aliases=("p95_ms",)),
@@ -149,6 +181,11 @@ METRICS: Mapping[str, Metric] = {m.name: m for m in (
     Metric("cpu", "%", "up", _server_cpu_mean, _server_cpu_series, aliases=("cpu_percent",)),
     Metric("rss", "MB", "up", _server_rss_peak, combine="max", aliases=("rss_mb",)),
     Metric("cpu_per_req", "us", "up", _cpu_per_req, aliases=("cpu_per_req_us",)),
+    Metric("lost", "", "up", _delivery_count("lost"), combine="sum", count=True,
+           exposure=_published),
+    Metric("dup", "", "up", _delivery_count("duplicates"), combine="sum", count=True,
+           exposure=_published, aliases=("duplicates",)),
+    Metric("e2e_p99", "ms", "up", _e2e_p99, aliases=("e2e_p99_ms",)),
 )}
 _BY_SPELLING: Mapping[str, Metric] = {
     spelling: m for m in METRICS.values() for spelling in (m.name, *m.aliases)
@@ -321,7 +358,8 @@ def _combined(metric: Metric, m: Measurement) -> float | None:
     if metric.combine == "sum":
         return math.fsum(values)
     if metric.combine == "rate":
-        return math.fsum(values) / m.requests if m.requests else None
+        exposure = _exposure(metric, m)
+        return math.fsum(values) / exposure if exposure > 0 else None
     return max(values) if metric.combine == "max" else stats.mean(values)
 
 
@@ -373,17 +411,21 @@ def _level_estimate(metric: Metric, current: Measurement, baseline: Measurement,
                      worse, better)
 
 
+def _exposure(metric: Metric, m: Measurement) -> float:
+    return math.fsum(metric.exposure(r) for r in m.runs)
+
+
 def _count_estimate(metric: Metric, current: Measurement, baseline: Measurement,
                     confidence: float) -> _Estimate | str:
-    if not current.requests or not baseline.requests:
-        return "no request completed" + (" in this run" if not current.requests
-                                         else " in the baseline")
     xs, ys = _values(metric, current), _values(metric, baseline)
-    assert xs is not None and ys is not None  # counts are always measured
+    if xs is None or ys is None:
+        return f"{metric.name} was not measured in {'this run' if xs is None else 'the baseline'}"
+    exposure, base_exposure = _exposure(metric, current), _exposure(metric, baseline)
+    if exposure <= 0 or base_exposure <= 0:
+        return "nothing was sent" + (" in this run" if exposure <= 0 else " in the baseline")
     events, base_events = round(math.fsum(xs)), round(math.fsum(ys))
-    est = stats.rate_ratio(events, current.requests, base_events, baseline.requests,
-                           confidence=confidence)
-    return _Estimate(events / current.requests, base_events / baseline.requests, est.change,
+    est = stats.rate_ratio(events, exposure, base_events, base_exposure, confidence=confidence)
+    return _Estimate(events / exposure, base_events / base_exposure, est.change,
                      est.low, est.high, est.p_greater, est.p_less, (events, base_events))
 
 
@@ -403,7 +445,7 @@ def _relative(check: RelativeCheck, current: Measurement, baseline: Measurement,
           if has_interval else "")
     if est.counts is not None:
         shown = (f"{est.counts[1]} -> {est.counts[0]} ({est.baseline:.3%} -> {est.current:.3%}"
-                 " of requests)")
+                 f" of {'requests' if metric.exposure is _requests else 'messages'})")
     else:
         shown = f"{_fmt(est.baseline, unit)} -> {_fmt(est.current, unit)}"
     line = f"{metric.name} {shown} ({_pct(est.change)}{ci})"

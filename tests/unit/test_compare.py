@@ -348,3 +348,29 @@ def test_default_checks_catch_a_ten_percent_slower_server_even_when_generator_bo
                         for _ in range(5)])
         caught += decide(current, baseline, generator_bound=True).status == "regression"
     assert caught / 200 >= 0.9
+
+
+def test_mqtt_delivery_metrics_come_from_the_store_read_back() -> None:
+    from dataclasses import replace
+
+    from pytest_webperf.models import Delivery, MqttResult
+
+    def mqtt_run(lost: int, tps: float, p99_ms: float) -> RunResult:
+        store = Delivery(consumer="store", received=1000 - lost, delivered=1000 - lost,
+                         duplicates=0, missing=lost, lost=lost, backlog=0,
+                         latency=Latency(1, 1, 1, 1, p99_ms, p99_ms, p99_ms))
+        result = MqttResult(qos=2, interval_s=0.5, users=10, published=1000, acked=1000,
+                            unacked=0, store=store, tps=tps)
+        return replace(make_run(tps, noise=NOISE), mqtt=result)
+
+    baseline = make([mqtt_run(0, 970 + i, 40 + i) for i in range(3)])
+    current = make([mqtt_run(10, 600 + i, 90 + i) for i in range(3)])
+    assert METRICS["tps"].per_run(current.runs[0]) == 600
+    verdict = decide(current, baseline, parse_checks("tps:5%,lost:0%,dup:0%,e2e_p99:20%"))
+    assert verdict.status == "regression"
+    assert verdict.reasons[0].startswith("tps 971 -> 601 (-38.1%")
+    assert verdict.reasons[1].startswith("lost 0 -> 30 (0.000% -> 1.000% of messages) (+inf%")
+    assert verdict.reasons[2].startswith("e2e_p99 41ms -> 91ms (+122.0%")
+    http = of_rps([1000, 1000])
+    skipped = decide(http, http, parse_checks("lost:0%,lost<=0"))
+    assert skipped.status == "pass" and len(skipped.notes) == 2
