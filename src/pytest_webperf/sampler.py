@@ -15,10 +15,13 @@ CPU accounting of a tree, and what it cannot see. Processes are keyed by
 (pid, create_time), so a reused pid is a new process. The first poll sets the
 baseline of every process alive then; a process first seen in a later poll
 appeared since the previous poll and is counted from its creation (its whole
-``cpu_times``). A process that exits between two polls loses the CPU it used
-after the last poll: psutil cannot see it. That is why every container part is
-cross-checked with its cgroup counter, which the kernel keeps for dead
-processes too, and why ``cpu_seconds`` (the service demand) prefers it.
+``cpu_times``). A process that exits between two polls used CPU after the
+last poll that psutil cannot see, unless an ancestor in the tree reaps it
+(wait(2) adds a child's whole CPU time to its parent's ``children_*`` times):
+that is recovered (see ``tree_cpu_delta``). CPU of processes nobody in the tree
+reaps stays lost. That is why every container part is cross-checked with its
+cgroup counter, which the kernel keeps for dead processes too, and why
+``cpu_seconds`` (the service demand) prefers it.
 """
 
 from __future__ import annotations
@@ -49,10 +52,18 @@ class TargetGone(Exception):
     """The root process of a sampled tree has exited."""
 
 
+ProcessKey = tuple[int, float]  # (pid, create_time): a reused pid is another process
+
+
 @dataclass
-class _Tracked:
-    process: psutil.Process
-    cpu_s: float  # user + system at the last poll
+class ProcessCpu:
+    """One process's CPU counters at a poll."""
+
+    pid: int
+    ppid: int
+    own_s: float  # user + system
+    children_s: float  # children_user + children_system: reaped descendants' whole lives
+    debt: float = 0.0  # counted for vanished children its children_s does not show yet
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,8 @@ class ProcessTreeSampler:
         self._fds = fds
         self._connections = fds and connections
         self._clock = clock
-        self._tracked: dict[tuple[int, float], _Tracked] = {}
+        self._tracked: dict[ProcessKey, ProcessCpu] = {}
+        self._alive: dict[ProcessKey, psutil.Process] = {}
         self._cpu_total = 0.0  # CPU seconds seen in the tree since the first poll
         self._samples = 0
         self._primed = False
@@ -146,7 +158,8 @@ class ProcessTreeSampler:
             raise TargetGone(f"{self.part}: process {self.root_pid} has exited") from None
 
     def _poll(self) -> _Reading:
-        seen: dict[tuple[int, float], _Tracked] = {}
+        seen: dict[ProcessKey, ProcessCpu] = {}
+        alive: dict[ProcessKey, psutil.Process] = {}
         processes = threads = rss = 0
         fds: int | None = 0
         inodes: set[int] = set()
@@ -155,43 +168,33 @@ class ProcessTreeSampler:
                 with process.oneshot():
                     key = (process.pid, process.create_time())
                     times = process.cpu_times()
+                    ppid = process.ppid()
                     process_threads = process.num_threads()
                     process_rss = process.memory_info().rss
-            except _GONE:  # exited (or became a zombie) since the tree was listed
+            except _GONE:  # exited since the tree was listed
                 continue
-            cpu_s = times.user + times.system  # children_* would double count reaped children
-            self._account(key, process, cpu_s, seen)
+            seen[key] = ProcessCpu(process.pid, ppid, times.user + times.system,
+                                   times.children_user + times.children_system)
+            alive[key] = process
             processes += 1
             threads += process_threads
             rss += process_rss
             process_fds = _socket_inodes(process.pid, inodes) if self._fds else None
             fds = None if fds is None or process_fds is None else fds + process_fds
-        self._tracked = seen  # processes that vanished drop out here
+        if self._primed:
+            self._cpu_total += tree_cpu_delta(self._tracked, seen)
+        self._tracked, self._alive = seen, alive
         self._primed = True
         return _Reading(processes, threads, rss, fds, frozenset(inodes))
-
-    def _account(
-        self,
-        key: tuple[int, float],
-        process: psutil.Process,
-        cpu_s: float,
-        seen: dict[tuple[int, float], _Tracked],
-    ) -> None:
-        previous = self._tracked.get(key)
-        if previous is not None:
-            self._cpu_total += max(0.0, cpu_s - previous.cpu_s)
-        elif self._primed:  # appeared since the last poll: count it from its creation
-            self._cpu_total += cpu_s
-        seen[key] = _Tracked(process, cpu_s)
 
     def _full_due(self) -> bool:
         return self._full_every > 0 and (self._samples - 1) % self._full_every == 0
 
     def _full_memory(self) -> tuple[float | None, float | None]:
         pss = uss = 0
-        for tracked in list(self._tracked.values()):
+        for process in self._alive.values():
             try:
-                info = tracked.process.memory_full_info()
+                info = process.memory_full_info()
             except psutil.AccessDenied:
                 return None, None
             except psutil.NoSuchProcess:
@@ -257,6 +260,49 @@ def parse_proc_net_tcp(text: str) -> set[int]:
     return inodes
 
 
+def tree_cpu_delta(before: Mapping[ProcessKey, ProcessCpu],
+                   now: Mapping[ProcessKey, ProcessCpu]) -> float:
+    """CPU seconds a tree used between two polls, the processes that vanished included.
+
+    A process's ``children_*`` times grow, when it reaps a child, by the
+    child's whole life (and what that child had reaped). Less what was already
+    counted for the children that vanished under it, that is the CPU psutil
+    never saw: their last moments, and processes born and reaped between two
+    polls. What cannot be matched yet (a child gone but not reaped yet) is
+    carried as a debt in ``now``, so nothing is counted twice.
+    """
+    owed = _owed_by_ancestors(before, now)
+    used = 0.0
+    for key, current in now.items():
+        previous = before.get(key)
+        if previous is None:  # appeared since the last poll: counted from its creation
+            used += current.own_s + current.children_s
+            continue
+        debt = previous.debt + owed.get(current.pid, 0.0)
+        reaped = current.children_s - previous.children_s
+        used += max(0.0, current.own_s - previous.own_s) + max(0.0, reaped - debt)
+        current.debt = max(0.0, debt - reaped)
+    return used
+
+
+def _owed_by_ancestors(before: Mapping[ProcessKey, ProcessCpu],
+                       now: Mapping[ProcessKey, ProcessCpu]) -> dict[int, float]:
+    """For each pid, what was counted for its descendants that vanished since ``before``.
+
+    A vanished process is charged to its nearest ancestor that is still alive,
+    as known at the last poll: when its parent vanished too, the grandparent
+    reaps both.
+    """
+    vanished = {c.pid: c for k, c in before.items() if k not in now}
+    owed: dict[int, float] = {}
+    for gone in vanished.values():
+        ppid, hops = gone.ppid, 0
+        while ppid in vanished and hops < len(vanished):  # hops: a cycle cannot hang us
+            ppid, hops = vanished[ppid].ppid, hops + 1
+        owed[ppid] = owed.get(ppid, 0.0) + gone.own_s + gone.children_s + gone.debt
+    return owed
+
+
 class _PeriodicMonitor:
     """A daemon thread calling ``_tick`` every ``interval`` on a drift-free schedule."""
 
@@ -265,7 +311,7 @@ class _PeriodicMonitor:
             raise ValueError(f"interval must be positive, got {interval!r}")
         self.interval = interval
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # _error() is called with it held
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._origin = clock()
