@@ -1,0 +1,19 @@
+"""Seed 000: Apache httpd (prefork + PHP) vs Node.js under concurrent connections.
+
+The seed ran wrk at 100/500/1000 connections for 20 s, 5 times, on three
+workloads (static hello, quicksort of 100 integers, a 534 KB PNG read per
+request), and watched server CPU and memory every second. Re-run it with
+``--webperf-concurrency=100,500,1000 --webperf-duration=20s --webperf-repeat=5``.
+"""
+
+import pytest
+
+SERVERS = ["apache-php", "node"]
+WORKLOADS = ["/hello", "/quicksort", "/file"]
+
+
+@pytest.mark.parametrize("path", WORKLOADS)
+@pytest.mark.parametrize("server", SERVERS)
+def test_apache_vs_node(webperf, server, path):
+    result = webperf.http(webperf.server(server), path=path)
+    assert result.requests > 0

@@ -1,0 +1,14 @@
+"""Seed 003: an asynchronous server vs a process-pool server, alone and behind a
+load balancer of the same kind (two backends each).
+
+The seed ran wrk with 1000 connections for 10 s. Re-run it with
+``--webperf-concurrency=1000 --webperf-duration=10s``.
+"""
+
+import pytest
+
+
+@pytest.mark.parametrize("server", ["python-async", "python-pool", "lb-async", "lb-pool"])
+def test_async_vs_pool(webperf, server):
+    result = webperf.http(webperf.server(server), path="/hello")
+    assert result.requests > 0

@@ -1,0 +1,15 @@
+"""Seed 004: event-driven servers at C10K: nginx, Node.js, and a libuv Python server.
+
+The seed ran ``ab -n 80000 -c 10000`` on a 500-byte and a 20 KB page, 5 runs,
+and reported mean req/s, mean latency and the server's peak memory. Re-run it
+with ``--webperf-concurrency=10000 --webperf-user=lean``.
+"""
+
+import pytest
+
+
+@pytest.mark.parametrize("path", ["/500b", "/20kb"])
+@pytest.mark.parametrize("server", ["nginx", "node", "python-uv"])
+def test_c10k(webperf, server, path):
+    result = webperf.http(webperf.server(server), path=path)
+    assert result.requests > 0
