@@ -10,6 +10,9 @@ const PORT = Number(process.env.PORT);
 const BACKLOG = 65535;
 const FIELDS = ["clientId", "temp", "humidity", "light"];
 let stored = 0;
+// Seed 002's MariaDB store and MQTT subscription (store.js): only when DB_PORT / MQTT_PORT are set.
+const telemetryStore = require("./store.js");
+const store = telemetryStore.openStore();
 
 function quickSort(array) {
   if (array.length < 2) {
@@ -67,40 +70,55 @@ function telemetry(req, res) {
         return;
       }
     }
-    stored += 1;
-    send(res, 201, "application/json", JSON.stringify({ stored }));
+    if (!store) {
+      stored += 1;
+      send(res, 201, "application/json", JSON.stringify({ stored }));
+      return;
+    }
+    store.save(message, "http", (err) => {
+      if (err) {
+        const error = `not stored: ${err.message}`;
+        send(res, 503, "application/json", JSON.stringify({ error }));
+        return;
+      }
+      stored += 1;
+      send(res, 201, "application/json", JSON.stringify({ stored }));
+    });
   });
 }
 
-http
-  .createServer((req, res) => {
-    const path = req.url.split("?")[0];
-    const get = req.method === "GET";
-    if (path === "/hello" && get) {
-      send(res, 200, "text/html", "<h1>Hello World</h1>"); // = assets/hello.html (tested)
-    } else if (path === "/quicksort" && get) {
-      var array = [
-        89, 47, 62, 36, 78, 22, 51, 11, 100, 94, 57, 63, 42, 76, 31, 85, 99, 55, 5, 17, 68, 28,
-        45, 71, 8, 60, 83, 79, 48, 92, 43, 12, 61, 23, 87, 54, 3, 72, 37, 80, 98, 26, 65, 53,
-        16, 25, 95, 39, 74, 20, 50, 91, 69, 40, 75, 30, 86, 4, 58, 19, 77, 13, 70, 24, 46, 14,
-        96, 7, 49, 64, 38, 56, 82, 15, 84, 9, 21, 34, 97, 27, 67, 52, 66, 90, 41, 6, 35, 10, 73,
-        18, 81, 44, 29, 59, 88, 2, 32, 1, 33, 93,
-      ];
-      send(res, 200, "application/json", JSON.stringify(quickSort(array)));
-    } else if (path === "/file" && get) {
-      sendFile(res, "file.png", "image/png");
-    } else if (path === "/500b" && get) {
-      sendFile(res, "500b.html", "text/html");
-    } else if (path === "/20kb" && get) {
-      sendFile(res, "20kb.html", "text/html");
-    } else if (path === "/telemetry" && req.method === "POST") {
-      telemetry(req, res);
-    } else if (path === "/health") {
-      send(res, 200, "text/plain", "ok\n");
-    } else {
-      send(res, 404, "text/plain", "not found\n");
-    }
-  })
-  .listen(PORT, "127.0.0.1", BACKLOG, () => {
+const server = http.createServer((req, res) => {
+  const path = req.url.split("?")[0];
+  const get = req.method === "GET";
+  if (path === "/hello" && get) {
+    send(res, 200, "text/html", "<h1>Hello World</h1>"); // = assets/hello.html (tested)
+  } else if (path === "/quicksort" && get) {
+    var array = [
+      89, 47, 62, 36, 78, 22, 51, 11, 100, 94, 57, 63, 42, 76, 31, 85, 99, 55, 5, 17, 68, 28,
+      45, 71, 8, 60, 83, 79, 48, 92, 43, 12, 61, 23, 87, 54, 3, 72, 37, 80, 98, 26, 65, 53,
+      16, 25, 95, 39, 74, 20, 50, 91, 69, 40, 75, 30, 86, 4, 58, 19, 77, 13, 70, 24, 46, 14,
+      96, 7, 49, 64, 38, 56, 82, 15, 84, 9, 21, 34, 97, 27, 67, 52, 66, 90, 41, 6, 35, 10, 73,
+      18, 81, 44, 29, 59, 88, 2, 32, 1, 33, 93,
+    ];
+    send(res, 200, "application/json", JSON.stringify(quickSort(array)));
+  } else if (path === "/file" && get) {
+    sendFile(res, "file.png", "image/png");
+  } else if (path === "/500b" && get) {
+    sendFile(res, "500b.html", "text/html");
+  } else if (path === "/20kb" && get) {
+    sendFile(res, "20kb.html", "text/html");
+  } else if (path === "/telemetry" && req.method === "POST") {
+    telemetry(req, res);
+  } else if (path === "/health") {
+    send(res, 200, "text/plain", "ok\n");
+  } else {
+    send(res, 404, "text/plain", "not found\n");
+  }
+});
+
+// Subscribed before the HTTP port opens, so a healthy server misses no message.
+telemetryStore.subscribe(store, () => (stored += 1), () => {
+  server.listen(PORT, "127.0.0.1", BACKLOG, () => {
     console.log(`listening on 127.0.0.1:${PORT}`);
   });
+});
