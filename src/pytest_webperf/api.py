@@ -10,9 +10,9 @@ Plain Python: the fixture in plugin.py only builds this object and closes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
@@ -23,7 +23,12 @@ from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
 
-Judge = Callable[[Measurement], Measurement]
+
+class Judge(Protocol):
+    """Decides a measurement's verdict (``WebperfSession.judge``)."""
+
+    def __call__(self, measurement: Measurement, *, checks: Sequence[Any] | None = None,
+                 generator_bound: bool = False) -> Measurement: ...
 
 
 class Webperf:
@@ -85,7 +90,7 @@ class Webperf:
             concurrency=plan.concurrency, workload=workload, runs=tuple(runs),
             target=target.describe(),
         )
-        judged = self._judge(measurement)
+        judged = self._judge(measurement, checks=self.config.compare_fail)
         self.measurements.append(judged)
         return judged
 

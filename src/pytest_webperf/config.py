@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_webperf.errors import OptionError
+from pytest_webperf.machine import check_machine_id
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -152,7 +153,8 @@ SETTINGS: tuple[Setting, ...] = (
             "the swarm's HTTP user: fast (Locust FastHttpUser), lean, or module:UserClass"),
     Setting("timeout", parse_positive_duration, 10.0,
             "a request unanswered for this long counts as a timeout"),
-    Setting("machine_id", str, None, "name of this machine for baselines (default: fingerprint)"),
+    Setting("machine_id", check_machine_id, None,
+            "name of this machine for baselines (default: a fingerprint of the hardware)"),
     Setting("target_cpus", parse_cpus, None, "CPU limit for target containers (e.g. 1.5)"),
     Setting("target_memory", parse_memory, None, "memory limit for target containers (e.g. 1g)"),
     Setting("target_cpuset", parse_cpuset, None, "pin target containers to these CPUs"),

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import __version__
+from pytest_webperf import __version__, baseline, compare, machine
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.config import RunConfig
-from pytest_webperf.models import Measurement, Verdict
+from pytest_webperf.errors import EngineUnavailable
+from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
 from pytest_webperf.report.json_report import report, write_json
 
@@ -22,7 +25,6 @@ class WebperfSession:
         self.config = config
         self.rootdir = rootdir
         self.measurements: list[Measurement] = []
-        self.errors: list[str] = []  # problems that did not fail a test (reported at the end)
 
     @functools.cached_property
     def catalog(self) -> Catalog:
@@ -31,12 +33,49 @@ class WebperfSession:
         dirs = default_directories([*extra, *self.config.servers])
         return Catalog(dict.fromkeys(p.resolve() for p in dirs))
 
-    def judge(self, measurement: Measurement) -> Measurement:
-        """The measurement with its verdict (baselines and checks arrive with the gate)."""
-        verdict = Verdict("no-baseline", notes=("no baseline (run with --webperf-save)",))
-        return _with_verdict(measurement, verdict)
+    @functools.cached_property
+    def machine(self) -> machine.MachineInfo:
+        engine_version = None
+        if not self.config.target_url:
+            from pytest_webperf.engine import engine_version as version
 
-    def record(self, measurements: list[Measurement]) -> None:
+            try:
+                engine_version = version()
+            except EngineUnavailable:
+                engine_version = None
+        return machine.collect(engine_version=engine_version, cpu_quota=self.config.target_cpus,
+                               network_mode="external" if self.config.target_url else "host")
+
+    @functools.cached_property
+    def store(self) -> baseline.BaselineStore:
+        directory = self.config.baseline_dir
+        if not directory.is_absolute():
+            directory = self.rootdir / directory
+        return baseline.BaselineStore(directory, machine.machine_id(self.machine,
+                                                                    self.config.machine_id))
+
+    @property
+    def checks(self) -> Sequence[compare.Check]:
+        return self.config.compare_fail or compare.DEFAULT_CHECKS
+
+    def judge(self, measurement: Measurement, *, checks: Sequence[compare.Check] | None = None,
+              generator_bound: bool = False) -> Measurement:
+        """The measurement with its verdict against this machine's baseline.
+
+        A broken baseline file raises ``BaselineError`` (it fails this test only)."""
+        stored = self.store.load(measurement.nodeid, measurement.name)
+        verdict = compare.decide(measurement, stored, checks or self.checks,
+                                 generator_bound=generator_bound)
+        if stored is None:
+            others = self.store.other_machines(measurement.nodeid, measurement.name)
+            if others:
+                verdict = dataclasses.replace(verdict, notes=(*verdict.notes, (
+                    f"baselines exist for other machines ({', '.join(others)}), not for "
+                    f"{self.store.machine_id}: performance differs across machines, so they "
+                    "are not compared (--webperf-machine-id=NAME names a fleet)")))
+        return dataclasses.replace(measurement, verdict=verdict)
+
+    def record(self, measurements: Sequence[Measurement]) -> None:
         self.measurements.extend(measurements)
 
     def summary(self) -> list[str]:
@@ -47,6 +86,9 @@ class WebperfSession:
         return {
             "plugin_version": __version__,
             "python": sys.version.split()[0],
+            "machine_id": self.store.machine_id,
+            "machine": self.machine.to_dict(),
+            "checks": compare.format_checks(self.checks),
             "config": {
                 "concurrency": list(config.concurrency), "duration_s": config.duration,
                 "warmup_s": config.warmup, "repeat": config.repeat, "workers": config.workers,
@@ -55,15 +97,16 @@ class WebperfSession:
         }
 
     def finish(self) -> list[str]:
-        """Write the reports; lines to show the user."""
+        """Save baselines if asked, write the reports; lines to show the user."""
         lines = []
+        if self.config.save and self.measurements:
+            metadata = {"machine": self.machine.to_dict(), "git": baseline.git_commit(self.rootdir),
+                        "plugin_version": __version__}
+            paths = self.store.save(self.measurements, metadata)
+            where = self.store.base_dir / self.store.machine_id
+            lines.append(f"webperf: saved {len(self.measurements)} baseline(s) in "
+                         f"{len(paths)} file(s) under {where}")
         if self.config.json is not None:
             write_json(self.config.json, report(self.measurements, self.meta()))
             lines.append(f"webperf: JSON report written to {self.config.json}")
         return lines
-
-
-def _with_verdict(measurement: Measurement, verdict: Verdict) -> Measurement:
-    from dataclasses import replace
-
-    return replace(measurement, verdict=verdict)
