@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
-from pytest_webperf.measure import MonitorFactory, RunPlan, no_monitor, run_repetitions
+from pytest_webperf.measure import MonitorFactory, RunPlan, run_repetitions, sampling_monitor
 from pytest_webperf.models import Measurement, Workload
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
@@ -36,7 +36,7 @@ class Webperf:
 
     def __init__(self, *, nodeid: str, concurrency: int, config: RunConfig,
                  catalog: Callable[[], Catalog], judge: Judge,
-                 monitor_factory: MonitorFactory = no_monitor) -> None:
+                 monitor_factory: MonitorFactory = sampling_monitor) -> None:
         self.nodeid = nodeid
         self.concurrency = concurrency
         self.config = config
@@ -78,7 +78,7 @@ class Webperf:
             body=body.encode() if isinstance(body, str) else body,
             headers=tuple((headers or {}).items()),
         )
-        plan = self._plan(concurrency, duration, warmup, repeat, user)
+        plan = self._plan(concurrency, duration, warmup, repeat, user, target)
         spec = SwarmSpec(
             host=target.url, users=plan.concurrency, duration_s=plan.duration_s,
             warmup_s=plan.warmup_s, workload=workload, user_class=plan.user_class,
@@ -90,13 +90,15 @@ class Webperf:
             concurrency=plan.concurrency, workload=workload, runs=tuple(runs),
             target=target.describe(),
         )
-        judged = self._judge(measurement, checks=self.config.compare_fail)
+        bound = sum(r.generator_bound for r in runs) * 2 > len(runs)  # most repetitions
+        judged = self._judge(measurement, checks=self.config.compare_fail, generator_bound=bound)
         self.measurements.append(judged)
         return judged
 
     def _plan(self, concurrency: int | None, duration: Any, warmup: Any, repeat: int | None,
-              user: str | None) -> RunPlan:
+              user: str | None, target: Target) -> RunPlan:
         config = self.config
+        limits = target.describe().get("limits") or {}
         return RunPlan(
             concurrency=parse_concurrency(concurrency)[0] if concurrency else self.concurrency,
             duration_s=parse_duration(duration) if duration is not None else config.duration,
@@ -105,4 +107,16 @@ class Webperf:
             user_class=user or config.user,
             timeout_s=config.timeout,
             workers=config.workers,
+            server_cores=limits.get("cpus") or _cpuset_size(limits.get("cpuset")),
         )
+
+
+def _cpuset_size(cpuset: str | None) -> float | None:
+    """How many CPUs a cpuset such as ``0-1,3`` names."""
+    if not cpuset:
+        return None
+    count = 0
+    for part in cpuset.split(","):
+        low, _, high = part.partition("-")
+        count += int(high or low) - int(low) + 1
+    return float(count)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
+from pytest_webperf.sampler import RunMonitor, generator_bound
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
@@ -34,6 +35,11 @@ def no_monitor(target: Target) -> AbstractContextManager[Monitor | None]:
     return nullcontext(None)
 
 
+def sampling_monitor(target: Target) -> AbstractContextManager[Monitor | None]:
+    """The target's process trees and cgroups, and the generator, every second."""
+    return RunMonitor.for_target(target)
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """How to run each repetition."""
@@ -46,11 +52,20 @@ class RunPlan:
     timeout_s: float = 10.0
     workers: int = 1
     spawn_rate: float = 0.0
+    server_cores: float | None = None  # the target's CPU limit, for the generator-bound rule
 
 
 def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
-               monitor: Monitor | None) -> RunResult:
+               monitor: Monitor | None, *, workers: int = 1,
+               server_cores: float | None = None) -> RunResult:
     total = outcome.total
+    resources = tuple(monitor.resource_samples()) if monitor else ()
+    generator = tuple(monitor.generator_samples()) if monitor else ()
+    bound = generator_bound(generator, resources, workers, server_cores=server_cores)
+    notes = list(outcome.notes)
+    if bound:
+        notes.append("generator-bound: the load generator's CPU was saturated, the server's "
+                     "was not")
     return RunResult(
         repetition=repetition,
         concurrency=concurrency,
@@ -63,11 +78,12 @@ def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
         latency=Latency.of(total.histogram),
         series=tuple(outcome.series),
         histogram=total.histogram,
-        resources=tuple(monitor.resource_samples()) if monitor else (),
-        generator=tuple(monitor.generator_samples()) if monitor else (),
+        resources=resources,
+        generator=generator,
         error_kinds=dict(total.error_kinds),
         server_cpu_seconds=monitor.server_cpu_seconds() if monitor else None,
-        notes=tuple(outcome.notes),
+        generator_bound=bound,
+        notes=tuple(notes),
     )
 
 
@@ -91,5 +107,6 @@ def run_repetitions(target: Target, spec: SwarmSpec, plan: RunPlan,
         with monitor_factory(target) as monitor:
             outcome = run_swarm(spec, _events_to(monitor))
         target.check_alive()
-        results.append(run_result(outcome, repetition, plan.concurrency, monitor))
+        results.append(run_result(outcome, repetition, plan.concurrency, monitor,
+                                  workers=plan.workers, server_cores=plan.server_cores))
     return results

@@ -219,6 +219,7 @@ class RunResult:
     generator: tuple[GeneratorSample, ...] = ()
     error_kinds: Mapping[str, int] = field(default_factory=dict)
     server_cpu_seconds: float | None = None  # cgroup CPU time of the target, all parts
+    generator_bound: bool = False  # the generator, not the server, was saturated
     notes: tuple[str, ...] = ()
     mqtt: MqttResult | None = None  # MQTT runs only
 
@@ -252,6 +253,7 @@ class RunResult:
             "latency": self.latency.to_dict(),
             "server_cpu_seconds": self.server_cpu_seconds,
             "cpu_per_req_us": self.cpu_per_req_us,
+            "generator_bound": self.generator_bound,
             "series": [s.to_dict() for s in self.series],
             "resources": [r.to_dict() for r in self.resources],
             "generator": [g.to_dict() for g in self.generator],
@@ -278,6 +280,7 @@ class RunResult:
             generator=tuple(GeneratorSample.from_dict(g) for g in data.get("generator", ())),
             error_kinds=dict(data.get("error_kinds", {})),
             server_cpu_seconds=data.get("server_cpu_seconds"),
+            generator_bound=bool(data.get("generator_bound", False)),
             notes=tuple(data.get("notes", ())),
             mqtt=MqttResult.from_dict(data["mqtt"]) if data.get("mqtt") else None,
         )
