@@ -78,7 +78,8 @@ class Webperf:
             body=body.encode() if isinstance(body, str) else body,
             headers=tuple((headers or {}).items()),
         )
-        plan = self._plan(concurrency, duration, warmup, repeat, user, target)
+        plan = self._plan(target, concurrency=concurrency, duration=duration, warmup=warmup,
+                          repeat=repeat, user=user)
         spec = SwarmSpec(
             host=target.url, users=plan.concurrency, duration_s=plan.duration_s,
             warmup_s=plan.warmup_s, workload=workload, user_class=plan.user_class,
@@ -95,8 +96,8 @@ class Webperf:
         self.measurements.append(judged)
         return judged
 
-    def _plan(self, concurrency: int | None, duration: Any, warmup: Any, repeat: int | None,
-              user: str | None, target: Target) -> RunPlan:
+    def _plan(self, target: Target, *, concurrency: int | None, duration: Any, warmup: Any,
+              repeat: int | None, user: str | None) -> RunPlan:
         config = self.config
         limits = target.describe().get("limits") or {}
         return RunPlan(
