@@ -113,6 +113,15 @@ public class WorkloadServlet extends HttpServlet {
                 return;
             }
         }
+        Object store = getServletContext().getAttribute(TelemetryStore.ATTRIBUTE);
+        if (store != null) { // seed 002: MariaDB when DB_PORT is set (MqttSubscriber opens it)
+            try {
+                ((TelemetryStore) store).save(message, "http");
+            } catch (java.sql.SQLException e) {
+                sendJson(resp, 503, Map.of("error", "not stored: " + e.getMessage()));
+                return;
+            }
+        }
         sendJson(resp, 201, Map.of("stored", stored.incrementAndGet()));
     }
 }
