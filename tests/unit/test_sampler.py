@@ -116,16 +116,26 @@ def sleeper() -> Iterator[subprocess.Popen[str]]:
         child.wait()
 
 
-def test_a_tree_with_one_burner_uses_about_one_core(busy_tree: subprocess.Popen[str]) -> None:
+def own_cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def test_a_tree_with_one_burner_uses_at_most_one_core(busy_tree: subprocess.Popen[str]) -> None:
+    burner = next(p for p in psutil.Process(busy_tree.pid).children() if "python" in p.name())
     sampler = ProcessTreeSampler(busy_tree.pid, "busy")
+    burnt_before = own_cpu(burner)
     time.sleep(2)
     sample = sampler.sample(0.0)
+    burnt = own_cpu(burner) - burnt_before
     assert sample.part == "busy"
     assert sample.processes == 3  # the parent, the burner, the sleeper
     assert sample.threads >= 3
-    # one busy loop on 2 shared, noisy cores: about 100 %, bounds generous
-    assert 30 < sample.cpu_percent < 200
-    assert 0.5 < sampler.cpu_seconds < 4.0
+    # one busy loop: up to one core, less when the 2 shared cores are contended;
+    # more than a core would be double counting
+    assert 0 < sample.cpu_percent < 130
+    # the tree's CPU is the burner's (the others sleep), read a moment apart
+    assert sampler.cpu_seconds == pytest.approx(burnt, abs=0.1)
     assert 1 < sample.rss_mb < 500
     assert sample.fds is not None and sample.fds >= 9  # stdin/out/err of three processes
     assert sample.pss_mb is not None and sample.uss_mb is not None  # the first sample has them
@@ -278,7 +288,7 @@ def test_monitor_samples_parts_and_survives_one_dying(
     assert any("idle" in error for error in monitor.errors)
     assert all(s.cgroup_cpu_percent is None for s in samples)
     seconds = monitor.cpu_seconds("start", "end")
-    assert seconds["busy"] is not None and 0.2 < seconds["busy"] < 3.0
+    assert seconds["busy"] is not None and 0 < seconds["busy"] < 1.3 * 1.2  # <= 1 core
     assert seconds["idle"] is not None and seconds["idle"] < 0.1
     assert monitor.cpu_seconds("start", "end", source="cgroup") == {"busy": None, "idle": None}
     total = monitor.total_cpu_seconds("start", "end")
@@ -317,13 +327,14 @@ def test_generator_monitor_follows_a_tree_until_it_exits(busy_tree: subprocess.P
         time.sleep(0.7)
         monitor.mark_start()
         time.sleep(0.5)
+        alive = monitor.samples()
         kill_tree(busy_tree)
         time.sleep(0.5)
     samples = monitor.samples()
-    assert len(samples) >= 3
-    assert all(s.processes == 3 for s in samples)
+    assert len(alive) >= 3
+    assert all(s.processes == 3 for s in alive)
     assert generator_cpu_stats(samples, include_warmup=True) is not None
-    assert max(s.cpu_percent for s in samples) > 20
+    assert 0 < max(s.cpu_percent for s in samples) < 130
     assert monitor.errors == []  # a finished generator is the end of its series
 
 
@@ -346,7 +357,7 @@ def test_run_monitor_measures_the_measured_phase(busy_tree: subprocess.Popen[str
         monitor.mark_start()
         time.sleep(1.0)
     cpu = monitor.server_cpu_seconds()
-    assert cpu is not None and 0.3 < cpu < 2.5  # ~1 s of one busy core
+    assert cpu is not None and 0 < cpu < 1.5  # 1 s of at most one busy core
     assert monitor.server_cpu_seconds() == cpu  # frozen at the end of the block
     assert monitor.resource_samples()
 
