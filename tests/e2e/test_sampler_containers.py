@@ -70,17 +70,20 @@ def test_psutil_tree_cpu_agrees_with_the_cgroup(busy_container: Container) -> No
     assert cgroup is not None and tree is not None
     print(f"\nbusy loop, 5 s: cgroup {cgroup:.3f} s, psutil tree {tree:.3f} s, "
           f"difference {abs(tree - cgroup) / cgroup:.2%}")
-    assert cgroup > 1.0  # the loop ran (one core, shared: anything above 20 %)
+    assert cgroup > 0.25  # the loop ran (one core, shared with others: above 5 %)
     assert abs(tree - cgroup) <= 0.05 * cgroup + 0.05  # a few % (+ 10 ms clock ticks x 5)
 
     measured = [s for s in monitor.samples() if s.t >= 0]
     assert len(measured) >= 4
-    for sample in measured:
-        assert sample.cgroup_cpu_percent is not None
-        # per second both sides round to 10 ms ticks and are read a moment apart
-        assert abs(sample.cpu_percent - sample.cgroup_cpu_percent) < 15
+    cgroup_percent = [s.cgroup_cpu_percent for s in measured]
+    assert None not in cgroup_percent
+    # one second apart, both sides are read a moment apart (more when the sampler
+    # thread waits for a contended core): compare the means, where that cancels
     stats = cpu_stats(measured)
-    assert stats is not None and 20 < stats.mean < 150
+    assert stats is not None and 0 < stats.mean < 130
+    cgroup_mean = sum(p or 0.0 for p in cgroup_percent) / len(cgroup_percent)
+    print(f"per-second mean: psutil {stats.mean:.1f} %, cgroup {cgroup_mean:.1f} %")
+    assert abs(stats.mean - cgroup_mean) < 5
 
 
 def test_memory_figures_are_sane(busy_container: Container) -> None:
