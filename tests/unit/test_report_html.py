@@ -252,6 +252,7 @@ def test_write_html_replaces_the_file_whole(tmp_path: Path) -> None:
     write_html(target, {"tests": []})
     assert target.read_text() != first and "Nothing was measured" in target.read_text()
     assert [p.name for p in target.parent.iterdir()] == ["report.html"]
+    assert target.stat().st_mode & 0o777 == 0o644
 
 
 # ---------------------------------------------------------------- chart scaling
@@ -281,7 +282,7 @@ def test_the_mapping_keeps_order(a: float, b: float) -> None:
 
 def test_round_ticks_for_ordinary_data() -> None:
     axis = nice_axis([3.2, 987.0])
-    assert axis.ticks == (0, 200, 400, 600, 800, 1000)
+    assert axis.ticks == (0.0, 200.0, 400.0, 600.0, 800.0, 1000.0)
     assert axis.labels == ("0", "200", "400", "600", "800", "1,000")
     assert nice_axis([0.0, 0.25]).labels[:3] == ("0", "0.05", "0.10")
 

@@ -524,6 +524,10 @@ def _scroll(table: str) -> str:
     return f'<div class="scroll">{table}</div>' if table else ""
 
 
+def _pair(first: float | None, second: float | None) -> str:
+    return MISSING if first is None and second is None else f"{fmt(first)} / {fmt(second)}"
+
+
 REP_COLUMNS: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
     ("duration s", lambda r: fmt(number(r.get("duration_s")), 1)),
     ("req/s", lambda r: fmt(rep_rps(r))),
@@ -536,8 +540,8 @@ REP_COLUMNS: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
     ("p99 ms", lambda r: fmt(rep_latency(r, "p99_ms"), 2)),
     ("p99.9 ms", lambda r: fmt(rep_latency(r, "p999_ms"), 2)),
     ("max ms", lambda r: fmt(rep_latency(r, "max_ms"), 2)),
-    ("cpu % mean/max", lambda r: f'{fmt(rep_nested(r, "cpu_percent", "mean"))} / '
-                                 f'{fmt(rep_nested(r, "cpu_percent", "max"))}'),
+    ("cpu % mean/max", lambda r: _pair(rep_nested(r, "cpu_percent", "mean"),
+                                       rep_nested(r, "cpu_percent", "max"))),
     ("peak rss MB", lambda r: fmt(rep_nested(r, "rss_mb", "max"))),
     ("generator cpu %", lambda r: fmt(number(r.get("generator_cpu_percent")))),
     ("cpu/req µs", lambda r: fmt(number(r.get("cpu_per_req_us")))),
@@ -818,6 +822,7 @@ def write_html(path: Path, report: Mapping[str, Any]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a report is for sharing (CI artifacts)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

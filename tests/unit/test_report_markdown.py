@@ -1,0 +1,80 @@
+"""The Markdown summary: one table row per measurement, reasons listed, text escaped."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from test_report_html import make_report, measurement, run
+
+from pytest_webperf.models import Verdict
+from pytest_webperf.report.markdown import COLUMNS, md_escape, render_markdown
+
+
+def table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("| ")]
+
+
+def cells(row: str) -> list[str]:
+    """A GFM table row split on its unescaped pipes."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+
+
+def test_one_row_per_measurement_under_a_header_and_rule() -> None:
+    data = make_report([measurement(f"s.py::t[c{c}]", concurrency=c) for c in (1, 2, 3)])
+    rows = table_rows(render_markdown(data))
+    assert len(rows) == 2 + 3
+    assert all(len(cells(r)) == len(COLUMNS) + 1 for r in rows)
+    assert cells(rows[1])[3] == "---:"  # numbers right-aligned
+    assert [cells(r)[3] for r in rows[2:]] == ["1", "2", "3"]
+
+
+def test_figures_match_the_report() -> None:
+    runs = [run(1, errors=10), run(2, errors=20)]
+    data = make_report([measurement(runs=runs, verdict=Verdict("pass"))])
+    row = dict(zip(cells(table_rows(render_markdown(data))[0]),
+                   cells(table_rows(render_markdown(data))[2]), strict=True))
+    reps = data["tests"][0]["repetitions"]
+    assert row["requests"] == f"{sum(r['requests'] for r in reps):,}"
+    assert row["errors"] == "30" and row["timeouts"] == "15"
+    assert row["p95 ms"] == f"{(reps[0]['p95_ms'] + reps[1]['p95_ms']) / 2:.2f}"
+    assert row["verdict"] == "✅ pass"
+
+
+def test_reasons_come_first_then_notes() -> None:
+    data = make_report([
+        measurement("s.py::a", verdict=Verdict("no-baseline", notes=("no baseline",))),
+        measurement("s.py::b", verdict=Verdict("regression", reasons=("rps -9% (limit -5%)",))),
+    ])
+    text = render_markdown(data)
+    assert "## pytest-webperf: 2 measurements (1 no-baseline, 1 regression)" in text
+    bullets = [line for line in text.splitlines() if line.startswith("- ")]
+    assert len(bullets) == 2
+    assert "rps -9% (limit -5%)" in bullets[0] and "s.py::b" in bullets[0]
+    assert "note: no baseline" in bullets[1]
+
+
+def test_nodeids_cannot_break_the_table_or_inject_html() -> None:
+    nasty = "s.py::t[a|b<script>x</script>*_`]"
+    text = render_markdown(make_report([measurement(nasty, name="GET /a|b\nsecond line")]))
+    rows = table_rows(text)
+    assert len(rows) == 3 and len(cells(rows[2])) == len(COLUMNS) + 1
+    assert "<script>" not in text and "\nsecond line" not in text
+
+
+@given(st.text(max_size=40))
+def test_an_escaped_cell_stays_one_cell(text: str) -> None:
+    escaped = md_escape(text)
+    assert "\n" not in escaped and "\r" not in escaped
+    assert not re.search(r"(?<!\\)[|<>`]", escaped)
+
+
+def test_missing_figures_and_an_empty_report() -> None:
+    data: dict[str, Any] = {"tests": [{"nodeid": "a::b", "name": "x", "server": "s",
+                                       "repetitions": [{"requests": 0, "duration_s": 1.0}]}]}
+    rows = table_rows(render_markdown(data))
+    row = cells(rows[2])
+    assert row[4] == "0" and row[8] == "-" and row[-1] == "-"  # no latency without requests
+    assert "Nothing was measured." in render_markdown({"tests": []})
