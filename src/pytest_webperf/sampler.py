@@ -81,8 +81,9 @@ class ProcessTreeSampler:
     """Samples the process tree rooted at ``root_pid``; one thread at a time.
 
     ``full_memory_every``: PSS and USS (``/proc/<pid>/smaps_rollup``, which
-    walks every mapping, several times the cost of the rest) are read on every
-    n-th sample only, None in between; 0 disables them. ``fds``: count open
+    walks every mapping: ~190 us per process with 400 mappings here, four times
+    the other reads) are read on every n-th sample only, None in between; 0
+    disables them. ``fds``: count open
     fds (one ``/proc/<pid>/fd`` listing and a readlink per fd, per process).
     ``connections``: count established TCP connections held by the tree (needs
     ``fds``; one ``/proc/<pid>/net/tcp{,6}`` parse per sample).
@@ -353,8 +354,10 @@ class _PeriodicMonitor:
         deadline = self._clock() + self.interval
         while not self._stop.wait(max(0.0, deadline - self._clock())):
             self._tick(self._clock())
-            # skip ticks missed while the machine was starved rather than bursting to catch up
-            deadline = max(deadline + self.interval, self._clock())
+            deadline += self.interval
+            now = self._clock()
+            if deadline <= now:  # starved past a tick: skip it rather than burst to catch up
+                deadline = now + self.interval
 
     def _tick(self, now: float) -> None:
         raise NotImplementedError

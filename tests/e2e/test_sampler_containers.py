@@ -31,13 +31,13 @@ def run(command: str) -> Iterator[Container]:
 
 
 @pytest.fixture
-def busy_container() -> Iterator[Container]:
+def busy_container(engine: None) -> Iterator[Container]:
     """One shell busy-looping (under timeout(1)), so about one core."""
     yield from run("while :; do :; done")
 
 
 @pytest.fixture
-def churning_container() -> Iterator[Container]:
+def churning_container(engine: None) -> Iterator[Container]:
     """A shell starting short-lived processes: CPU psutil cannot see, the cgroup can."""
     yield from run("while :; do /bin/true; done")
 
