@@ -3,7 +3,8 @@
 Runs Locust in this process only (``import locust`` monkey-patches it with
 gevent), spawns the users, lets them warm up, then writes one JSON line per
 interval to the events pipe: ``spawned``, ``note``, ``measure-start``,
-``interval`` (phase warmup|measure) and ``done``. Every run stops by itself:
+``interval`` (phase warmup|measure), ``done`` and, once Locust has stopped,
+``locust`` (its own request totals, all phases). Every run stops by itself:
 the child also arms an alarm past which it exits.
 
 With ``spec.workers > 1`` the child is a Locust master and starts the workers
@@ -12,7 +13,9 @@ in its process group and die with it. Locust's master/worker stats keep only
 rounded milliseconds, so the per-second microsecond histograms travel apart:
 at every tick the master sends ``webperf_roll`` to all workers, each rolls its
 own recorder and answers ``webperf_interval`` with its interval and CPU time,
-and the master emits the exact sum (histograms add).
+and the master emits the exact sum (histograms add). At the last tick the users
+stop sending before the roll, so what was recorded is what the server answered
+less at most one request in flight per user.
 
 Each process reports itself (pid, role, CPU placement) in ``spawned``, and its
 cumulative CPU seconds in ``measure-start``, every ``interval`` and ``done``
@@ -41,6 +44,8 @@ Process = dict[str, Any]  # {"pid", "role", "cpus", "cpu_s"}
 
 ROLL = "webperf_roll"
 INTERVAL = "webperf_interval"
+HALT = "webperf_halt"
+HALTED = "webperf_halted"
 WORKER_READY_S = 60.0  # starting a worker (python + locust import) takes ~1-2 s, more under load
 ROLL_REPLY_S = 5.0  # how long the master waits for the workers' intervals at each tick
 
@@ -73,6 +78,31 @@ def worker_cpus(spec: SwarmSpec, index: int) -> tuple[int, ...]:
 def cpu_seconds() -> float:
     times = os.times()
     return times.user + times.system
+
+
+def stop_sending(runner: Any) -> None:
+    """Mark every running user stopping: a closed loop ends after its current request
+    (and any other user at its next ``wait()``). Synchronous: nothing new is sent after."""
+    from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING
+
+    for user_greenlet in list(runner.user_greenlets):
+        user = user_greenlet.args[0] if user_greenlet.args else None
+        if user is not None and user._state == LOCUST_STATE_RUNNING:
+            user._state = LOCUST_STATE_STOPPING
+
+
+def halt(runner: Any) -> None:
+    """Stop every user at once, before Locust's own stop.
+
+    Locust stops users one kill callback at a time, and gevent runs only a few
+    milliseconds of callbacks per loop turn while the other users keep the turn
+    busy with I/O: minutes at 10,000 users. Marking them all stopping first lets
+    the loops end by themselves; what is left is killed together.
+    """
+    stop_sending(runner)
+    group = runner.user_greenlets
+    group.join(timeout=1.0)
+    group.kill(block=True, timeout=10)
 
 
 def users_of(spec: SwarmSpec, index: int) -> int:
@@ -139,7 +169,10 @@ class LocalSwarm:
     def user_count(self) -> int:
         return int(self.runner.user_count)
 
-    def roll(self) -> tuple[Interval, list[Process]]:
+    def roll(self, final: bool = False) -> tuple[Interval, list[Process]]:
+        """This interval; ``final``: the last one, users stop sending first."""
+        if final:
+            stop_sending(self.runner)
         interval = self.recorder.roll()
         return interval, [{"pid": os.getpid(), "role": "local", "cpu_s": cpu_seconds()}]
 
@@ -147,6 +180,7 @@ class LocalSwarm:
         return self.recorder.rolled_requests
 
     def quit(self) -> None:
+        halt(self.runner)
         self.runner.quit()
 
 
@@ -162,6 +196,9 @@ class MasterSwarm:
         self.environment, _ = environment_for(spec)
         self.runner = self.environment.create_master_runner("127.0.0.1", 0)
         self.runner.register_message(INTERVAL, self._on_interval)
+        self.runner.register_message(HALTED, self._on_halted)
+        self.halted: set[str] = set()
+        self.all_halted = Event()
         self.workers: list[subprocess.Popen[bytes]] = []
         self.seq = 0
         self.replies: dict[str, dict[str, Any]] = {}
@@ -204,12 +241,14 @@ class MasterSwarm:
     def user_count(self) -> int:
         return self.users
 
-    def roll(self) -> tuple[Interval, list[Process]]:
-        """Every worker's interval, summed; waits (bounded) for all of them."""
+    def roll(self, final: bool = False) -> tuple[Interval, list[Process]]:
+        """Every worker's interval, summed; waits (bounded) for all of them.
+
+        ``final``: the last one, the workers' users stop sending before they roll."""
         self.seq += 1
         self.replies = {}
         self.arrived.clear()
-        self.runner.send_message(ROLL, {"seq": self.seq})
+        self.runner.send_message(ROLL, {"seq": self.seq, "final": final})
         self.arrived.wait(timeout=ROLL_REPLY_S)
         total = Interval()
         processes: list[Process] = [{"pid": os.getpid(), "role": "master",
@@ -237,10 +276,18 @@ class MasterSwarm:
         if len(self.replies) >= self.spec.workers:
             self.arrived.set()
 
+    def _on_halted(self, environment: Any, msg: Any) -> None:
+        self.halted.add(msg.node_id)
+        if len(self.halted) >= len(self.workers):
+            self.all_halted.set()
+
     def rolled_requests(self) -> int:
         return self.rolled
 
     def quit(self) -> None:
+        if self.runner.clients.all:
+            self.runner.send_message(HALT)  # answered after the workers' last Locust stats
+            self.all_halted.wait(timeout=15)
         self.runner.quit()  # tells the workers to quit
         deadline = time.monotonic() + 10
         for worker in self.workers:
@@ -273,7 +320,7 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
                 gevent.sleep(min(spec.interval_s - (now - interval_start), end - now))
                 now = time.monotonic()
                 if now - interval_start >= spec.interval_s - 1e-3 or now >= end:
-                    interval, cpu = swarm.roll()
+                    interval, cpu = swarm.roll(final=phase == "measure" and now >= end)
                     emit("interval", phase=phase, elapsed=now - interval_start,
                          users=swarm.user_count, processes=cpu, **interval.to_dict())
                     interval_start = now
@@ -285,13 +332,13 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
         measure_start = time.monotonic()
         emit("measure-start", processes=cpu)
         cpu = tick_for(spec.duration_s, "measure", cpu)
-        locust_total = swarm.environment.stats.total
         emit("done", duration_s=time.monotonic() - measure_start, users=swarm.user_count,
-             processes=cpu, rolled_requests=swarm.rolled_requests(),
-             locust={"requests": locust_total.num_requests,
-                     "failures": locust_total.num_failures})
+             processes=cpu, rolled_requests=swarm.rolled_requests())
     finally:
         swarm.quit()
+    # Locust's own totals, all phases, once the workers' last reports are in
+    locust_total = swarm.environment.stats.total
+    emit("locust", requests=locust_total.num_requests, failures=locust_total.num_failures)
 
 
 def run_worker(spec: SwarmSpec, index: int, master_port: int) -> None:
@@ -302,12 +349,20 @@ def run_worker(spec: SwarmSpec, index: int, master_port: int) -> None:
     runner = environment.create_worker_runner("127.0.0.1", master_port)
 
     def on_roll(environment: Any, msg: Any) -> None:
+        if msg.data.get("final"):
+            stop_sending(runner)
         interval = recorder.roll()
         runner.send_message(INTERVAL, {
             "seq": msg.data["seq"], "index": index, "pid": os.getpid(), "cpus": cpus,
             "cpu_s": cpu_seconds(), "users": runner.user_count, **interval.to_dict()})
 
+    def on_halt(environment: Any, msg: Any) -> None:
+        halt(runner)
+        runner._send_stats()  # Locust's stats now, not at its next 3 s report: before HALTED
+        runner.send_message(HALTED)
+
     runner.register_message(ROLL, on_roll)
+    runner.register_message(HALT, on_halt)
     runner.greenlet.join()  # until the master says quit
 
 

@@ -51,7 +51,6 @@ from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.wire import ProtocolError, ResponseParser, encode_request, split_host
 
 RECV_SIZE = 64 * 1024
-IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 CLOSED = "closed"  # the server closed the connection before the response was complete
 PROTOCOL = "protocol"  # a response we could not frame
 
@@ -68,10 +67,6 @@ class RequestFailed(Exception):
 
 class _Timeout(Exception):
     pass
-
-
-class _Stale(Exception):
-    """A reused keep-alive connection the server had already closed: retry once."""
 
 
 @lru_cache(maxsize=64)
@@ -99,25 +94,18 @@ class Connection:
         self.writer: Any = None
         self.parser = ResponseParser()
         self.rest = b""  # bytes that followed the last response (none from a sane server)
-        self.served = 0  # responses on the current socket
         self.connecting = False
         self._waiting: Any = None  # the greenlet parked in _wait
 
-    def exchange(self, payload: bytes, *, head_only: bool = False, keep_body: bool = False,
-                 retry: bool = True) -> ResponseParser:
-        """Send one request, read its response; raises RequestFailed (connection closed)."""
+    def exchange(self, payload: bytes, *, head_only: bool = False,
+                 keep_body: bool = False) -> ResponseParser:
+        """Send one request, read its response; raises RequestFailed (connection closed).
+
+        A keep-alive connection the server closed or reset before answering is an
+        error, not retried: a load generator counts what the server did."""
         self.timer.again(self._on_timer_callback)  # the request's deadline
         try:
-            try:
-                return self._attempt(payload, head_only, keep_body)
-            except _Stale:
-                self.close()
-                if not retry:
-                    raise RequestFailed(CLOSED) from None
-                try:
-                    return self._attempt(payload, head_only, keep_body)
-                except _Stale:
-                    raise RequestFailed(CLOSED) from None
+            return self._attempt(payload, head_only, keep_body)
         except RequestFailed:
             self.close()
             raise
@@ -154,31 +142,22 @@ class Connection:
         sock = self.sock if self.sock is not None else self._connect()
         parser = self.parser
         parser.begin(head_only=head_only, keep_body=keep_body)
-        reused = self.served > 0
-        try:
-            self._send(sock, payload)
-            done = False
-            if self.rest:
-                done = parser.feed(self.rest)
-                self.rest = b""
-            while not done:
-                self._wait(self.reader)
-                try:
-                    data = sock.recv(RECV_SIZE)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    if parser.eof():
-                        break
-                    if reused and not parser.started:
-                        raise _Stale
-                    raise RequestFailed(CLOSED)
-                done = parser.feed(data)
-        except (ConnectionResetError, BrokenPipeError):
-            if reused and not parser.started:
-                raise _Stale from None
-            raise
-        self.served += 1
+        self._send(sock, payload)
+        done = False
+        if self.rest:
+            done = parser.feed(self.rest)
+            self.rest = b""
+        while not done:
+            self._wait(self.reader)
+            try:
+                data = sock.recv(RECV_SIZE)
+            except BlockingIOError:
+                continue
+            if not data:
+                if parser.eof():
+                    break
+                raise RequestFailed(CLOSED)
+            done = parser.feed(data)
         if parser.keep_alive:
             self.rest = parser.rest
         else:
@@ -200,7 +179,6 @@ class Connection:
             raise OSError(error, os.strerror(error))
         sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
         self.connecting = False
-        self.served = 0
         return sock
 
     def _send(self, sock: _socket.socket, payload: bytes) -> None:
@@ -248,10 +226,6 @@ class PreparedRequest:
     @property
     def head_only(self) -> bool:
         return self.method == "HEAD"
-
-    @property
-    def idempotent(self) -> bool:
-        return self.method in IDEMPOTENT
 
 
 @dataclass(frozen=True)
@@ -344,7 +318,7 @@ class LeanHttpUser(User):
         started = time.perf_counter_ns()
         try:
             parser = connection.exchange(prepared.payload, head_only=prepared.head_only,
-                                         keep_body=keep_body, retry=prepared.idempotent)
+                                         keep_body=keep_body)
         except RequestFailed as failure:
             self._failed(prepared, failure.kind)
             return Response(0, 0, 0, failure.kind)
@@ -359,12 +333,12 @@ class LeanHttpUser(User):
         connection = self._connection or self._open()
         exchange = connection.exchange
         channel = prepared.channel
-        payload, head_only, retry = prepared.payload, prepared.head_only, prepared.idempotent
+        payload, head_only = prepared.payload, prepared.head_only
         clock = time.perf_counter_ns
         while self._state != LOCUST_STATE_STOPPING:
             started = clock()
             try:
-                parser = exchange(payload, head_only=head_only, retry=retry)
+                parser = exchange(payload, head_only=head_only)
             except RequestFailed as failure:
                 self._failed(prepared, failure.kind)
                 continue

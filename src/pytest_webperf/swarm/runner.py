@@ -163,13 +163,65 @@ class SwarmProcess:
                              f"Its output:\n{self.output()}")
 
 
+class _Collector:
+    """Folds the child's events into a SwarmOutcome."""
+
+    def __init__(self) -> None:
+        self.outcome = SwarmOutcome()
+        self.measured_t = self.warmup_t = 0.0
+        self.cpu_at_start: dict[int, float] = {}
+        self.cpu_latest: dict[int, float] = {}
+        self.placement: dict[int, tuple[str, tuple[int, ...]]] = {}
+
+    def on_event(self, event: Event) -> None:
+        handler = getattr(self, "on_" + str(event["type"]).replace("-", "_"), None)
+        if handler is not None:
+            handler(event)
+
+    def on_note(self, event: Event) -> None:
+        self.outcome.notes.append(str(event["message"]))
+
+    def on_spawned(self, event: Event) -> None:
+        for process in event.get("processes", ()):
+            self.placement[int(process["pid"])] = (
+                str(process["role"]), tuple(int(c) for c in process.get("cpus", ())))
+
+    def on_measure_start(self, event: Event) -> None:
+        self.cpu_at_start = _cpu_by_pid(event)
+
+    def on_interval(self, event: Event) -> None:
+        outcome = self.outcome
+        interval = Interval.from_dict(event)
+        elapsed, users = float(event["elapsed"]), int(event["users"])
+        if event["phase"] == "measure":
+            self.cpu_latest.update(_cpu_by_pid(event))
+            self.measured_t += elapsed
+            outcome.total.merge(interval)
+            outcome.series.append(snapshot(interval, self.measured_t, elapsed, users))
+        else:
+            self.warmup_t += elapsed
+            outcome.warmup.append(snapshot(interval, self.warmup_t, elapsed, users))
+
+    def on_done(self, event: Event) -> None:
+        outcome = self.outcome
+        outcome.duration_s = float(event["duration_s"])
+        outcome.users = int(event["users"])
+        rolled = event.get("rolled_requests")
+        outcome.rolled_requests = None if rolled is None else int(rolled)
+        outcome.generators = [
+            GeneratorProcess(pid, *self.placement.get(pid, ("?", ())),
+                             cpu_s=round(cpu - self.cpu_at_start.get(pid, 0.0), 3))
+            for pid, cpu in self.cpu_latest.items()
+        ]
+
+    def on_locust(self, event: Event) -> None:
+        self.outcome.locust_requests = int(event["requests"])
+
+
 def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) -> SwarmOutcome:
     """Run one swarm to completion and collect its measured phase."""
-    outcome = SwarmOutcome()
-    measured_t = warmup_t = 0.0
-    cpu_at_start: dict[int, float] = {}
-    cpu_latest: dict[int, float] = {}
-    placement: dict[int, tuple[str, tuple[int, ...]]] = {}
+    collector = _Collector()
+    outcome = collector.outcome
     with SwarmProcess(spec) as swarm:
         outcome.pid = swarm.pid
         if on_event is not None:
@@ -177,36 +229,7 @@ def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) 
         for event in swarm.events():
             if on_event is not None:
                 on_event(event)
-            kind = event["type"]
-            if kind == "note":
-                outcome.notes.append(str(event["message"]))
-            elif kind == "spawned":
-                for process in event.get("processes", ()):
-                    placement[int(process["pid"])] = (
-                        str(process["role"]), tuple(int(c) for c in process.get("cpus", ())))
-            elif kind == "measure-start":
-                cpu_at_start = _cpu_by_pid(event)
-            elif kind == "interval":
-                interval = Interval.from_dict(event)
-                elapsed, users = float(event["elapsed"]), int(event["users"])
-                if event["phase"] == "measure":
-                    cpu_latest.update(_cpu_by_pid(event))
-                    measured_t += elapsed
-                    outcome.total.merge(interval)
-                    outcome.series.append(snapshot(interval, measured_t, elapsed, users))
-                else:
-                    warmup_t += elapsed
-                    outcome.warmup.append(snapshot(interval, warmup_t, elapsed, users))
-            elif kind == "done":
-                outcome.duration_s = float(event["duration_s"])
-                outcome.users = int(event["users"])
-                outcome.rolled_requests = event.get("rolled_requests")
-                outcome.locust_requests = (event.get("locust") or {}).get("requests")
-    outcome.generators = [
-        GeneratorProcess(pid, *placement.get(pid, ("?", ())),
-                         cpu_s=round(cpu - cpu_at_start.get(pid, 0.0), 3))
-        for pid, cpu in cpu_latest.items()
-    ]
+            collector.on_event(event)
     if outcome.duration_s <= 0:
         raise SwarmError(f"the load generator ended without a result. Its output:\n"
                          f"{swarm.output()}")

@@ -1,0 +1,97 @@
+"""Per-interval bookkeeping of a swarm process: recorder, channels, error kinds."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval, Recorder, classify
+
+Event = tuple[str, int, int]  # (error kind or "", latency us, bytes)
+events = st.lists(st.tuples(st.sampled_from(["", "", "timeout", "http_500"]),
+                            st.integers(0, 10**7), st.integers(0, 10**6)), max_size=60)
+
+
+def replay(interval: Interval, batch: list[Event]) -> None:
+    for kind, latency, nbytes in batch:
+        if not kind:
+            interval.record(latency, nbytes)
+        elif kind.startswith("http_"):
+            interval.record_error(kind, latency, nbytes)
+        else:
+            interval.record_error(kind)
+
+
+@given(st.lists(events, min_size=1, max_size=4))
+def test_intervals_merge_exactly_like_one_interval_recording_everything(
+        batches: list[list[Event]]) -> None:
+    merged, whole = Interval(), Interval()
+    for batch in batches:
+        part = Interval()
+        replay(part, batch)
+        merged.merge(Interval.from_dict(part.to_dict()))  # through the wire, as workers do
+        replay(whole, batch)
+    assert merged.to_dict() == whole.to_dict()
+
+
+def test_failures_without_a_response_have_no_latency() -> None:
+    interval = Interval()
+    interval.record(120, 20)
+    interval.record_error(TIMEOUT)
+    interval.record_error("http_503", 80, 5)
+    assert (interval.requests, interval.errors, interval.bytes) == (3, 2, 25)
+    assert interval.histogram.count == 2
+    assert interval.error_kinds == {TIMEOUT: 1, "http_503": 1}
+
+
+def test_roll_folds_channels_in_and_tells_listeners_per_name() -> None:
+    recorder = Recorder()
+    heard: list[tuple[str, str, int]] = []
+    recorder.roll_listeners.append(lambda method, name, part: heard.append(
+        (method, name, part.requests)))
+    hello = recorder.channel("GET", "/hello")
+    assert recorder.channel("GET", "/hello") is hello
+    hello.record(100, 20)
+    hello.record(300, 20)
+    recorder.channel("POST", "/telemetry").record_error(CONNECT)
+    recorder.record(50, 1)  # straight into the recorder, as Locust's request event does
+
+    first = recorder.roll()
+    assert (first.requests, first.errors, first.bytes) == (4, 1, 41)
+    assert sorted(heard) == [("GET", "/hello", 2), ("POST", "/telemetry", 1)]
+    assert first.histogram.count == 3
+
+    heard.clear()
+    second = recorder.roll()
+    assert second.requests == 0
+    assert heard == []  # an idle name is not reported
+    assert recorder.rolled_requests == 4
+
+
+def test_on_request_maps_locust_events() -> None:
+    recorder = Recorder()
+    recorder.on_request(response_time=1.5, response_length=20)
+    recorder.on_request(response_time=2.0, response_length=0,
+                        exception=ConnectionRefusedError())
+    interval = recorder.roll()
+    assert interval.histogram.to_dict()["min"] == 1500
+    assert interval.error_kinds == {CONNECT: 1}
+    assert interval.histogram.count == 1  # a connect error carries no latency
+
+
+@pytest.mark.parametrize(("exception", "status", "kind"), [
+    (None, 404, "http_404"),
+    (ConnectionRefusedError(), None, CONNECT),
+    (TimeoutError(), None, TIMEOUT),
+    (ConnectionResetError(), None, "reset"),
+    (BrokenPipeError(), None, "reset"),
+    (OSError(errno.EMFILE, "Too many open files"), None, "emfile"),
+    (OSError(errno.EHOSTUNREACH, "unreachable"), None, "socket"),
+    ("CatchResponseError", None, "failure"),
+    (ValueError("x"), None, "ValueError"),
+])
+def test_classify(exception: BaseException | str | None, status: int | None, kind: str) -> None:
+    assert classify(exception, status) == kind
