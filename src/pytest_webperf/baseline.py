@@ -32,7 +32,6 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any, Protocol
 
 from pytest_webperf.compare import METRICS
 from pytest_webperf.errors import BaselineError
+from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.models import Measurement
 
 SCHEMA = 1
@@ -201,7 +201,7 @@ class BaselineStore:
             record["history"].append({"saved_at": stamp["saved_at"], "metadata": dict(stamp),
                                       "summary": summary(m)})
             del record["history"][:-HISTORY_LIMIT]
-        write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
         return path
 
     def _existing(self, path: Path, nodeid: str) -> dict[str, Any]:
@@ -241,38 +241,6 @@ def _check_shape(path: Path, data: Any) -> None:
                 and isinstance(record["latest"].get("measurement"), dict)
                 and isinstance(record.get("history"), list)):
             raise bad(f"measurement {name!r} lacks 'latest.measurement' or 'history'")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that readers (and crashes) see the old
-    content or the new, never a mix or an empty file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename itself durable (POSIX; a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class MemoryBaselineStore:

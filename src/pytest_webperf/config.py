@@ -140,7 +140,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("compare_fail", parse_checks, None,
             "what counts as a regression, e.g. rps:5%,p95:10%,errors:0,p99_ms<500"),
     Setting("json", Path, None, "write the JSON report to this path"),
-    Setting("html", Path, None, "write the HTML report to this path"),
+    Setting("html", Path, None, "write the HTML report (charts) to this path"),
+    Setting("markdown", Path, None,
+            "write a Markdown summary to this path ($GITHUB_STEP_SUMMARY is appended to)"),
     Setting("servers", Path, (), "extra server catalogue directory (repeatable)",
             multiple=True),
     Setting("target_url", str, None,
@@ -173,6 +175,7 @@ class RunConfig:
     compare_fail: tuple[Any, ...] | None = None
     json: Path | None = None
     html: Path | None = None
+    markdown: Path | None = None
     servers: tuple[Path, ...] = ()
     target_url: str | None = None
     allow_remote_target: bool = False

@@ -15,7 +15,9 @@ from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import EngineUnavailable
 from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
+from pytest_webperf.report.html import write_html
 from pytest_webperf.report.json_report import report, write_json
+from pytest_webperf.report.markdown import write_markdown
 
 
 class WebperfSession:
@@ -106,7 +108,15 @@ class WebperfSession:
             where = self.store.base_dir / self.store.machine_id
             lines.append(f"webperf: saved {len(self.measurements)} baseline(s) in "
                          f"{len(paths)} file(s) under {where}")
-        if self.config.json is not None:
-            write_json(self.config.json, report(self.measurements, self.meta()))
-            lines.append(f"webperf: JSON report written to {self.config.json}")
+        data = report(self.measurements, self.meta())
+        config = self.config
+        if config.json is not None:
+            write_json(config.json, data)
+            lines.append(f"webperf: JSON report written to {config.json}")
+        if config.html is not None:
+            write_html(config.html, data)
+            lines.append(f"webperf: HTML report written to {config.html}")
+        if config.markdown is not None:
+            write_markdown(config.markdown, data)
+            lines.append(f"webperf: Markdown summary written to {config.markdown}")
         return lines

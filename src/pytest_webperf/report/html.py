@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import html
 import math
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -23,6 +21,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.report.markdown import (
     COLUMNS,
@@ -816,14 +815,4 @@ def render_html(report: Mapping[str, Any]) -> str:
 
 def write_html(path: Path, report: Mapping[str, Any]) -> None:
     """Write atomically: a reader never sees half a page."""
-    text = render_html(report)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a report is for sharing (CI artifacts)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_text_atomic(path, render_html(report))

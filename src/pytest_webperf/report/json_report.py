@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.models import SCHEMA_VERSION, Measurement
 
 REPORT_SCHEMA = 1
@@ -48,13 +47,4 @@ def report(measurements: Sequence[Measurement], meta: Mapping[str, Any]) -> dict
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
     """Write atomically: a reader never sees half a report."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")

@@ -8,11 +8,15 @@ JSON report's dict (not the models), so an older or partial report still renders
 from __future__ import annotations
 
 import math
+import os
 import re
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from pytest_webperf.fileio import write_text_atomic
 
 Entry = Mapping[str, Any]  # one item of the report's "tests"
 Column = tuple[str, Callable[[Entry], str]]
@@ -206,3 +210,14 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if reasons:
         lines += ["### Verdicts", "", *reasons, ""]
     return "\n".join(lines)
+
+
+def write_markdown(path: Path, report: Mapping[str, Any]) -> None:
+    """Write the summary; GitHub's job summary file is appended to, as GitHub expects."""
+    text = render_markdown(report)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary and Path(summary).resolve() == path.resolve():
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+        return
+    write_text_atomic(path, text)
