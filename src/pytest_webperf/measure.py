@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -83,6 +84,7 @@ def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
         error_kinds=dict(total.error_kinds),
         server_cpu_seconds=monitor.server_cpu_seconds() if monitor else None,
         generator_bound=bound,
+        server_cores=server_cores or float(os.cpu_count() or 1),
         notes=tuple(notes),
     )
 

@@ -220,6 +220,7 @@ class RunResult:
     error_kinds: Mapping[str, int] = field(default_factory=dict)
     server_cpu_seconds: float | None = None  # cgroup CPU time of the target, all parts
     generator_bound: bool = False  # the generator, not the server, was saturated
+    server_cores: float | None = None  # CPUs the target could use (its limit, else the machine)
     notes: tuple[str, ...] = ()
     mqtt: MqttResult | None = None  # MQTT runs only
 
@@ -230,6 +231,15 @@ class RunResult:
     @property
     def error_rate(self) -> float:
         return self.errors / self.requests if self.requests else 0.0
+
+    @property
+    def capacity_rps(self) -> float | None:
+        """Requests/s the target's CPUs could serve at this service demand (utilization
+        law: throughput per core = 1 / CPU time per request), whoever was the bottleneck."""
+        demand = self.cpu_per_req_us
+        if demand is None or demand <= 0 or self.server_cores is None:
+            return None
+        return self.server_cores * 1e6 / demand
 
     @property
     def cpu_per_req_us(self) -> float | None:
@@ -254,6 +264,8 @@ class RunResult:
             "server_cpu_seconds": self.server_cpu_seconds,
             "cpu_per_req_us": self.cpu_per_req_us,
             "generator_bound": self.generator_bound,
+            "server_cores": self.server_cores,
+            "capacity_rps": self.capacity_rps,
             "series": [s.to_dict() for s in self.series],
             "resources": [r.to_dict() for r in self.resources],
             "generator": [g.to_dict() for g in self.generator],
@@ -281,6 +293,7 @@ class RunResult:
             error_kinds=dict(data.get("error_kinds", {})),
             server_cpu_seconds=data.get("server_cpu_seconds"),
             generator_bound=bool(data.get("generator_bound", False)),
+            server_cores=data.get("server_cores"),
             notes=tuple(data.get("notes", ())),
             mqtt=MqttResult.from_dict(data["mqtt"]) if data.get("mqtt") else None,
         )

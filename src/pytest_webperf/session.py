@@ -81,7 +81,7 @@ class WebperfSession:
         self.measurements.extend(measurements)
 
     def summary(self) -> list[str]:
-        return terminal.table(self.measurements) + terminal.verdict_lines(self.measurements)
+        return terminal.summary(report(self.measurements, self.meta()))
 
     def meta(self) -> dict[str, Any]:
         config = self.config

@@ -143,6 +143,7 @@ def test_server_dying_mid_run_fails_the_test_with_logs(pytester: pytest.Pytester
         output, _ = process.communicate(timeout=120)
     finally:
         process.kill()
+        process.wait()
     assert process.returncode == pytest.ExitCode.TESTS_FAILED, output
     assert "TargetError: nginx is not running" in output
     assert our_containers(process.pid) == []
@@ -172,6 +173,7 @@ def test_ctrl_c_mid_run_leaves_no_container(pytester: pytest.Pytester, engine: N
         output, _ = process.communicate(timeout=60)
     finally:
         process.kill()
+        process.wait()
     assert "KeyboardInterrupt" in output
     assert our_containers(process.pid) == [], output
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.report.markdown import (
+from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,
     NUMERIC,

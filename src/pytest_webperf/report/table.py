@@ -1,0 +1,152 @@
+"""The summary table's columns, shared by the terminal, Markdown and HTML reports.
+
+They read the JSON report's dict (not the models), so an older or partial report
+still renders, with ``-`` where a figure is missing. Renderers decide nothing:
+verdicts come from the report.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+Entry = Mapping[str, Any]  # one item of the report's "tests"
+Column = tuple[str, Callable[[Entry], str]]
+
+MISSING = "-"
+
+
+def number(value: object) -> float | None:
+    """A finite number from the report, or None (missing, null, bool, NaN, text)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def repetitions(entry: Entry) -> list[Mapping[str, Any]]:
+    reps = entry.get("repetitions")
+    return [r for r in reps if isinstance(r, Mapping)] if isinstance(reps, list) else []
+
+
+def rep_rps(rep: Mapping[str, Any]) -> float | None:
+    rps = number(rep.get("rps"))
+    if rps is not None:
+        return rps
+    requests, duration = number(rep.get("requests")), number(rep.get("duration_s"))
+    return requests / duration if requests is not None and duration else None
+
+
+def rep_latency(rep: Mapping[str, Any], field: str) -> float | None:
+    """A latency figure in ms; None when no request completed (a 0 ms latency would lie)."""
+    if number(rep.get("requests")) == 0:
+        return None
+    value = number(rep.get(field))
+    latency = rep.get("latency")
+    if value is None and isinstance(latency, Mapping):
+        value = number(latency.get(field))
+    return value
+
+
+def rep_nested(rep: Mapping[str, Any], key: str, field: str) -> float | None:
+    """``rep[key][field]`` (e.g. cpu_percent.mean), None when absent."""
+    inner = rep.get(key)
+    return number(inner.get(field)) if isinstance(inner, Mapping) else None
+
+
+def present(values: Sequence[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
+
+
+def fmt(value: float | None, decimals: int = 0) -> str:
+    return MISSING if value is None else f"{value:,.{decimals}f}"
+
+
+def mean(values: Sequence[float | None]) -> float | None:
+    got = present(values)
+    return statistics.fmean(got) if got else None
+
+
+def spread(values: Sequence[float | None]) -> str:
+    """Mean ± sample standard deviation (the mean alone for one repetition)."""
+    got = present(values)
+    if len(got) < 2:
+        return fmt(got[0] if got else None)
+    return f"{statistics.fmean(got):,.0f} ±{statistics.stdev(got):,.0f}"
+
+
+def _total(entry: Entry, field: str) -> str:
+    values = present([number(r.get(field)) for r in repetitions(entry)])
+    return fmt(sum(values)) if values else MISSING
+
+
+def _latency(field: str) -> Callable[[Entry], str]:
+    return lambda e: fmt(mean([rep_latency(r, field) for r in repetitions(e)]), 2)
+
+
+def _cpu(entry: Entry) -> str:
+    return fmt(mean([rep_nested(r, "cpu_percent", "mean") for r in repetitions(entry)]))
+
+
+def _rss(entry: Entry) -> str:
+    values = present([rep_nested(r, "rss_mb", "max") for r in repetitions(entry)])
+    return fmt(max(values)) if values else MISSING
+
+
+def _cpu_per_req(entry: Entry) -> str:
+    return fmt(mean([number(r.get("cpu_per_req_us")) for r in repetitions(entry)]))
+
+
+def _capacity(entry: Entry) -> str:
+    """Estimated req/s the server's CPUs could serve (utilization law), beside the measured."""
+    return fmt(mean([number(r.get("capacity_rps")) for r in repetitions(entry)]))
+
+
+def short_test(entry: Entry) -> str:
+    """The test's own part of the node id (what a user recognises in a long table)."""
+    return str(entry.get("nodeid", MISSING)).split("::")[-1]
+
+
+def status(entry: Entry) -> str | None:
+    verdict = entry.get("verdict")
+    return str(verdict.get("status")) if isinstance(verdict, Mapping) else None
+
+
+def verdict_texts(entry: Entry, key: str) -> list[str]:
+    """The verdict's ``reasons`` or ``notes``."""
+    verdict = entry.get("verdict")
+    texts = verdict.get(key) if isinstance(verdict, Mapping) else None
+    return [str(t) for t in texts] if isinstance(texts, list) else []
+
+
+COLUMNS: tuple[Column, ...] = (
+    ("test", short_test),
+    ("workload", lambda e: str(e.get("name", MISSING))),
+    ("server", lambda e: str(e.get("server", MISSING))),
+    ("users", lambda e: fmt(number(e.get("concurrency")))),
+    ("req/s", lambda e: spread([rep_rps(r) for r in repetitions(e)])),
+    ("requests", lambda e: _total(e, "requests")),
+    ("errors", lambda e: _total(e, "errors")),
+    ("timeouts", lambda e: _total(e, "timeouts")),
+    ("p50 ms", _latency("p50_ms")),
+    ("p95 ms", _latency("p95_ms")),
+    ("p99 ms", _latency("p99_ms")),
+    ("cpu %", _cpu),
+    ("rss MB", _rss),
+    ("cpu/req us", _cpu_per_req),
+    ("capacity", _capacity),
+)
+NUMERIC = frozenset(name for name, _ in COLUMNS[3:])
+
+
+def tests(report: Mapping[str, Any]) -> list[Entry]:
+    entries = report.get("tests")
+    return [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
+
+
+def status_counts(entries: Sequence[Entry]) -> list[tuple[str, int]]:
+    """How many measurements have each verdict status, in report order of first sight."""
+    counts = Counter(status(e) or "no verdict" for e in entries)
+    return list(counts.items())
