@@ -351,6 +351,15 @@ def _values(metric: Metric, m: Measurement) -> list[float] | None:
     return [float(v) for v in values if v is not None]
 
 
+def _measured_runs(metric: Metric, m: Measurement) -> tuple[list[RunResult], list[float]]:
+    """The repetitions that measured ``metric``, and their values. A repetition whose
+    sampler could not read the server (e.g. its process was not found yet) must not
+    switch the check off for the others."""
+    kept = [(r, metric.per_run(r)) for r in m.runs]
+    runs = [r for r, v in kept if v is not None]
+    return runs, [float(v) for _, v in kept if v is not None]
+
+
 def _combined(metric: Metric, m: Measurement) -> float | None:
     values = _values(metric, m)
     if values is None:
@@ -390,25 +399,31 @@ class _Estimate:
     p_worse: float
     p_better: float
     counts: tuple[int, int] | None = None  # events (current, baseline) of a count metric
+    partial: str = ""  # which repetitions did not measure the metric, if any
 
 
 def _level_estimate(metric: Metric, current: Measurement, baseline: Measurement,
                     confidence: float) -> _Estimate | str:
-    xs, ys = _values(metric, current), _values(metric, baseline)
-    if xs is None or ys is None:
-        side = "this run" if xs is None else "the baseline"
+    (runs, xs), (base_runs, ys) = _measured_runs(metric, current), _measured_runs(metric, baseline)
+    if not xs or not ys:
+        side = "this run" if not xs else "the baseline"
         return f"{metric.name} was not measured in {side}"
     if stats.mean(ys) <= 0:
         return f"the baseline's {metric.name} is 0, no relative change exists"
     series = metric.series
     est = stats.ratio_change(
         xs, ys, confidence=confidence,
-        current_series=[series(r) for r in current.runs] if series else (),
-        baseline_series=[series(r) for r in baseline.runs] if series else ())
+        current_series=[series(r) for r in runs] if series else (),
+        baseline_series=[series(r) for r in base_runs] if series else ())
     worse, better = ((est.p_greater, est.p_less) if metric.bad == "up"
                      else (est.p_less, est.p_greater))
+    partial = [f"{len(found)} of {len(m.runs)} repetitions of {side}"
+               for found, m, side in ((runs, current, "this run"), (base_runs, baseline,
+                                                                     "the baseline"))
+               if len(found) < len(m.runs)]
     return _Estimate(stats.mean(xs), stats.mean(ys), est.change, est.low, est.high,
-                     worse, better)
+                     worse, better, partial=("; measured in " + " and ".join(partial)
+                                             if partial else ""))
 
 
 def _exposure(metric: Metric, m: Measurement) -> float:
@@ -448,7 +463,7 @@ def _relative(check: RelativeCheck, current: Measurement, baseline: Measurement,
                  f" of {'requests' if metric.exposure is _requests else 'messages'})")
     else:
         shown = f"{_fmt(est.baseline, unit)} -> {_fmt(est.current, unit)}"
-    line = f"{metric.name} {shown} ({_pct(est.change)}{ci})"
+    line = f"{metric.name} {shown} ({_pct(est.change)}{ci}{est.partial})"
     bound = f"{'+' if sign > 0 else '-'}{_num(check.percent)}%"
     numbers = dict(check=str(check), metric=metric.name, current=est.current,
                    baseline=est.baseline, change=est.change, low=est.low, high=est.high,
