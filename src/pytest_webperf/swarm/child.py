@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 from pytest_webperf.swarm.recorder import Interval, Recorder
@@ -41,6 +42,15 @@ from pytest_webperf.swarm.spec import SwarmSpec
 
 Emit = Callable[..., None]
 Process = dict[str, Any]  # {"pid", "role", "cpus", "cpu_s"}
+
+
+@dataclass
+class Roll:
+    """One hand-over of every process's interval."""
+
+    interval: Interval
+    processes: list[Process]  # cumulative CPU seconds per process
+    at: float  # monotonic time of the hand-over (the workers' mean: the clock is system-wide)
 
 ROLL = "webperf_roll"
 INTERVAL = "webperf_interval"
@@ -169,12 +179,13 @@ class LocalSwarm:
     def user_count(self) -> int:
         return int(self.runner.user_count)
 
-    def roll(self, final: bool = False) -> tuple[Interval, list[Process]]:
+    def roll(self, final: bool = False) -> Roll:
         """This interval; ``final``: the last one, users stop sending first."""
         if final:
             stop_sending(self.runner)
+        at = time.monotonic()
         interval = self.recorder.roll()
-        return interval, [{"pid": os.getpid(), "role": "local", "cpu_s": cpu_seconds()}]
+        return Roll(interval, [{"pid": os.getpid(), "role": "local", "cpu_s": cpu_seconds()}], at)
 
     def rolled_requests(self) -> int:
         return self.recorder.rolled_requests
@@ -219,7 +230,7 @@ class MasterSwarm:
             self.workers.append(worker)
         self._await_workers()
         self.runner.start(self.spec.users, spawn_rate=self.spec.effective_spawn_rate)
-        _, processes = self.roll()  # also learns the workers' pids and placement
+        processes = self.roll().processes  # also learns the workers' pids and placement
         master = {"pid": os.getpid(), "role": "master", "cpus": self.cpus}
         return [master, *({k: p[k] for k in ("pid", "role", "cpus")} for p in processes[1:])]
 
@@ -241,7 +252,7 @@ class MasterSwarm:
     def user_count(self) -> int:
         return self.users
 
-    def roll(self, final: bool = False) -> tuple[Interval, list[Process]]:
+    def roll(self, final: bool = False) -> Roll:
         """Every worker's interval, summed; waits (bounded) for all of them.
 
         ``final``: the last one, the workers' users stop sending before they roll."""
@@ -254,9 +265,11 @@ class MasterSwarm:
         processes: list[Process] = [{"pid": os.getpid(), "role": "master",
                                      "cpu_s": cpu_seconds(), "cpus": self.cpus}]
         users = 0
+        instants = []
         for reply in sorted(self.replies.values(), key=lambda r: int(r["index"])):
             total.merge(Interval.from_dict(reply))
             users += int(reply["users"])
+            instants.append(float(reply["at"]))
             processes.append({"pid": reply["pid"], "role": f"worker{reply['index']}",
                               "cpu_s": reply["cpu_s"], "cpus": reply["cpus"]})
         if len(self.replies) < self.spec.workers:
@@ -266,7 +279,8 @@ class MasterSwarm:
                 "counted in a later interval"))
         self.users = users
         self.rolled += total.requests
-        return total, processes
+        at = sum(instants) / len(instants) if instants else time.monotonic()
+        return Roll(total, processes, at)
 
     def _on_interval(self, environment: Any, msg: Any) -> None:
         data = msg.data
@@ -309,31 +323,31 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
         emit("spawned", users=swarm.user_count, seconds=time.monotonic() - started,
              processes=processes)
 
-        def tick_for(seconds: float, phase: str, cpu: list[Process]) -> list[Process]:
-            """Emit an interval per tick; the processes' CPU as of the last one."""
-            interval_start = time.monotonic()
-            end = interval_start + seconds
+        def tick_for(seconds: float, phase: str, last: Roll) -> Roll:
+            """Emit an interval per tick; the last roll. An interval's ``elapsed`` is the
+            time between the hand-overs that bound it, so rates are exact."""
+            tick_start = time.monotonic()
+            end = tick_start + seconds
             while True:
                 now = time.monotonic()
                 if now >= end:
-                    break
-                gevent.sleep(min(spec.interval_s - (now - interval_start), end - now))
+                    return last
+                gevent.sleep(min(spec.interval_s - (now - tick_start), end - now))
                 now = time.monotonic()
-                if now - interval_start >= spec.interval_s - 1e-3 or now >= end:
-                    interval, cpu = swarm.roll(final=phase == "measure" and now >= end)
-                    emit("interval", phase=phase, elapsed=now - interval_start,
-                         users=swarm.user_count, processes=cpu, **interval.to_dict())
-                    interval_start = now
-            return cpu
+                if now - tick_start >= spec.interval_s - 1e-3 or now >= end:
+                    roll = swarm.roll(final=phase == "measure" and now >= end)
+                    emit("interval", phase=phase, elapsed=roll.at - last.at,
+                         users=swarm.user_count, processes=roll.processes,
+                         **roll.interval.to_dict())
+                    last, tick_start = roll, now
 
+        first = swarm.roll()  # whatever completed before now is not counted
         if spec.warmup_s > 0:
-            tick_for(spec.warmup_s, "warmup", [])
-        _, cpu = swarm.roll()  # whatever completed between the last tick and now is not counted
-        measure_start = time.monotonic()
-        emit("measure-start", processes=cpu)
-        cpu = tick_for(spec.duration_s, "measure", cpu)
-        emit("done", duration_s=time.monotonic() - measure_start, users=swarm.user_count,
-             processes=cpu, rolled_requests=swarm.rolled_requests())
+            first = tick_for(spec.warmup_s, "warmup", first)  # its last roll starts the measure
+        emit("measure-start", processes=first.processes)
+        last = tick_for(spec.duration_s, "measure", first)
+        emit("done", duration_s=last.at - first.at, users=swarm.user_count,
+             processes=last.processes, rolled_requests=swarm.rolled_requests())
     finally:
         swarm.quit()
     # Locust's own totals, all phases, once the workers' last reports are in
@@ -351,8 +365,9 @@ def run_worker(spec: SwarmSpec, index: int, master_port: int) -> None:
     def on_roll(environment: Any, msg: Any) -> None:
         if msg.data.get("final"):
             stop_sending(runner)
+        at = time.monotonic()
         interval = recorder.roll()
-        runner.send_message(INTERVAL, {
+        runner.send_message(INTERVAL, {"at": at,
             "seq": msg.data["seq"], "index": index, "pid": os.getpid(), "cpus": cpus,
             "cpu_s": cpu_seconds(), "users": runner.user_count, **interval.to_dict()})
 
