@@ -28,6 +28,9 @@ class Monitor(Protocol):
 
     def server_cpu_seconds(self) -> float | None: ...
 
+    @property
+    def errors(self) -> list[str]: ...
+
 
 MonitorFactory = Callable[[Target], AbstractContextManager[Monitor | None]]
 
@@ -64,6 +67,8 @@ def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
     generator = tuple(monitor.generator_samples()) if monitor else ()
     bound = generator_bound(generator, resources, workers, server_cores=server_cores)
     notes = list(outcome.notes)
+    if monitor is not None:
+        notes += [f"sampler: {error}" for error in dict.fromkeys(monitor.errors)]
     if bound:
         notes.append("generator-bound: the load generator's CPU was saturated, the server's "
                      "was not")

@@ -183,7 +183,14 @@ class ServerContainer:
             )
 
     def pid(self) -> int:
-        return int(self._wrapped().attrs["State"]["Pid"])
+        """The container's init process on this host (attrs read at create time say 0)."""
+        wrapped = self._wrapped()
+        if not wrapped.attrs["State"].get("Pid"):
+            wrapped.reload()
+        pid = int(wrapped.attrs["State"]["Pid"])
+        if pid <= 0:
+            raise TargetError(f"{self.part} has no running process", self.logs())
+        return pid
 
     def logs(self) -> str:
         try:
