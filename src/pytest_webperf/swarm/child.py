@@ -52,6 +52,7 @@ class Roll:
     processes: list[Process]  # cumulative CPU seconds per process
     at: float  # monotonic time of the hand-over (the workers' mean: the clock is system-wide)
 
+
 ROLL = "webperf_roll"
 INTERVAL = "webperf_interval"
 HALT = "webperf_halt"
@@ -67,10 +68,14 @@ def raise_open_files(users: int, emit: Emit) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     needed = users + 100  # one socket per user, plus the interpreter's own
     if hard != resource.RLIM_INFINITY and needed > hard:
-        emit("note", message=(
-            f"open-files limit {hard} caps this generator process below {users} users "
-            f"(needs ~{needed}); raise the hard limit (ulimit -Hn) or use more --webperf-workers"
-        ))
+        emit(
+            "note",
+            message=(
+                f"open-files limit {hard} caps this generator process below {users} users "
+                f"(needs ~{needed}); raise the hard limit (ulimit -Hn) "
+                "or use more --webperf-workers"
+            ),
+        )
 
 
 def place(cpus: Sequence[int]) -> list[int]:
@@ -222,8 +227,17 @@ class MasterSwarm:
         spec_json = json.dumps(self.spec.to_dict()).encode()
         for index in range(self.spec.workers):
             worker = subprocess.Popen(
-                [sys.executable, "-m", "pytest_webperf.swarm", "--worker", str(index),
-                 "--master-port", str(port)], stdin=subprocess.PIPE)
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest_webperf.swarm",
+                    "--worker",
+                    str(index),
+                    "--master-port",
+                    str(port),
+                ],
+                stdin=subprocess.PIPE,
+            )
             assert worker.stdin is not None
             worker.stdin.write(spec_json)
             worker.stdin.close()
@@ -243,9 +257,11 @@ class MasterSwarm:
             if dead:
                 raise RuntimeError(f"a generator worker exited before it was ready: {dead[0]!r}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {len(self.runner.clients.ready)} of "
-                                   f"{self.spec.workers} generator workers connected in "
-                                   f"{WORKER_READY_S:.0f}s")
+                raise RuntimeError(
+                    f"only {len(self.runner.clients.ready)} of "
+                    f"{self.spec.workers} generator workers connected in "
+                    f"{WORKER_READY_S:.0f}s"
+                )
             gevent.sleep(0.05)
 
     @property
@@ -262,21 +278,32 @@ class MasterSwarm:
         self.runner.send_message(ROLL, {"seq": self.seq, "final": final})
         self.arrived.wait(timeout=ROLL_REPLY_S)
         total = Interval()
-        processes: list[Process] = [{"pid": os.getpid(), "role": "master",
-                                     "cpu_s": cpu_seconds(), "cpus": self.cpus}]
+        processes: list[Process] = [
+            {"pid": os.getpid(), "role": "master", "cpu_s": cpu_seconds(), "cpus": self.cpus}
+        ]
         users = 0
         instants = []
         for reply in sorted(self.replies.values(), key=lambda r: int(r["index"])):
             total.merge(Interval.from_dict(reply))
             users += int(reply["users"])
             instants.append(float(reply["at"]))
-            processes.append({"pid": reply["pid"], "role": f"worker{reply['index']}",
-                              "cpu_s": reply["cpu_s"], "cpus": reply["cpus"]})
+            processes.append(
+                {
+                    "pid": reply["pid"],
+                    "role": f"worker{reply['index']}",
+                    "cpu_s": reply["cpu_s"],
+                    "cpus": reply["cpus"],
+                }
+            )
         if len(self.replies) < self.spec.workers:
-            self.emit("note", message=(
-                f"only {len(self.replies)} of {self.spec.workers} generator workers reported "
-                f"interval {self.seq} within {ROLL_REPLY_S:.0f}s; the others' requests are "
-                "counted in a later interval"))
+            self.emit(
+                "note",
+                message=(
+                    f"only {len(self.replies)} of {self.spec.workers} generator workers reported "
+                    f"interval {self.seq} within {ROLL_REPLY_S:.0f}s; the others' requests are "
+                    "counted in a later interval"
+                ),
+            )
         self.users = users
         self.rolled += total.requests
         at = sum(instants) / len(instants) if instants else time.monotonic()
@@ -315,13 +342,18 @@ class MasterSwarm:
 def run(spec: SwarmSpec, emit: Emit) -> None:
     import gevent
 
-    swarm: LocalSwarm | MasterSwarm = (MasterSwarm(spec, emit) if spec.workers > 1
-                                       else LocalSwarm(spec, emit))
+    swarm: LocalSwarm | MasterSwarm = (
+        MasterSwarm(spec, emit) if spec.workers > 1 else LocalSwarm(spec, emit)
+    )
     started = time.monotonic()
     try:
         processes = swarm.start()
-        emit("spawned", users=swarm.user_count, seconds=time.monotonic() - started,
-             processes=processes)
+        emit(
+            "spawned",
+            users=swarm.user_count,
+            seconds=time.monotonic() - started,
+            processes=processes,
+        )
 
         def tick_for(seconds: float, phase: str, last: Roll) -> Roll:
             """Emit an interval per tick; the last roll. An interval's ``elapsed`` is the
@@ -336,9 +368,14 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
                 now = time.monotonic()
                 if now - tick_start >= spec.interval_s - 1e-3 or now >= end:
                     roll = swarm.roll(final=phase == "measure" and now >= end)
-                    emit("interval", phase=phase, elapsed=roll.at - last.at,
-                         users=swarm.user_count, processes=roll.processes,
-                         **roll.interval.to_dict())
+                    emit(
+                        "interval",
+                        phase=phase,
+                        elapsed=roll.at - last.at,
+                        users=swarm.user_count,
+                        processes=roll.processes,
+                        **roll.interval.to_dict(),
+                    )
                     last, tick_start = roll, now
 
         first = swarm.roll()  # whatever completed before now is not counted
@@ -346,8 +383,13 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
             first = tick_for(spec.warmup_s, "warmup", first)  # its last roll starts the measure
         emit("measure-start", processes=first.processes)
         last = tick_for(spec.duration_s, "measure", first)
-        emit("done", duration_s=last.at - first.at, users=swarm.user_count,
-             processes=last.processes, rolled_requests=swarm.rolled_requests())
+        emit(
+            "done",
+            duration_s=last.at - first.at,
+            users=swarm.user_count,
+            processes=last.processes,
+            rolled_requests=swarm.rolled_requests(),
+        )
     finally:
         swarm.quit()
     # Locust's own totals, all phases, once the workers' last reports are in
@@ -367,9 +409,19 @@ def run_worker(spec: SwarmSpec, index: int, master_port: int) -> None:
             stop_sending(runner)
         at = time.monotonic()
         interval = recorder.roll()
-        runner.send_message(INTERVAL, {"at": at,
-            "seq": msg.data["seq"], "index": index, "pid": os.getpid(), "cpus": cpus,
-            "cpu_s": cpu_seconds(), "users": runner.user_count, **interval.to_dict()})
+        runner.send_message(
+            INTERVAL,
+            {
+                "at": at,
+                "seq": msg.data["seq"],
+                "index": index,
+                "pid": os.getpid(),
+                "cpus": cpus,
+                "cpu_s": cpu_seconds(),
+                "users": runner.user_count,
+                **interval.to_dict(),
+            },
+        )
 
     def on_halt(environment: Any, msg: Any) -> None:
         halt(runner)

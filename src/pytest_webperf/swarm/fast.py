@@ -22,7 +22,8 @@ def make_user(spec: SwarmSpec) -> type[Any]:
 
         @task
         def request(self) -> None:
-            self.client.request(workload.method, workload.path, data=body, headers=headers,
-                                name=workload.path)
+            self.client.request(
+                workload.method, workload.path, data=body, headers=headers, name=workload.path
+            )
 
     return WebperfFastHttpUser

@@ -97,8 +97,9 @@ class Connection:
         self.connecting = False
         self._waiting: Any = None  # the greenlet parked in _wait
 
-    def exchange(self, payload: bytes, *, head_only: bool = False,
-                 keep_body: bool = False) -> ResponseParser:
+    def exchange(
+        self, payload: bytes, *, head_only: bool = False, keep_body: bool = False
+    ) -> ResponseParser:
         """Send one request, read its response; raises RequestFailed (connection closed).
 
         A keep-alive connection the server closed or reset before answering is an
@@ -283,9 +284,15 @@ class LeanHttpUser(User):
         self._connection: Connection | None = None
         self._prepared: dict[tuple[Any, ...], PreparedRequest] = {}
 
-    def prepare(self, method: str, path: str, *, body: bytes = b"",
-                headers: Iterable[tuple[str, str]] | Mapping[str, str] = (),
-                name: str | None = None) -> PreparedRequest:
+    def prepare(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes = b"",
+        headers: Iterable[tuple[str, str]] | Mapping[str, str] = (),
+        name: str | None = None,
+    ) -> PreparedRequest:
         """Encode a request once (cached per user); ``name`` groups it in the stats."""
         pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
         key = (method, path, body, pairs, name)
@@ -295,16 +302,23 @@ class LeanHttpUser(User):
             host_header = self._target[2]
             payload = encode_request(method, path, host_header, body=body, headers=pairs)
             label = name or path
-            prepared = PreparedRequest(method, label, payload,
-                                       self.recorder.channel(method, label))
+            prepared = PreparedRequest(method, label, payload, self.recorder.channel(method, label))
             self._prepared[key] = prepared
         return prepared
 
-    def request(self, method: str, path: str, *, body: bytes = b"",
-                headers: Iterable[tuple[str, str]] | Mapping[str, str] = (),
-                name: str | None = None, keep_body: bool = False) -> Response:
-        return self.send(self.prepare(method, path, body=body, headers=headers, name=name),
-                         keep_body=keep_body)
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes = b"",
+        headers: Iterable[tuple[str, str]] | Mapping[str, str] = (),
+        name: str | None = None,
+        keep_body: bool = False,
+    ) -> Response:
+        return self.send(
+            self.prepare(method, path, body=body, headers=headers, name=name), keep_body=keep_body
+        )
 
     def get(self, path: str, **kwargs: Any) -> Response:
         return self.request("GET", path, **kwargs)
@@ -317,16 +331,18 @@ class LeanHttpUser(User):
         connection = self._connection or self._open()
         started = time.perf_counter_ns()
         try:
-            parser = connection.exchange(prepared.payload, head_only=prepared.head_only,
-                                         keep_body=keep_body)
+            parser = connection.exchange(
+                prepared.payload, head_only=prepared.head_only, keep_body=keep_body
+            )
         except RequestFailed as failure:
             self._failed(prepared, failure.kind)
             return Response(0, 0, 0, failure.kind)
         latency = (time.perf_counter_ns() - started) // 1000
         status = parser.status
         error = self._record(prepared, status, latency, parser.body_bytes)
-        return Response(status, parser.body_bytes, latency, error,
-                        parser.body if keep_body else b"")
+        return Response(
+            status, parser.body_bytes, latency, error, parser.body if keep_body else b""
+        )
 
     def closed_loop(self, prepared: PreparedRequest) -> None:
         """Send ``prepared`` back to back until the user is stopped (the swarm's default task)."""
@@ -358,8 +374,9 @@ class LeanHttpUser(User):
         self._connection = Connection(host, port, self.timeout_s)
         return self._connection
 
-    def _record(self, prepared: PreparedRequest, status: int, latency_us: int,
-                nbytes: int) -> str | None:
+    def _record(
+        self, prepared: PreparedRequest, status: int, latency_us: int, nbytes: int
+    ) -> str | None:
         if status < 400:
             prepared.channel.current.record(latency_us, nbytes)
             return None
@@ -383,7 +400,14 @@ def make_user(spec: SwarmSpec) -> type[LeanHttpUser]:
 
         @task
         def loop(self) -> None:
-            self.closed_loop(self.prepare(workload.method, workload.path, body=workload.body,
-                                          headers=workload.headers, name=workload.path))
+            self.closed_loop(
+                self.prepare(
+                    workload.method,
+                    workload.path,
+                    body=workload.body,
+                    headers=workload.headers,
+                    name=workload.path,
+                )
+            )
 
     return WebperfLeanHttpUser

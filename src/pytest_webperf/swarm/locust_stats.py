@@ -60,8 +60,9 @@ def log_interval(entry: StatsEntry, part: Interval, now: float) -> None:
     if histogram.count:
         row.total_response_time += histogram.total / 1000
         low_ms, high_ms = histogram.minimum / 1000, histogram.maximum / 1000
-        row.min_response_time = (low_ms if row.min_response_time is None
-                                   else min(row.min_response_time, low_ms))
+        row.min_response_time = (
+            low_ms if row.min_response_time is None else min(row.min_response_time, low_ms)
+        )
         row.max_response_time = max(row.max_response_time, high_ms)
         times = row.response_times
         for index, n in histogram.counts.items():

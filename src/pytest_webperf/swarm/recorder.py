@@ -79,7 +79,9 @@ def classify(exception: BaseException | str | None, status: int | None = None) -
     if isinstance(exception, ConnectionRefusedError):
         return CONNECT
     if isinstance(exception, (TimeoutError, socket.timeout)) or type(exception).__name__ in (
-        "Timeout", "ConnectionTimeout", "NetworkTimeout",
+        "Timeout",
+        "ConnectionTimeout",
+        "NetworkTimeout",
     ):
         return TIMEOUT
     if isinstance(exception, ConnectionResetError | BrokenPipeError):
@@ -143,9 +145,14 @@ class Recorder:
     def record_error(self, kind: str, latency_us: int | None = None, nbytes: int = 0) -> None:
         self.current.record_error(kind, latency_us, nbytes)
 
-    def on_request(self, response_time: float, response_length: int | None,
-                   exception: BaseException | str | None = None, response: Any = None,
-                   **_: Any) -> None:
+    def on_request(
+        self,
+        response_time: float,
+        response_length: int | None,
+        exception: BaseException | str | None = None,
+        response: Any = None,
+        **_: Any,
+    ) -> None:
         """A Locust ``request`` event listener (response_time in ms)."""
         status = getattr(response, "status_code", None)
         if exception is None:

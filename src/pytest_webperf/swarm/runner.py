@@ -77,8 +77,12 @@ def snapshot(interval: Interval, t: float, elapsed: float, users: int) -> Snapsh
     h = interval.histogram
     has = h.count > 0
     return Snapshot(
-        t=round(t, 3), elapsed=round(elapsed, 4), users=users, requests=interval.requests,
-        errors=interval.errors, timeouts=interval.error_kinds.get(TIMEOUT, 0),
+        t=round(t, 3),
+        elapsed=round(elapsed, 4),
+        users=users,
+        requests=interval.requests,
+        errors=interval.errors,
+        timeouts=interval.error_kinds.get(TIMEOUT, 0),
         bytes=interval.bytes,
         p50_ms=h.percentile(50) / 1000 if has else None,
         p95_ms=h.percentile(95) / 1000 if has else None,
@@ -105,8 +109,12 @@ class SwarmProcess:
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "pytest_webperf.swarm", "--events-fd", str(write_fd)],
-                stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,), env=env, start_new_session=True,
+                stdin=subprocess.PIPE,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                env=env,
+                start_new_session=True,
             )
         finally:
             os.close(write_fd)
@@ -146,7 +154,8 @@ class SwarmProcess:
                     self.stop()
                     raise SwarmError(
                         f"the load generator did not finish within {self.spec.deadline_s:.0f}s "
-                        f"and was killed. Its output:\n{self.output()}")
+                        f"and was killed. Its output:\n{self.output()}"
+                    )
                 if not selector.select(timeout=min(left, 1.0)):
                     continue
                 chunk = os.read(self._read_fd, 1 << 20)
@@ -159,8 +168,9 @@ class SwarmProcess:
         assert self.process is not None
         code = self.process.wait(timeout=30)
         if code != 0:
-            raise SwarmError(f"the load generator exited with status {code}. "
-                             f"Its output:\n{self.output()}")
+            raise SwarmError(
+                f"the load generator exited with status {code}. Its output:\n{self.output()}"
+            )
 
 
 class _Collector:
@@ -184,7 +194,9 @@ class _Collector:
     def on_spawned(self, event: Event) -> None:
         for process in event.get("processes", ()):
             self.placement[int(process["pid"])] = (
-                str(process["role"]), tuple(int(c) for c in process.get("cpus", ())))
+                str(process["role"]),
+                tuple(int(c) for c in process.get("cpus", ())),
+            )
 
     def on_measure_start(self, event: Event) -> None:
         self.cpu_at_start = _cpu_by_pid(event)
@@ -209,8 +221,11 @@ class _Collector:
         rolled = event.get("rolled_requests")
         outcome.rolled_requests = None if rolled is None else int(rolled)
         outcome.generators = [
-            GeneratorProcess(pid, *self.placement.get(pid, ("?", ())),
-                             cpu_s=round(cpu - self.cpu_at_start.get(pid, 0.0), 3))
+            GeneratorProcess(
+                pid,
+                *self.placement.get(pid, ("?", ())),
+                cpu_s=round(cpu - self.cpu_at_start.get(pid, 0.0), 3),
+            )
             for pid, cpu in self.cpu_latest.items()
         ]
 
@@ -231,8 +246,9 @@ def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) 
                 on_event(event)
             collector.on_event(event)
     if outcome.duration_s <= 0:
-        raise SwarmError(f"the load generator ended without a result. Its output:\n"
-                         f"{swarm.output()}")
+        raise SwarmError(
+            f"the load generator ended without a result. Its output:\n{swarm.output()}"
+        )
     return outcome
 
 

@@ -33,8 +33,10 @@ class SwarmSpec:
         if any(cpu < 0 for cpu in self.cpus):
             raise ValueError(f"CPU numbers are >= 0, not {self.cpus}")
         if self.workers > 1 and self.users < self.workers:
-            raise ValueError(f"{self.users} users cannot keep {self.workers} generator "
-                             "workers busy: use fewer --webperf-workers")
+            raise ValueError(
+                f"{self.users} users cannot keep {self.workers} generator "
+                "workers busy: use fewer --webperf-workers"
+            )
 
     @property
     def effective_spawn_rate(self) -> float:
@@ -49,10 +51,16 @@ class SwarmSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "host": self.host, "users": self.users, "duration_s": self.duration_s,
-            "warmup_s": self.warmup_s, "spawn_rate": self.spawn_rate,
-            "workload": self.workload.to_dict(), "user_class": self.user_class,
-            "timeout_s": self.timeout_s, "interval_s": self.interval_s, "workers": self.workers,
+            "host": self.host,
+            "users": self.users,
+            "duration_s": self.duration_s,
+            "warmup_s": self.warmup_s,
+            "spawn_rate": self.spawn_rate,
+            "workload": self.workload.to_dict(),
+            "user_class": self.user_class,
+            "timeout_s": self.timeout_s,
+            "interval_s": self.interval_s,
+            "workers": self.workers,
             "cpus": list(self.cpus),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
         }
@@ -60,13 +68,16 @@ class SwarmSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SwarmSpec:
         return cls(
-            host=str(data["host"]), users=int(data["users"]),
-            duration_s=float(data["duration_s"]), warmup_s=float(data.get("warmup_s", 0)),
+            host=str(data["host"]),
+            users=int(data["users"]),
+            duration_s=float(data["duration_s"]),
+            warmup_s=float(data.get("warmup_s", 0)),
             spawn_rate=float(data.get("spawn_rate", 0)),
             workload=Workload.from_dict(data.get("workload", {})),
             user_class=str(data.get("user_class", "fast")),
             timeout_s=float(data.get("timeout_s", 10)),
-            interval_s=float(data.get("interval_s", 1)), workers=int(data.get("workers", 1)),
+            interval_s=float(data.get("interval_s", 1)),
+            workers=int(data.get("workers", 1)),
             cpus=tuple(int(cpu) for cpu in data.get("cpus", ())),
             mqtt=MqttLoad.from_dict(data["mqtt"]) if data.get("mqtt") else None,
         )

@@ -32,16 +32,24 @@ def split_host(url: str) -> tuple[str, int, str]:
     """(host, port, Host header value) of an ``http://`` URL."""
     parts = urlsplit(url)
     if parts.scheme != "http":
-        raise ValueError(f"the lean HTTP user speaks plain http:// only, not {url!r}; "
-                         "use --webperf-user=fast for https")
+        raise ValueError(
+            f"the lean HTTP user speaks plain http:// only, not {url!r}; "
+            "use --webperf-user=fast for https"
+        )
     if not parts.hostname:
         raise ValueError(f"no host in {url!r}")
     port = parts.port or 80
     return parts.hostname, port, parts.netloc
 
 
-def encode_request(method: str, path: str, host_header: str, *, body: bytes = b"",
-                   headers: Iterable[tuple[str, str]] = ()) -> bytes:
+def encode_request(
+    method: str,
+    path: str,
+    host_header: str,
+    *,
+    body: bytes = b"",
+    headers: Iterable[tuple[str, str]] = (),
+) -> bytes:
     """The bytes of one request, sent as they are for every repetition."""
     if not path.startswith("/") and path != "*":
         raise ValueError(f"request path {path!r} must start with '/'")
@@ -66,7 +74,7 @@ def _header(lower: bytes, name: bytes) -> bytes | None:
         return None
     start += len(name)
     end = lower.find(b"\r\n", start)
-    return lower[start:end if end >= 0 else len(lower)].strip()
+    return lower[start : end if end >= 0 else len(lower)].strip()
 
 
 class ResponseParser:
@@ -77,8 +85,18 @@ class ResponseParser:
     the response, normally none).
     """
 
-    __slots__ = ("_buffer", "_parts", "_remaining", "_state", "body_bytes", "head_only",
-                 "keep_alive", "keep_body", "rest", "status")
+    __slots__ = (
+        "_buffer",
+        "_parts",
+        "_remaining",
+        "_state",
+        "body_bytes",
+        "head_only",
+        "keep_alive",
+        "keep_body",
+        "rest",
+        "status",
+    )
 
     def __init__(self) -> None:
         self.begin()
@@ -162,7 +180,7 @@ class ResponseParser:
     def _step_chunk_end(self, data: bytes, pos: int) -> int:
         if len(data) - pos < 2:
             return self._keep(data, pos, 2, "chunk end")
-        if data[pos:pos + 2] != b"\r\n":
+        if data[pos : pos + 2] != b"\r\n":
             raise ProtocolError("chunk data not followed by CRLF")
         self._state = CHUNK_SIZE
         return pos + 2
@@ -189,7 +207,7 @@ class ResponseParser:
     def _on_body(self, data: bytes, pos: int, take: int) -> None:
         self.body_bytes += take
         if self.keep_body and take:
-            self._parts.append(data[pos:pos + take])
+            self._parts.append(data[pos : pos + take])
 
     def _on_head(self, head: bytes) -> None:
         if head[:7] != b"HTTP/1." or head[8:9] != b" " or not head[9:12].isdigit():
