@@ -1,0 +1,24 @@
+"""Every HTTP server of the catalogue side by side, on seed 000's three workloads.
+
+Not one of the seed studies but the table they all draw on: the same routes on
+every server, measured in one run (``--webperf-concurrency=100 --webperf-duration=3s
+--webperf-repeat=1`` for a quick look). nginx serves /quicksort from a file
+(it has no scripting); the MQTT composites are left to ``test_mqtt_qos2.py``.
+"""
+
+import pytest
+
+from pytest_webperf.catalog import Catalog, default_directories
+
+HTTP_SERVERS = [
+    spec.name
+    for spec in Catalog(default_directories())
+    if spec.kind == "http" and "mqtt" not in spec.extra
+]
+
+
+@pytest.mark.parametrize("path", ["/hello", "/quicksort", "/file"])
+@pytest.mark.parametrize("server", HTTP_SERVERS)
+def test_catalogue(webperf, server, path):
+    result = webperf.http(webperf.server(server), path=path)
+    assert result.requests > 0
