@@ -1,16 +1,22 @@
-"""The ``webperf`` command: build the catalogue's images, list servers."""
+"""The ``webperf`` command: build the catalogue's images, list servers, render and
+compare JSON reports."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_webperf import compare
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.images import ensure_images
+from pytest_webperf.report import terminal
+from pytest_webperf.report.html import write_html
+from pytest_webperf.report.json_report import measurements, read_report, report
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:
@@ -34,6 +40,26 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_html(args: argparse.Namespace) -> int:
+    write_html(Path(args.output), read_report(Path(args.report)))
+    print(f"webperf: HTML report written to {args.output}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Judge every measurement of NEW against the same one in BASE, as the gate would."""
+    base = {m.key: m for m in measurements(read_report(Path(args.base)))}
+    checks = compare.parse_checks(args.compare_fail) if args.compare_fail else None
+    judged = []
+    for current in measurements(read_report(Path(args.new))):
+        verdict = compare.decide(current, base.get(current.key), checks or compare.DEFAULT_CHECKS,
+                                 generator_bound=any(r.generator_bound for r in current.runs))
+        judged.append(dataclasses.replace(current, verdict=verdict))
+    for line in terminal.summary(report(judged, {})):
+        print(line)
+    return 1 if any(m.verdict is not None and m.verdict.failed for m in judged) else 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="webperf", description=__doc__)
     top.add_argument("--servers", action="append", default=[], metavar="DIR",
@@ -43,6 +69,16 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("names", nargs="*", help="servers to build (default: all)")
     build.set_defaults(func=cmd_build)
     sub.add_parser("list", help="list the catalogue").set_defaults(func=cmd_list)
+    html = sub.add_parser("html", help="render a JSON report (--webperf-json) as HTML")
+    html.add_argument("report")
+    html.add_argument("-o", "--output", default="webperf-report.html")
+    html.set_defaults(func=cmd_html)
+    cmp = sub.add_parser("compare", help="judge NEW against BASE (two JSON reports); "
+                                         "exit 1 on a regression")
+    cmp.add_argument("base")
+    cmp.add_argument("new")
+    cmp.add_argument("--compare-fail", help="checks, as --webperf-compare-fail")
+    cmp.set_defaults(func=cmd_compare)
     return top
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_webperf.errors import WebperfError
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.models import SCHEMA_VERSION, Measurement
 
@@ -48,3 +49,23 @@ def report(measurements: Sequence[Measurement], meta: Mapping[str, Any]) -> dict
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
     """Write atomically: a reader never sees half a report."""
     write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """A JSON report written by ``write_json``; a clear error for anything else."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise WebperfError(f"{path}: not a readable JSON report ({exc})") from None
+    if not isinstance(data, dict) or "tests" not in data:
+        raise WebperfError(f"{path}: not a pytest-webperf JSON report (no 'tests')")
+    if data.get("schema") != REPORT_SCHEMA:
+        raise WebperfError(f"{path}: report schema {data.get('schema')!r} is not supported "
+                           f"(this version reads schema {REPORT_SCHEMA})")
+    return data
+
+
+def measurements(data: Mapping[str, Any]) -> list[Measurement]:
+    """The measurements of a report, as models (for comparing two reports)."""
+    return [Measurement.from_dict({**entry, "runs": entry["repetitions"]})
+            for entry in data["tests"]]
