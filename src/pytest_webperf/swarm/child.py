@@ -95,11 +95,22 @@ def cpu_seconds() -> float:
     return times.user + times.system
 
 
+def quick_stop(runner: Any) -> bool:
+    """Whether every user class stops cleanly when marked stopping (``webperf_quick_stop``).
+
+    Others (the MQTT user: it stops on Locust's ``test_stopping`` and then waits
+    for acknowledgements) are left to Locust's own stop."""
+    classes = runner.environment.user_classes
+    return bool(classes) and all(getattr(c, "webperf_quick_stop", False) for c in classes)
+
+
 def stop_sending(runner: Any) -> None:
     """Mark every running user stopping: a closed loop ends after its current request
     (and any other user at its next ``wait()``). Synchronous: nothing new is sent after."""
     from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING
 
+    if not quick_stop(runner):
+        return
     for user_greenlet in list(runner.user_greenlets):
         user = user_greenlet.args[0] if user_greenlet.args else None
         if user is not None and user._state == LOCUST_STATE_RUNNING:
@@ -114,6 +125,8 @@ def halt(runner: Any) -> None:
     busy with I/O: minutes at 10,000 users. Marking them all stopping first lets
     the loops end by themselves; what is left is killed together.
     """
+    if not quick_stop(runner):
+        return
     stop_sending(runner)
     group = runner.user_greenlets
     group.join(timeout=1.0)

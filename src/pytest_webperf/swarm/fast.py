@@ -19,6 +19,7 @@ def make_user(spec: SwarmSpec) -> type[Any]:
         wait_time = constant(0)  # closed loop, like wrk: next request as soon as one completes
         network_timeout = spec.timeout_s
         connection_timeout = spec.timeout_s
+        webperf_quick_stop = True  # marked stopping, it stops at its next wait()
 
         @task
         def request(self) -> None:

@@ -273,6 +273,7 @@ class LeanHttpUser(User):
 
     abstract = True
     webperf_records_itself: ClassVar[bool] = True
+    webperf_quick_stop: ClassVar[bool] = True  # marked stopping, it ends after this request
     wait_time = constant(0)
     timeout_s: ClassVar[float] = 10.0  # per request, connect included
     connect_backoff_s: ClassVar[float] = 0.01  # pause after a failed connect: no busy spin
