@@ -12,7 +12,7 @@ from typing import Any
 from pytest_webperf import __version__, baseline, compare, machine
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.config import RunConfig
-from pytest_webperf.errors import EngineUnavailable
+from pytest_webperf.errors import BaselineError, EngineUnavailable
 from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
@@ -64,10 +64,22 @@ class WebperfSession:
               generator_bound: bool = False) -> Measurement:
         """The measurement with its verdict against this machine's baseline.
 
-        A broken baseline file raises ``BaselineError`` (it fails this test only)."""
-        stored = self.store.load(measurement.nodeid, measurement.name)
+        A broken baseline file raises ``BaselineError`` (it fails this test only),
+        except under --webperf-save, which replaces it (the fix its message names)."""
+        unreadable = None
+        try:
+            stored = self.store.load(measurement.nodeid, measurement.name)
+        except baseline.NewerSchemaError:
+            raise  # never replaced: the store refuses to overwrite a newer format
+        except BaselineError as exc:
+            if not self.config.save:
+                raise
+            stored = None
+            unreadable = f"the stored baseline is unreadable, this run replaces it: {exc}"
         verdict = compare.decide(measurement, stored, checks or self.checks,
                                  generator_bound=generator_bound)
+        if unreadable is not None:
+            verdict = dataclasses.replace(verdict, notes=(*verdict.notes, unreadable))
         if stored is None:
             others = self.store.other_machines(measurement.nodeid, measurement.name)
             if others:
