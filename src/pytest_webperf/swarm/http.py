@@ -255,6 +255,7 @@ def recorder_for(environment: Any) -> Recorder:
         recorder = environment.webperf_recorder = Recorder()
         locust_stats.attach(environment, recorder)
         gevent.spawn(_roll_forever, recorder)
+        environment.events.test_stop.add_listener(lambda **_: recorder.roll())  # the last bit
     return recorder
 
 
