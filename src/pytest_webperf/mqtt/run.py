@@ -49,8 +49,11 @@ class MqttPlan:
     qos: int = 2
     spawn_rate: float = 0.0  # connects per second; 0: all within about a second
     timeout_s: float = 10.0
-    drain_s: float = 30.0  # longest wait for deliveries after the swarm stopped
-    quiet_s: float = 2.0  # nothing new for this long: delivery is over
+    drain_s: float = 60.0  # longest wait for deliveries after the swarm stopped
+    # Nothing new for this long while messages are missing: they are lost, not late. Long
+    # enough for a JVM's pause or a reconnect; a stalled broker (seed 002: minutes) shows
+    # as backlog only with a drain longer than the stall.
+    quiet_s: float = 10.0
     grace_s: float = 5.0
     observe: bool = True
     topic: str = "telemetry"
@@ -312,7 +315,8 @@ class _Webperf(Protocol):
 def webperf_mqtt(webperf: _Webperf, target: Target, *, users: int | None = None,
                  interval: str | float = "500ms", qos: int = 2,
                  duration: str | float | None = None, warmup: str | float | None = None,
-                 repeat: int | None = None, drain: str | float = "30s",
+                 repeat: int | None = None, drain: str | float = "60s",
+                 quiet: str | float = "10s",
                  spawn_rate: float = 0.0, observe: bool = True, topic: str = "telemetry",
                  name: str | None = None) -> Measurement:
     """``Webperf.mqtt``: the run's settings (concurrency, duration, warm-up, repeat) unless
@@ -326,6 +330,7 @@ def webperf_mqtt(webperf: _Webperf, target: Target, *, users: int | None = None,
         warmup_s=parse_duration(str(warmup)) if warmup is not None else config.warmup,
         repeat=repeat or config.repeat, interval_s=parse_duration(str(interval)), qos=qos,
         spawn_rate=spawn_rate, timeout_s=config.timeout, drain_s=parse_duration(str(drain)),
+        quiet_s=parse_duration(str(quiet)),
         observe=observe, topic=topic,
     )
     measurement = measure_mqtt(target, plan, nodeid=webperf.nodeid, name=name,

@@ -7,35 +7,57 @@ import jakarta.servlet.ServletContextListener;
 import jakarta.servlet.annotation.WebListener;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import org.fusesource.mqtt.client.BlockingConnection;
+import org.fusesource.hawtbuf.Buffer;
+import org.fusesource.hawtbuf.UTF8Buffer;
+import org.fusesource.mqtt.client.Callback;
+import org.fusesource.mqtt.client.CallbackConnection;
+import org.fusesource.mqtt.client.Listener;
 import org.fusesource.mqtt.client.MQTT;
-import org.fusesource.mqtt.client.Message;
 import org.fusesource.mqtt.client.QoS;
 import org.fusesource.mqtt.client.Topic;
 
 /**
  * Seed 002's MQTT path for Tomcat: with DB_PORT set the webapp stores telemetry in MariaDB;
  * with MQTT_PORT set it also subscribes at QoS 2 (keepalive 60 s, clean session false,
- * reconnecting, as the seed) and stores every message on one receiving thread, acknowledging
+ * reconnecting, as the seed) and stores every message on one worker thread, acknowledging
  * it only once its row is written (a crash before that means redelivery, not loss).
- * MQTT client: FuseSource mqtt-client 1.16, Debian's only Java MQTT library.
+ *
+ * MQTT client: FuseSource mqtt-client 1.16, Debian's only Java MQTT library. Its callback
+ * API is used: the blocking API deadlocks at QoS 2 under load (Message.ack() waits for a
+ * PUBREL that the connection, suspended because its receive buffer is full, never reads).
  */
 @WebListener
 public class MqttSubscriber implements ServletContextListener {
-    static final AtomicLong STORED = new AtomicLong();
     private static final ObjectMapper MAPPER = new ObjectMapper();
 
     private TelemetryStore store;
-    private BlockingConnection connection;
-    private Thread receiver;
-    private volatile boolean running = true;
+    private CallbackConnection connection;
+    private final ExecutorService worker = Executors.newSingleThreadExecutor(
+            runnable -> new Thread(runnable, "mqtt-subscriber"));
     private long rejected;
 
     private static int env(String name, int fallback) {
         String value = System.getenv(name);
         return value == null || value.isEmpty() ? fallback : Integer.parseInt(value);
+    }
+
+    /** Bridges a FuseSource callback to a future, to wait for connect and subscribe. */
+    private static <T> Callback<T> into(CompletableFuture<T> future) {
+        return new Callback<>() {
+            @Override
+            public void onSuccess(T value) {
+                future.complete(value);
+            }
+
+            @Override
+            public void onFailure(Throwable error) {
+                future.completeExceptionally(error);
+            }
+        };
     }
 
     @Override
@@ -60,75 +82,81 @@ public class MqttSubscriber implements ServletContextListener {
             mqtt.setCleanSession(false);
             mqtt.setKeepAlive((short) 60);
             mqtt.setReconnectDelay(1000);
-            connection = mqtt.blockingConnection();
-            connection.connect();
+            connection = mqtt.callbackConnection();
+            connection.listener(new Listener() {
+                @Override
+                public void onConnected() {
+                }
+
+                @Override
+                public void onDisconnected() {
+                    System.err.println("mqtt: disconnected (reconnecting)");
+                }
+
+                @Override
+                public void onPublish(UTF8Buffer topicName, Buffer body, Runnable ack) {
+                    byte[] payload = body.toByteArray();
+                    String name = topicName.toString();
+                    worker.execute(() -> {
+                        if (handle(name, payload)) {
+                            connection.getDispatchQueue().execute(ack);
+                        }
+                    });
+                }
+
+                @Override
+                public void onFailure(Throwable error) {
+                    System.err.println("mqtt: connection failed: " + error);
+                }
+            });
+            CompletableFuture<Void> connected = new CompletableFuture<>();
+            connection.connect(into(connected));
+            connected.get(30, TimeUnit.SECONDS);
             // Subscribed before Tomcat opens its HTTP port: a healthy server misses nothing.
-            connection.subscribe(new Topic[] {new Topic(topic, QoS.EXACTLY_ONCE)});
+            CompletableFuture<byte[]> subscribed = new CompletableFuture<>();
+            connection.subscribe(new Topic[] {new Topic(topic, QoS.EXACTLY_ONCE)},
+                    into(subscribed));
+            subscribed.get(30, TimeUnit.SECONDS);
         } catch (Exception e) {
             throw new IllegalStateException("mqtt: cannot subscribe on 127.0.0.1:" + mqttPort, e);
         }
         event.getServletContext().log("mqtt: subscribed to " + topic + " at QoS 2 as " + clientId);
-        receiver = new Thread(this::receive, "mqtt-subscriber");
-        receiver.start();
     }
 
-    private void receive() {
-        while (running) {
-            Message message;
-            try {
-                message = connection.receive(1, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                return;
-            } catch (Exception e) {
-                System.err.println("mqtt: receive failed: " + e);
-                continue;
-            }
-            if (message != null) {
-                handle(message);
-            }
-        }
-    }
-
-    /** Store one message; a message that is not seed 002's JSON is dropped and logged. */
-    private void handle(Message message) {
+    /**
+     * Store one message; whether to acknowledge it. A message that is not seed 002's JSON is
+     * dropped (acknowledged) and logged; a failed insert is not acknowledged.
+     */
+    private boolean handle(String topic, byte[] payload) {
         JsonNode json;
         try {
-            json = MAPPER.readTree(message.getPayload());
+            json = MAPPER.readTree(payload);
         } catch (IOException e) { // not JSON at all
             json = null;
         }
         if (!TelemetryStore.valid(json)) {
             if (++rejected <= 10) {
-                System.err.println("mqtt: dropped a bad message on " + message.getTopic() + ": "
-                        + new String(message.getPayload(), StandardCharsets.UTF_8));
+                System.err.println("mqtt: dropped a bad message on " + topic + ": "
+                        + new String(payload, StandardCharsets.UTF_8));
             }
-            message.ack();
-            return;
+            return true;
         }
         try {
             if (store != null) {
                 store.save(json, "mqtt");
             }
-            STORED.incrementAndGet();
-            message.ack();
+            return true;
         } catch (Exception e) {
-            // Not acknowledged: the broker delivers it again after a reconnect.
             System.err.println("mqtt: insert failed: " + e);
+            return false;
         }
     }
 
     @Override
     public void contextDestroyed(ServletContextEvent event) {
-        running = false;
-        try {
-            if (receiver != null) {
-                receiver.join(5000);
-            }
-            if (connection != null) {
-                connection.disconnect();
-            }
-        } catch (Exception e) {
-            event.getServletContext().log("mqtt: disconnect failed", e);
+        worker.shutdownNow();
+        if (connection != null) {
+            connection.disconnect(into(new CompletableFuture<>()));
         }
         if (store != null) {
             store.close();
