@@ -14,8 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from typing import Any, Protocol
 
+from pytest_webperf import placement
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
+from pytest_webperf.errors import OptionError
 from pytest_webperf.measure import MonitorFactory, RunPlan, run_repetitions, sampling_monitor
 from pytest_webperf.models import Measurement, Workload
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -45,6 +47,8 @@ class Webperf:
         self._monitor_factory = monitor_factory
         self._stack = ExitStack()
         self.measurements: list[Measurement] = []
+        self.placement = placement.plan(config.placement, target_cpuset=config.target_cpuset,
+                                        generator_cpus=config.generator_cpus)
 
     def close(self) -> None:
         self._stack.close()
@@ -62,7 +66,7 @@ class Webperf:
         limits = Limits(
             cpus=cpus or config.target_cpus or spec.cpus,
             memory=memory or config.target_memory or spec.memory,
-            cpuset=cpuset or config.target_cpuset,
+            cpuset=cpuset or self.placement.target_cpuset,
         )
         target = ContainerTarget(self._catalog(), name, limits=limits, env=env)
         return self._stack.enter_context(target)
@@ -80,11 +84,15 @@ class Webperf:
         )
         plan = self._plan(target, concurrency=concurrency, duration=duration, warmup=warmup,
                           repeat=repeat, user=user)
-        spec = SwarmSpec(
-            host=target.url, users=plan.concurrency, duration_s=plan.duration_s,
-            warmup_s=plan.warmup_s, workload=workload, user_class=plan.user_class,
-            timeout_s=plan.timeout_s, workers=plan.workers,
-        )
+        try:
+            spec = SwarmSpec(
+                host=target.url, users=plan.concurrency, duration_s=plan.duration_s,
+                warmup_s=plan.warmup_s, workload=workload, user_class=plan.user_class,
+                timeout_s=plan.timeout_s, workers=plan.workers, spawn_rate=plan.spawn_rate,
+                cpus=self.placement.generator_cpus,
+            )
+        except ValueError as exc:
+            raise OptionError(f"{self.nodeid}: {exc}") from None
         runs = run_repetitions(target, spec, plan, self._monitor_factory)
         measurement = Measurement(
             nodeid=self.nodeid, name=name or f"{method.upper()} {path}", server=target.name,
@@ -108,6 +116,7 @@ class Webperf:
             user_class=user or config.user,
             timeout_s=config.timeout,
             workers=config.workers,
+            spawn_rate=config.spawn_rate,
             server_cores=limits.get("cpus") or _cpuset_size(limits.get("cpuset")),
         )
 

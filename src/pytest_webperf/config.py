@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.machine import check_machine_id
+from pytest_webperf.placement import MODES, parse_cpu_list
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -76,6 +77,23 @@ def parse_memory(text: str) -> str:
 def parse_cpuset(text: str) -> str:
     if not _CPUSET.match(str(text)):
         raise ValueError(f"{text!r} is not a CPU set (examples: 1, 0-1, 0,2)")
+    parse_cpu_list(text)  # ranges the right way round
+    return str(text)
+
+
+def parse_rate(text: str | float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of users per second") from None
+    if value < 0:
+        raise ValueError(f"{text!r} must not be negative")
+    return value
+
+
+def parse_placement(text: str) -> str:
+    if str(text) not in MODES:
+        raise ValueError(f"{text!r} is not one of {', '.join(MODES)}")
     return str(text)
 
 
@@ -151,8 +169,11 @@ SETTINGS: tuple[Setting, ...] = (
             "allow a --webperf-target-url that is not on loopback (only servers you own)",
             flag=True),
     Setting("workers", parse_positive_int, 1, "load-generator processes"),
-    Setting("user", parse_user_class, "fast",
-            "the swarm's HTTP user: fast (Locust FastHttpUser), lean, or module:UserClass"),
+    Setting("user", parse_user_class, "lean",
+            "the swarm's HTTP user: lean (raw keep-alive sockets, the fast one), fast "
+            "(Locust's FastHttpUser), or module:UserClass (your own Locust User)"),
+    Setting("spawn_rate", parse_rate, 0.0,
+            "users started per second (0: all of them within about a second)"),
     Setting("timeout", parse_positive_duration, 10.0,
             "a request unanswered for this long counts as a timeout"),
     Setting("machine_id", check_machine_id, None,
@@ -160,6 +181,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("target_cpus", parse_cpus, None, "CPU limit for target containers (e.g. 1.5)"),
     Setting("target_memory", parse_memory, None, "memory limit for target containers (e.g. 1g)"),
     Setting("target_cpuset", parse_cpuset, None, "pin target containers to these CPUs"),
+    Setting("generator_cpus", parse_cpu_list, (), "pin load-generator processes to these CPUs"),
+    Setting("placement", parse_placement, "auto",
+            "CPU placement: split (target and generator on disjoint cores), none, or auto "
+            "(split on 4+ cores)"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -180,12 +205,15 @@ class RunConfig:
     target_url: str | None = None
     allow_remote_target: bool = False
     workers: int = 1
-    user: str = "fast"
+    user: str = "lean"
+    spawn_rate: float = 0.0
     timeout: float = 10.0
     machine_id: str | None = None
     target_cpus: float | None = None
     target_memory: str | None = None
     target_cpuset: str | None = None
+    generator_cpus: tuple[int, ...] = ()
+    placement: str = "auto"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # name -> origin
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str) -> RunConfig:

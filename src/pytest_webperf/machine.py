@@ -44,6 +44,7 @@ class MachineInfo:
     engine_version: str | None = None  # e.g. Docker's "24.0.5"; None for local targets
     cpu_quota: float | None = None  # CPUs given to each target (--cpus), None = no limit
     network_mode: str = "host"
+    placement: str | None = None  # CPU placement of target and generator, when they are pinned
 
     def fingerprint(self) -> str:
         canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -59,7 +60,8 @@ class MachineInfo:
                    memory_gib=int(data["memory_gib"]), kernel=str(data["kernel"]),
                    engine_version=data.get("engine_version"),
                    cpu_quota=None if quota is None else float(quota),
-                   network_mode=str(data.get("network_mode", "host")))
+                   network_mode=str(data.get("network_mode", "host")),
+                   placement=data.get("placement"))
 
 
 def cpu_model(cpuinfo: str) -> str:
@@ -83,8 +85,8 @@ def slug(text: str, limit: int = 40) -> str:
 
 
 def collect(*, engine_version: str | None = None, cpu_quota: float | None = None,
-            network_mode: str = "host", cpuinfo_path: Path = Path("/proc/cpuinfo")
-            ) -> MachineInfo:
+            network_mode: str = "host", placement: str | None = None,
+            cpuinfo_path: Path = Path("/proc/cpuinfo")) -> MachineInfo:
     """This machine, as the fingerprint sees it."""
     try:
         text = cpuinfo_path.read_text(errors="replace")
@@ -99,6 +101,7 @@ def collect(*, engine_version: str | None = None, cpu_quota: float | None = None
         engine_version=engine_version,
         cpu_quota=cpu_quota,
         network_mode=network_mode,
+        placement=placement,
     )
 
 

@@ -90,6 +90,7 @@ def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
         server_cpu_seconds=monitor.server_cpu_seconds() if monitor else None,
         generator_bound=bound,
         server_cores=server_cores or float(os.cpu_count() or 1),
+        generator_processes=tuple(g.to_dict() for g in outcome.generators),
         notes=tuple(notes),
     )
 

@@ -221,6 +221,7 @@ class RunResult:
     server_cpu_seconds: float | None = None  # cgroup CPU time of the target, all parts
     generator_bound: bool = False  # the generator, not the server, was saturated
     server_cores: float | None = None  # CPUs the target could use (its limit, else the machine)
+    generator_processes: tuple[Mapping[str, Any], ...] = ()  # pid, role, cpus, cpu_s each
     notes: tuple[str, ...] = ()
     mqtt: MqttResult | None = None  # MQTT runs only
 
@@ -265,6 +266,7 @@ class RunResult:
             "cpu_per_req_us": self.cpu_per_req_us,
             "generator_bound": self.generator_bound,
             "server_cores": self.server_cores,
+            "generator_processes": [dict(g) for g in self.generator_processes],
             "capacity_rps": self.capacity_rps,
             "series": [s.to_dict() for s in self.series],
             "resources": [r.to_dict() for r in self.resources],
@@ -294,6 +296,7 @@ class RunResult:
             server_cpu_seconds=data.get("server_cpu_seconds"),
             generator_bound=bool(data.get("generator_bound", False)),
             server_cores=data.get("server_cores"),
+            generator_processes=tuple(dict(g) for g in data.get("generator_processes", ())),
             notes=tuple(data.get("notes", ())),
             mqtt=MqttResult.from_dict(data["mqtt"]) if data.get("mqtt") else None,
         )

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import __version__, baseline, compare, machine
+from pytest_webperf import __version__, baseline, compare, machine, placement
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import BaselineError, EngineUnavailable
@@ -45,8 +45,19 @@ class WebperfSession:
                 engine_version = version()
             except EngineUnavailable:
                 engine_version = None
-        return machine.collect(engine_version=engine_version, cpu_quota=self.config.target_cpus,
-                               network_mode="external" if self.config.target_url else "host")
+        pinned = self.cpu_placement
+        return machine.collect(
+            engine_version=engine_version, cpu_quota=self.config.target_cpus,
+            network_mode="external" if self.config.target_url else "host",
+            placement=None if pinned.target_cpuset is None and not pinned.generator_cpus
+            else f"{pinned.target_cpuset or 'all'}/{placement.cpu_list(pinned.generator_cpus)}",
+        )
+
+    @functools.cached_property
+    def cpu_placement(self) -> placement.Placement:
+        config = self.config
+        return placement.plan(config.placement, target_cpuset=config.target_cpuset,
+                              generator_cpus=config.generator_cpus)
 
     @functools.cached_property
     def store(self) -> baseline.BaselineStore:
@@ -93,7 +104,8 @@ class WebperfSession:
         self.measurements.extend(measurements)
 
     def summary(self) -> list[str]:
-        return terminal.summary(report(self.measurements, self.meta()))
+        return [*terminal.summary(report(self.measurements, self.meta())),
+                f"webperf: {self.cpu_placement.describe()}; machine {self.store.machine_id}"]
 
     def meta(self) -> dict[str, Any]:
         config = self.config
@@ -107,7 +119,9 @@ class WebperfSession:
                 "concurrency": list(config.concurrency), "duration_s": config.duration,
                 "warmup_s": config.warmup, "repeat": config.repeat, "workers": config.workers,
                 "user": config.user, "timeout_s": config.timeout,
+                "spawn_rate": config.spawn_rate,
             },
+            "placement": self.cpu_placement.to_dict(),
         }
 
     def finish(self) -> list[str]:

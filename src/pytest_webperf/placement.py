@@ -1,0 +1,68 @@
+"""CPU placement: which cores the target and the load generator may use.
+
+On a small machine the server and the generator fight over the same cores, and
+which of them wins changes from run to run. ``split`` gives each its own cores
+(the generator the low half, the target the rest); ``none`` leaves it to the
+scheduler; ``auto`` splits on machines with 4 cores or more, where both halves
+are big enough to be fair, and leaves 2-3 core machines alone (one core each
+would cap a multi-process server at a single core). Explicit
+``--webperf-target-cpuset`` / ``--webperf-generator-cpus`` win over the mode.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+MODES = ("auto", "none", "split")
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """``0-1,3`` -> (0, 1, 3)."""
+    cpus: list[int] = []
+    for part in str(text).split(","):
+        low, dash, high = part.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ValueError(f"{text!r} is not a CPU list (examples: 0, 0-1, 0,2)")
+        first, last = int(low), int(high or low)
+        if last < first:
+            raise ValueError(f"{text!r}: {part} counts backwards")
+        cpus += range(first, last + 1)
+    return tuple(dict.fromkeys(cpus))
+
+
+def cpu_list(cpus: tuple[int, ...]) -> str:
+    return ",".join(str(c) for c in cpus)
+
+
+@dataclass(frozen=True)
+class Placement:
+    mode: str  # what was asked
+    target_cpuset: str | None  # docker --cpuset-cpus of target containers
+    generator_cpus: tuple[int, ...]  # sched_setaffinity of generator processes
+
+    def describe(self) -> str:
+        if not self.target_cpuset and not self.generator_cpus:
+            return f"placement {self.mode}: target and generator share all cores"
+        return (f"placement {self.mode}: target on CPUs {self.target_cpuset or 'all'}, "
+                f"generator on CPUs {cpu_list(self.generator_cpus) or 'all'}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "target_cpuset": self.target_cpuset,
+                "generator_cpus": list(self.generator_cpus)}
+
+
+def plan(mode: str, *, cores: int | None = None, target_cpuset: str | None = None,
+         generator_cpus: tuple[int, ...] = ()) -> Placement:
+    """Where target and generator run; explicit choices win over the mode."""
+    if mode not in MODES:
+        raise ValueError(f"placement {mode!r} is not one of {', '.join(MODES)}")
+    cores = cores or os.cpu_count() or 1
+    split = mode == "split" or (mode == "auto" and cores >= 4)
+    if split and cores >= 2 and not (target_cpuset and generator_cpus):
+        half = cores // 2
+        generator = generator_cpus or tuple(range(half))
+        target = target_cpuset or cpu_list(tuple(c for c in range(cores) if c not in generator))
+        return Placement(mode, target, generator)
+    return Placement(mode, target_cpuset, generator_cpus)
