@@ -15,8 +15,6 @@ import json
 
 import pytest
 
-from pytest_webperf.mqtt.run import webperf_mqtt
-
 SERVERS = ["go-mqtt", "node-mqtt", "tomcat-mqtt"]
 MESSAGE = json.dumps({"clientId": 1, "temp": 32.8, "humidity": 12.5, "light": 70.4})
 
@@ -24,7 +22,7 @@ MESSAGE = json.dumps({"clientId": 1, "temp": 32.8, "humidity": 12.5, "light": 70
 @pytest.mark.parametrize("server", SERVERS)
 def test_mqtt_qos2(webperf, server):
     target = webperf.server(server)
-    measurement = webperf_mqtt(webperf, target, interval="500ms", qos=2)
+    measurement = webperf.mqtt(target, interval="500ms", qos=2)
     for run in measurement.runs:
         mqtt = run.mqtt
         assert mqtt.published > 0

@@ -16,10 +16,12 @@ from typing import Any, Protocol
 
 from pytest_webperf import placement
 from pytest_webperf.catalog import Catalog
+from pytest_webperf.compare import DEFAULT_MQTT_CHECKS
 from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
 from pytest_webperf.errors import OptionError
 from pytest_webperf.measure import MonitorFactory, RunPlan, run_repetitions, sampling_monitor
 from pytest_webperf.models import Measurement, Workload
+from pytest_webperf.mqtt.run import MqttPlan, measure_mqtt
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
@@ -101,6 +103,35 @@ class Webperf:
         )
         bound = sum(r.generator_bound for r in runs) * 2 > len(runs)  # most repetitions
         judged = self._judge(measurement, checks=self.config.compare_fail, generator_bound=bound)
+        self.measurements.append(judged)
+        return judged
+
+    def mqtt(self, target: Target, *, users: int | None = None,
+             interval: str | float = "500ms", qos: int = 2,
+             duration: str | float | None = None, warmup: str | float | None = None,
+             repeat: int | None = None, drain: str | float = "60s", quiet: str | float = "10s",
+             spawn_rate: float | None = None, observe: bool = True, topic: str = "telemetry",
+             name: str | None = None) -> Measurement:
+        """Seed 002's load: ``users`` MQTT clients publishing telemetry at ``qos`` through
+        the target's broker, one message per client every ``interval`` (0: flat out),
+        every message accounted for (published, acknowledged, delivered to an observer
+        and stored by the server; lost, duplicated, late). Judged with the MQTT checks
+        (``lost:0``, ``dup:0``, ``tps:5%``, ...) unless the test gives its own."""
+        config = self.config
+        plan = MqttPlan(
+            users=users or self.concurrency,
+            duration_s=parse_duration(duration) if duration is not None else config.duration,
+            warmup_s=parse_duration(warmup) if warmup is not None else config.warmup,
+            repeat=repeat or config.repeat, interval_s=parse_duration(interval), qos=qos,
+            spawn_rate=config.spawn_rate if spawn_rate is None else spawn_rate,
+            timeout_s=config.timeout, drain_s=parse_duration(drain),
+            quiet_s=parse_duration(quiet), observe=observe, topic=topic,
+        )
+        measurement = measure_mqtt(target, plan, nodeid=self.nodeid, name=name,
+                                   monitor_factory=self._monitor_factory)
+        bound = sum(r.generator_bound for r in measurement.runs) * 2 > len(measurement.runs)
+        judged = self._judge(measurement, checks=config.compare_fail or DEFAULT_MQTT_CHECKS,
+                             generator_bound=bound)
         self.measurements.append(judged)
         return judged
 

@@ -8,8 +8,10 @@ Grammar of ``--webperf-compare-fail`` (comma-separated, spaces allowed)::
                      agree (rps:-5%, p95:+10%).
     METRIC<V, <=, >, >=   an absolute limit on the current run, baseline or not
                      (p99_ms<500, error_rate<0.01, rss_mb<512, rps>1000).
-    errors:N         shorthand for errors<=N: errors:0 means the current run (all
-                     repetitions together) must have no failed request at all.
+    COUNT:N          for the count metrics (errors, timeouts, lost, dup), shorthand
+                     for COUNT<=N: errors:0 means the current run (all repetitions
+                     together) must have no failed request at all; lost:0,dup:0 that
+                     QoS 2 kept its promise (every message once).
 
 How a relative check decides (see ``stats``): the change of the mean over
 repetitions, ``mean(current) / mean(baseline) - 1``, and its Welch t-interval on the
@@ -247,7 +249,7 @@ Check = RelativeCheck | AbsoluteCheck
 GRAMMAR = (
     "expected a comma-separated list of METRIC:N% (worse than the baseline by more than "
     "N %, e.g. rps:5%), METRIC<V / METRIC<=V / METRIC>V / METRIC>=V (a limit on this run, "
-    "e.g. p99_ms<500) or errors:N (at most N errors); metrics: "
+    "e.g. p99_ms<500) or COUNT:N (at most N errors/timeouts/lost/dup); metrics: "
     + ", ".join(sorted(_BY_SPELLING))
 )
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
@@ -270,8 +272,8 @@ def parse_check(text: str) -> Check:
         return AbsoluteCheck(metric.name, match["op"], float(match["limit"]))  # type: ignore[arg-type]
     value = float(match["num"])
     if not match["pct"]:
-        if metric.name == "errors" and value.is_integer():
-            return AbsoluteCheck("errors", "<=", value)
+        if metric.count and value.is_integer():
+            return AbsoluteCheck(metric.name, "<=", value)
         raise OptionError(
             f"check {part!r} needs a unit: write {metric.name}:{match['num']}% for a change "
             f"relative to the baseline, or {metric.limit_name}<{match['num']} for a limit "
@@ -309,6 +311,11 @@ def format_checks(checks: Iterable[Check]) -> str:
 # saturates). Latency percentiles are far noisier than means, hence 20 %. Errors are
 # compared as a rate: one stray timeout passes, a 1.5x rise that is credible fails.
 DEFAULT_CHECKS: tuple[Check, ...] = parse_checks("rps:5%,cpu_per_req:5%,p95:20%,errors:50%")
+# MQTT: QoS 2 promises every message exactly once, so a loss or a duplicate fails
+# whatever the baseline says; throughput (seed 002's tps), the server's CPU per
+# message and the end-to-end p99 are compared with the baseline.
+DEFAULT_MQTT_CHECKS: tuple[Check, ...] = parse_checks(
+    "tps:5%,cpu_per_req:5%,e2e_p99:20%,lost:0,dup:0")
 
 
 # --- evaluation --------------------------------------------------------------------------

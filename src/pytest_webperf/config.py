@@ -24,7 +24,7 @@ _MEMORY = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str | float) -> float:
     """``20s``, ``500ms``, ``2m``, ``1.5`` (seconds) -> seconds."""
     match = _DURATION.match(str(text))
     if not match:
@@ -32,7 +32,7 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
-def parse_positive_duration(text: str) -> float:
+def parse_positive_duration(text: str | float) -> float:
     seconds = parse_duration(text)
     if seconds <= 0:
         raise ValueError(f"{text!r} must be longer than zero")

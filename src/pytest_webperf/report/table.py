@@ -150,3 +150,36 @@ def status_counts(entries: Sequence[Entry]) -> list[tuple[str, int]]:
     """How many measurements have each verdict status, in report order of first sight."""
     counts = Counter(status(e) or "no verdict" for e in entries)
     return list(counts.items())
+
+
+def _delivery(mqtt: Mapping[str, Any], consumer: str, label: str) -> str | None:
+    d = mqtt.get(consumer)
+    if not isinstance(d, Mapping):
+        return None
+    text = (f"{label} {fmt(number(d.get('delivered')))} (lost {fmt(number(d.get('lost')))}, "
+            f"dup {fmt(number(d.get('duplicates')))}, backlog {fmt(number(d.get('backlog')))})")
+    latency = d.get("latency")
+    if isinstance(latency, Mapping):
+        text += (f" p50/p99 {fmt(number(latency.get('p50_ms')), 1)}/"
+                 f"{fmt(number(latency.get('p99_ms')), 1)} ms")
+    return text
+
+
+def mqtt_lines(entries: Sequence[Entry]) -> list[str]:
+    """Where every MQTT message went, one line per repetition of an MQTT measurement."""
+    lines = []
+    for entry in entries:
+        for rep in repetitions(entry):
+            mqtt = rep.get("mqtt")
+            if not isinstance(mqtt, Mapping):
+                continue
+            parts = [
+                f"{entry.get('nodeid')} [{entry.get('name')}] rep {rep.get('repetition')}: "
+                f"{fmt(number(mqtt.get('users')))} users qos {mqtt.get('qos')}: published "
+                f"{fmt(number(mqtt.get('published')))}, acked {fmt(number(mqtt.get('acked')))}",
+                _delivery(mqtt, "observer", "observer got"),
+                _delivery(mqtt, "store", "stored"),
+                f"tps {fmt(number(mqtt.get('tps')))}",
+            ]
+            lines.append("; ".join(p for p in parts if p))
+    return lines

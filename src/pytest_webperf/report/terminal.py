@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_webperf.report.table import COLUMNS, MISSING, NUMERIC, Entry, status, verdict_texts
+from pytest_webperf.report.table import (
+    COLUMNS,
+    MISSING,
+    NUMERIC,
+    Entry,
+    mqtt_lines,
+    status,
+    verdict_texts,
+)
 
 
 def table(entries: Sequence[Entry]) -> list[str]:
@@ -40,4 +48,4 @@ def verdict_lines(entries: Sequence[Entry]) -> list[str]:
 
 def summary(report: Mapping[str, Any]) -> list[str]:
     entries = [e for e in report.get("tests", ()) if isinstance(e, Mapping)]
-    return table(entries) + verdict_lines(entries)
+    return table(entries) + mqtt_lines(entries) + verdict_lines(entries)

@@ -25,7 +25,7 @@ from testcontainers.core.container import DockerContainer
 
 from pytest_webperf.catalog import Catalog, ServerSpec
 from pytest_webperf.engine import docker_client
-from pytest_webperf.errors import TargetError
+from pytest_webperf.errors import OptionError, TargetError
 from pytest_webperf.images import ensure_image
 from pytest_webperf.targets.base import free_port, http_ready, tcp_ready, wait_until
 
@@ -215,7 +215,7 @@ class ContainerTarget:
         self.host = "127.0.0.1"
         self.port = 0
         self.limits = limits or Limits(cpus=self.spec.cpus, memory=self.spec.memory)
-        self.extra_env = dict(env or {})
+        self.part_env = self._split_env(env or {})
         self.containers: list[ServerContainer] = []
         self._stack = ExitStack()
 
@@ -227,7 +227,7 @@ class ContainerTarget:
         docker_client()  # a clear error first when no engine answers
         _sweep_once()
         try:
-            self.port = self._start(self.spec, self.name, self.limits, self.extra_env)
+            self.port = self._start(self.spec, self.name, self.limits, self.part_env[self.name])
         except BaseException:
             self._stack.close()
             raise
@@ -243,7 +243,8 @@ class ContainerTarget:
             dep_spec = self.catalog.get(dep.server)
             dep_part = self._part_name(dep.server, index)
             dep_limits = Limits(cpus=dep_spec.cpus, memory=dep_spec.memory, cpuset=limits.cpuset)
-            env[dep.port_env] = str(self._start(dep_spec, dep_part, dep_limits, {}))
+            env[dep.port_env] = str(
+                self._start(dep_spec, dep_part, dep_limits, self.part_env.get(dep.server, {})))
         port = free_port()
         env[spec.port_env] = str(port)
         for name in spec.extra_ports:
@@ -255,6 +256,20 @@ class ContainerTarget:
         server.start()
         self.containers.append(server)
         return port
+
+    def _split_env(self, env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+        """``KEY`` goes to the server itself, ``part.KEY`` to the part (a dependency) named
+        so: ``{"mosquitto.MOSQUITTO_MAX_INFLIGHT_MESSAGES": "20"}`` for a composite."""
+        names = {spec.name for spec in self.catalog.closure(self.name)}
+        split: dict[str, dict[str, str]] = {self.name: {}}
+        for key, value in env.items():
+            part, dot, name = key.rpartition(".")
+            if dot and part not in names:
+                raise OptionError(
+                    f"env {key!r} for {self.name}: no part {part!r} (its parts: "
+                    f"{', '.join(sorted(names))})")
+            split.setdefault(part if dot else self.name, {})[name] = str(value)
+        return split
 
     def _part_name(self, server: str, index: int) -> str:
         taken = {c.part for c in self.containers}
