@@ -123,19 +123,21 @@ def own_cpu(process: psutil.Process) -> float:
 
 def test_a_tree_with_one_burner_uses_at_most_one_core(busy_tree: subprocess.Popen[str]) -> None:
     burner = next(p for p in psutil.Process(busy_tree.pid).children() if "python" in p.name())
+    burnt_before = own_cpu(burner)  # read just before the sampler's window opens...
     sampler = ProcessTreeSampler(busy_tree.pid, "busy")
-    burnt_before = own_cpu(burner)
     time.sleep(2)
     sample = sampler.sample(0.0)
-    burnt = own_cpu(burner) - burnt_before
+    burnt = own_cpu(burner) - burnt_before  # ...and just after it closes
     assert sample.part == "busy"
     assert sample.processes == 3  # the parent, the burner, the sleeper
     assert sample.threads >= 3
     # one busy loop: up to one core, less when the 2 shared cores are contended;
     # more than a core would be double counting
     assert 0 < sample.cpu_percent < 130
-    # the tree's CPU is the burner's (the others sleep), read a moment apart
-    assert sampler.cpu_seconds == pytest.approx(burnt, abs=0.1)
+    # the tree's CPU is the burner's (the others sleep): never more than the burner
+    # burnt over a window that contains the sampler's, and most of it (the two
+    # windows differ by the moments around the sampler's reads, however contended)
+    assert 0.5 * burnt - 0.05 <= sampler.cpu_seconds <= burnt + 0.05
     assert 1 < sample.rss_mb < 500
     assert sample.fds is not None and sample.fds >= 9  # stdin/out/err of three processes
     assert sample.pss_mb is not None and sample.uss_mb is not None  # the first sample has them
