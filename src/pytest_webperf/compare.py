@@ -148,7 +148,9 @@ class Metric:
     its per-second values (for the within-run spread); ``combine`` says how the
     repetitions make the value an absolute limit is held against. ``count`` metrics
     are event counts compared as rates per request. ``throughput`` metrics measure
-    the generator when it is the bottleneck.
+    the generator when it is the bottleneck. ``load_sensitive`` metrics (throughput and
+    latency) move when other processes take the machine's CPU, so a relative check on
+    them is not judged when either run was contended; service demand is not affected.
     """
 
     name: str
@@ -159,6 +161,7 @@ class Metric:
     combine: Combine = "mean"
     count: bool = False
     throughput: bool = False
+    load_sensitive: bool = False  # moves when other processes take the CPU (rps, latency)
     aliases: tuple[str, ...] = ()  # the first one is how absolute limits are written
     exposure: Callable[[RunResult], float] = field(default=_requests, compare=False)
 
@@ -169,14 +172,20 @@ class Metric:
 
 # Adding a metric is one line.
 METRICS: Mapping[str, Metric] = {m.name: m for m in (
-    Metric("rps", "", "down", lambda r: r.rps, _rps_series, throughput=True),
-    Metric("tps", "", "down", _tps, _rps_series, throughput=True),  # seed 002's msgs/s
-    Metric("p50", "ms", "up", _latency("p50_ms"), _snapshot_latency("p50_ms"), aliases=("p50_ms",)),
-    Metric("p90", "ms", "up", _latency("p90_ms"), aliases=("p90_ms",)),
-    Metric("p95", "ms", "up", _latency("p95_ms"), _snapshot_latency("p95_ms"), aliases=("p95_ms",)),
-    Metric("p99", "ms", "up", _latency("p99_ms"), _snapshot_latency("p99_ms"), aliases=("p99_ms",)),
-    Metric("p999", "ms", "up", _latency("p999_ms"), aliases=("p999_ms",)),
-    Metric("latency_mean", "ms", "up", _latency("mean_ms"), aliases=("mean_ms",)),
+    Metric("rps", "", "down", lambda r: r.rps, _rps_series, throughput=True,
+           load_sensitive=True),
+    Metric("tps", "", "down", _tps, _rps_series, throughput=True,  # seed 002's msgs/s
+           load_sensitive=True),
+    Metric("p50", "ms", "up", _latency("p50_ms"), _snapshot_latency("p50_ms"),
+           aliases=("p50_ms",), load_sensitive=True),
+    Metric("p90", "ms", "up", _latency("p90_ms"), aliases=("p90_ms",), load_sensitive=True),
+    Metric("p95", "ms", "up", _latency("p95_ms"), _snapshot_latency("p95_ms"),
+           aliases=("p95_ms",), load_sensitive=True),
+    Metric("p99", "ms", "up", _latency("p99_ms"), _snapshot_latency("p99_ms"),
+           aliases=("p99_ms",), load_sensitive=True),
+    Metric("p999", "ms", "up", _latency("p999_ms"), aliases=("p999_ms",), load_sensitive=True),
+    Metric("latency_mean", "ms", "up", _latency("mean_ms"), aliases=("mean_ms",),
+           load_sensitive=True),
     Metric("errors", "", "up", lambda r: r.errors, combine="sum", count=True),
     Metric("timeouts", "", "up", lambda r: r.timeouts, combine="sum", count=True),
     Metric("error_rate", "", "up", lambda r: r.errors, combine="rate", count=True),
@@ -187,7 +196,7 @@ METRICS: Mapping[str, Metric] = {m.name: m for m in (
            exposure=_published),
     Metric("dup", "", "up", _delivery_count("duplicates"), combine="sum", count=True,
            exposure=_published, aliases=("duplicates",)),
-    Metric("e2e_p99", "ms", "up", _e2e_p99, aliases=("e2e_p99_ms",)),
+    Metric("e2e_p99", "ms", "up", _e2e_p99, aliases=("e2e_p99_ms",), load_sensitive=True),
 )}
 _BY_SPELLING: Mapping[str, Metric] = {
     spelling: m for m in METRICS.values() for spelling in (m.name, *m.aliases)
@@ -320,7 +329,8 @@ DEFAULT_MQTT_CHECKS: tuple[Check, ...] = parse_checks(
 
 # --- evaluation --------------------------------------------------------------------------
 
-Outcome = Literal["pass", "fail", "improved", "not-credible", "skipped", "generator-bound"]
+Outcome = Literal["pass", "fail", "improved", "not-credible", "skipped", "generator-bound",
+                  "contended"]
 
 
 @dataclass(frozen=True)
@@ -451,6 +461,18 @@ def _count_estimate(metric: Metric, current: Measurement, baseline: Measurement,
                      est.low, est.high, est.p_greater, est.p_less, (events, base_events))
 
 
+# A quarter of a core used by other processes while measuring: above it, throughput and
+# latency changes are not the server's (measured here: rps moved -11..-28% on an unchanged
+# server under other agents' load, while cpu_per_req stayed within +-4%).
+CONTENDED_CPU_PERCENT = 25.0
+
+
+def _foreign_cpu(m: Measurement) -> float:
+    """Mean CPU other processes used during the measurement's runs (0 when unknown)."""
+    values = [r.foreign_cpu_percent for r in m.runs if r.foreign_cpu_percent is not None]
+    return sum(values) / len(values) if values else 0.0
+
+
 def _relative(check: RelativeCheck, current: Measurement, baseline: Measurement,
               confidence: float, generator_bound: bool) -> CheckResult:
     metric = METRICS[check.metric]
@@ -482,6 +504,13 @@ def _relative(check: RelativeCheck, current: Measurement, baseline: Measurement,
     if generator_bound and metric.throughput:
         return result("generator-bound", f"{line}: not a measure of the server "
                       "(generator-bound run)")
+    busy = max(_foreign_cpu(current), _foreign_cpu(baseline))
+    if metric.load_sensitive and busy > CONTENDED_CPU_PERCENT and sign * est.change > limit:
+        return result("contended", (
+            f"{line}: not judged, other processes used {_foreign_cpu(current):.0f}% of a "
+            f"core during this run and {_foreign_cpu(baseline):.0f}% during the baseline's "
+            f"(limit {CONTENDED_CPU_PERCENT:g}%): rps and latency followed the machine, not "
+            "the server; cpu_per_req is still judged"))
     if sign * est.change > limit:
         if not has_interval:
             return result("fail", f"{line} beyond {bound} (one repetition per side and no "
@@ -517,7 +546,8 @@ def verdict_of(results: Sequence[CheckResult], *, has_baseline: bool,
     """The status from check results: a failure wins, then generator-bound, then no
     baseline. Reasons are the failures (and why a run is not a pass); the rest is notes."""
     reasons = [r.message for r in results if r.outcome == "fail"]
-    notes = [r.message for r in results if r.outcome in ("improved", "not-credible", "skipped")]
+    notes = [r.message for r in results
+             if r.outcome in ("improved", "not-credible", "skipped", "contended")]
     status: Status = "regression" if reasons else "pass"
     if generator_bound:
         throughput = [r.metric for r in results if r.outcome == "generator-bound"]

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
-from pytest_webperf.sampler import RunMonitor, generator_bound
+from pytest_webperf.sampler import (
+    RunMonitor,
+    foreign_cpu_percent,
+    generator_bound,
+    machine_busy_seconds,
+    own_tree_seconds,
+)
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
@@ -61,7 +67,8 @@ class RunPlan:
 
 def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
                monitor: Monitor | None, *, workers: int = 1,
-               server_cores: float | None = None) -> RunResult:
+               server_cores: float | None = None,
+               other_cpu_s: float | None = None) -> RunResult:
     total = outcome.total
     resources = tuple(monitor.resource_samples()) if monitor else ()
     generator = tuple(monitor.generator_samples()) if monitor else ()
@@ -72,6 +79,9 @@ def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
     if bound:
         notes.append("generator-bound: the load generator's CPU was saturated, the server's "
                      "was not")
+    server_cpu = monitor.server_cpu_seconds() if monitor else None
+    foreign = None if other_cpu_s is None else foreign_cpu_percent(
+        other_cpu_s, server_cpu, outcome.duration_s)
     return RunResult(
         repetition=repetition,
         concurrency=concurrency,
@@ -87,16 +97,43 @@ def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
         resources=resources,
         generator=generator,
         error_kinds=dict(total.error_kinds),
-        server_cpu_seconds=monitor.server_cpu_seconds() if monitor else None,
+        server_cpu_seconds=server_cpu,
         generator_bound=bound,
         server_cores=server_cores or float(os.cpu_count() or 1),
         generator_processes=tuple(g.to_dict() for g in outcome.generators),
+        foreign_cpu_percent=foreign,
         notes=tuple(notes),
     )
 
 
-def _events_to(monitor: Monitor | None) -> Callable[[Event], None]:
+class MachineClock:
+    """CPU seconds the rest of the machine (not this pytest process tree: not the
+    generator, not the observer) used over the measured phase, from the swarm's events."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+        self.end: float | None = None
+
+    @staticmethod
+    def _other() -> float:
+        return machine_busy_seconds() - own_tree_seconds()
+
+    def on_event(self, event: Event) -> None:
+        if event["type"] == "measure-start":
+            self.start = self._other()
+        elif event["type"] == "done":
+            self.end = self._other()
+
+    @property
+    def other_seconds(self) -> float | None:
+        return None if self.start is None or self.end is None else self.end - self.start
+
+
+def events_to(monitor: Monitor | None, clock: MachineClock) -> Callable[[Event], None]:
+    """What the swarm's events tell the monitor (generator pid, measured phase) and clock."""
+
     def on_event(event: Event) -> None:
+        clock.on_event(event)
         if monitor is None:
             return
         if event["type"] == "started":
@@ -112,9 +149,11 @@ def run_repetitions(target: Target, spec: SwarmSpec, plan: RunPlan,
     """Every repetition against a live target; raises TargetError if it dies mid-run."""
     results = []
     for repetition in range(1, plan.repeat + 1):
+        clock = MachineClock()
         with monitor_factory(target) as monitor:
-            outcome = run_swarm(spec, _events_to(monitor))
+            outcome = run_swarm(spec, events_to(monitor, clock))
         target.check_alive()
         results.append(run_result(outcome, repetition, plan.concurrency, monitor,
-                                  workers=plan.workers, server_cores=plan.server_cores))
+                                  workers=plan.workers, server_cores=plan.server_cores,
+                                  other_cpu_s=clock.other_seconds))
     return results

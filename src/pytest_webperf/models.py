@@ -222,6 +222,9 @@ class RunResult:
     generator_bound: bool = False  # the generator, not the server, was saturated
     server_cores: float | None = None  # CPUs the target could use (its limit, else the machine)
     generator_processes: tuple[Mapping[str, Any], ...] = ()  # pid, role, cpus, cpu_s each
+    # CPU other processes used on the machine during the measured phase (100 = one core):
+    # what made rps and latency move without the server changing
+    foreign_cpu_percent: float | None = None
     notes: tuple[str, ...] = ()
     mqtt: MqttResult | None = None  # MQTT runs only
 
@@ -267,6 +270,7 @@ class RunResult:
             "generator_bound": self.generator_bound,
             "server_cores": self.server_cores,
             "generator_processes": [dict(g) for g in self.generator_processes],
+            "foreign_cpu_percent": self.foreign_cpu_percent,
             "capacity_rps": self.capacity_rps,
             "series": [s.to_dict() for s in self.series],
             "resources": [r.to_dict() for r in self.resources],
@@ -297,6 +301,7 @@ class RunResult:
             generator_bound=bool(data.get("generator_bound", False)),
             server_cores=data.get("server_cores"),
             generator_processes=tuple(dict(g) for g in data.get("generator_processes", ())),
+            foreign_cpu_percent=data.get("foreign_cpu_percent"),
             notes=tuple(data.get("notes", ())),
             mqtt=MqttResult.from_dict(data["mqtt"]) if data.get("mqtt") else None,
         )

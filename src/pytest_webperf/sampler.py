@@ -784,3 +784,37 @@ def generator_bound(
         server_capacity = max(machine * 100.0 - gen.mean, 100.0)
     server_busy = server is not None and server.mean >= server_threshold * server_capacity
     return gen.mean >= generator_threshold * generator_capacity and not server_busy
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds this machine spent not idle, all cores, since boot (steal included:
+    a VM's neighbours take CPU from the run as surely as a local process does)."""
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0)
+                 - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0))
+
+
+def own_tree_seconds() -> float:
+    """CPU seconds of this process and all its descendants (the generator, the MQTT
+    observer, the sampler's thread), children already reaped included."""
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except _GONE:
+            continue
+        total += times.user + times.system
+        if proc.pid == me.pid:
+            total += times.children_user + times.children_system
+    return total
+
+
+def foreign_cpu_percent(other_s: float, server_s: float | None,
+                        duration_s: float) -> float | None:
+    """CPU used during the measured phase by processes that are neither the server nor
+    this measurement (``other_s``: the machine's busy seconds minus this process tree's),
+    100 = one core; None when the server's CPU is not known (a target given by URL)."""
+    if server_s is None or duration_s <= 0:
+        return None
+    return max(0.0, other_s - server_s) / duration_s * 100

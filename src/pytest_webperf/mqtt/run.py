@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,12 +29,18 @@ from typing import Any, Protocol
 
 from pytest_webperf.errors import SwarmError, TargetError
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.measure import Monitor, MonitorFactory, no_monitor, run_result
+from pytest_webperf.measure import (
+    MachineClock,
+    MonitorFactory,
+    events_to,
+    no_monitor,
+    run_result,
+)
 from pytest_webperf.models import Latency, Measurement, MqttResult, RunResult, Workload
 from pytest_webperf.mqtt.accounting import Published, account, seed_tps
 from pytest_webperf.mqtt.load import MqttLoad
 from pytest_webperf.mqtt.store import TelemetryStore, container_sql
-from pytest_webperf.swarm.runner import Event, run_swarm
+from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
 
@@ -196,18 +202,6 @@ def published_from(report: Mapping[str, Any]) -> Published:
     return Published(counts, unacked)
 
 
-def _on_event(monitor: Monitor | None) -> Callable[[Event], None]:
-    def on_event(event: Event) -> None:
-        if monitor is None:
-            return
-        if event["type"] == "started":
-            monitor.watch_generator(int(event["pid"]))
-        elif event["type"] == "measure-start":
-            monitor.mark_start()
-
-    return on_event
-
-
 def _still_alive(target: Target) -> str | None:
     try:
         target.check_alive()
@@ -230,8 +224,9 @@ def run_once(target: Target, wired: Wiring, plan: MqttPlan, repetition: int,
                          spawn_rate=plan.spawn_rate, user_class="mqtt",
                          timeout_s=plan.timeout_s + plan.grace_s, mqtt=load)
         with observing(plan, wired.broker_port, directory) as observer:
+            clock = MachineClock()
             with monitor_factory(target) as monitor:
-                outcome = run_swarm(spec, _on_event(monitor))
+                outcome = run_swarm(spec, events_to(monitor, clock))
             report = json.loads(Path(load.report_path).read_text())
             published = published_from(report)
             probes: dict[str, Probe] = {}
@@ -243,7 +238,8 @@ def run_once(target: Target, wired: Wiring, plan: MqttPlan, repetition: int,
             acked = published.total - published.unacked_total
             waited, arriving = drain(acked, probes, plan.drain_s, plan.quiet_s)
             seen = observer.finish() if observer is not None else None
-    result = run_result(outcome, repetition, plan.users, monitor)
+    result = run_result(outcome, repetition, plan.users, monitor,
+                        other_cpu_s=clock.other_seconds)
     mqtt = mqtt_result(plan, report, published, seen=seen, store=wired.store, since=since,
                        arriving=arriving, waited=waited)
     notes = [n for n in (_still_alive(target),) if n]
