@@ -34,6 +34,8 @@ class Monitor(Protocol):
 
     def server_cpu_seconds(self) -> float | None: ...
 
+    def mark_end(self) -> None: ...
+
     @property
     def errors(self) -> list[str]: ...
 
@@ -140,6 +142,10 @@ def events_to(monitor: Monitor | None, clock: MachineClock) -> Callable[[Event],
             monitor.watch_generator(int(event["pid"]))
         elif event["type"] == "measure-start":
             monitor.mark_start()
+        elif event["type"] == "done":
+            # the server's CPU window is the requests' window: users still stopping
+            # after this (a second at 10,000 users) would cost CPU for uncounted requests
+            monitor.mark_end()
 
     return on_event
 
