@@ -127,23 +127,50 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 # --- one pytest run -------------------------------------------------------------------------
 
 
-def pytest_run(project: Path, baseline_dir: Path, setting: Setting, args: argparse.Namespace,
-               cost: int, *, report: Path) -> tuple[dict[str, Any], float]:
+def pytest_run(
+    project: Path,
+    baseline_dir: Path,
+    setting: Setting,
+    args: argparse.Namespace,
+    cost: int,
+    *,
+    report: Path,
+) -> tuple[dict[str, Any], float]:
     """Run the project's test once, saving into ``baseline_dir``; (verdict, wall s)."""
     command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:locust", "-p", "no:cacheprovider",
-        f"--webperf-servers={SERVERS}", f"--webperf-concurrency={args.concurrency}",
-        f"--webperf-duration={setting.duration_s}s", f"--webperf-warmup={args.warmup}s",
-        f"--webperf-repeat={setting.repeat}", f"--webperf-machine-id={MACHINE}",
-        f"--webperf-baseline-dir={baseline_dir}", "--webperf-save", f"--webperf-json={report}",
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:locust",
+        "-p",
+        "no:cacheprovider",
+        f"--webperf-servers={SERVERS}",
+        f"--webperf-concurrency={args.concurrency}",
+        f"--webperf-duration={setting.duration_s}s",
+        f"--webperf-warmup={args.warmup}s",
+        f"--webperf-repeat={setting.repeat}",
+        f"--webperf-machine-id={MACHINE}",
+        f"--webperf-baseline-dir={baseline_dir}",
+        "--webperf-save",
+        f"--webperf-json={report}",
     ]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, COST_ENV: str(cost)}, check=False)
+    done = subprocess.run(
+        command,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, COST_ENV: str(cost)},
+        check=False,
+    )
     wall = time.monotonic() - started
     if done.returncode not in (0, 1) or not report.is_file():
-        raise SystemExit(f"pytest failed to run (exit {done.returncode}):\n{done.stdout}\n"
-                         f"{done.stderr}")
+        raise SystemExit(
+            f"pytest failed to run (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
+        )
     tests = json.loads(report.read_text())["tests"]
     return tests[0]["verdict"], wall
 
@@ -176,19 +203,36 @@ class Project:
     reference: Measurement
 
 
-def one_run(project: Project, kind: str, cost: int, setting: Setting, *,
-            args: argparse.Namespace, index: int) -> Run:
+def one_run(
+    project: Project,
+    kind: str,
+    cost: int,
+    setting: Setting,
+    *,
+    args: argparse.Namespace,
+    index: int,
+) -> Run:
     reference, reference_dir = project.reference, project.reference_dir
     scratch = project.directory / f"run-{index}-{kind}"
     shutil.copytree(reference_dir, scratch / "bl")
-    verdict, wall = pytest_run(project.directory, scratch / "bl", setting, args, cost,
-                               report=scratch / "report.json")
+    verdict, wall = pytest_run(
+        project.directory, scratch / "bl", setting, args, cost, report=scratch / "report.json"
+    )
     current = stored(scratch / "bl", reference.nodeid)  # this run, as the save stored it
-    fired = {spec: compare.decide(current, reference, compare.parse_checks(spec)).failed
-             for spec in SINGLE_CHECKS}
+    fired = {
+        spec: compare.decide(current, reference, compare.parse_checks(spec)).failed
+        for spec in SINGLE_CHECKS
+    }
     rps = change(current, reference, "rps")
-    return Run(kind, verdict["status"], list(verdict["reasons"]), wall, fired,
-               rps if rps is not None else math.nan, change(current, reference, "cpu_per_req"))
+    return Run(
+        kind,
+        verdict["status"],
+        list(verdict["reasons"]),
+        wall,
+        fired,
+        rps if rps is not None else math.nan,
+        change(current, reference, "cpu_per_req"),
+    )
 
 
 def run_setting(setting: Setting, args: argparse.Namespace, base: Path) -> Outcome:
@@ -197,8 +241,9 @@ def run_setting(setting: Setting, args: argparse.Namespace, base: Path) -> Outco
     (project / "test_gate_target.py").write_text(TARGET)
     outcome = Outcome(setting, load_before=os.getloadavg())
     reference_dir = project / "reference"
-    _, outcome.baseline_wall_s = pytest_run(project, reference_dir, setting, args, args.cost,
-                                            report=project / "baseline.json")
+    _, outcome.baseline_wall_s = pytest_run(
+        project, reference_dir, setting, args, args.cost, report=project / "baseline.json"
+    )
     nodeid = f"{NODEID_PREFIX}[c{args.concurrency}]"
     where = Project(project, reference_dir, stored(reference_dir, nodeid))
     slower = round(args.cost * args.slower)
@@ -208,8 +253,11 @@ def run_setting(setting: Setting, args: argparse.Namespace, base: Path) -> Outco
             run = one_run(where, kind, cost, setting, args=args, index=i)
             outcome.runs.append(run)
             cpu = "-" if run.cpu_change is None else f"{run.cpu_change:+.1%}"
-            print(f"  {setting} {kind:9} #{i + 1}: {run.status:15} rps {run.rps_change:+.1%} "
-                  f"cpu/req {cpu}  {run.wall_s:.0f}s  load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"  {setting} {kind:9} #{i + 1}: {run.status:15} rps {run.rps_change:+.1%} "
+                f"cpu/req {cpu}  {run.wall_s:.0f}s  load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
     outcome.load_after = os.getloadavg()
     return outcome
 
@@ -250,26 +298,36 @@ def summary(outcome: Outcome, args: argparse.Namespace) -> list[str]:
         "  per check (re-decided from the stored runs): false alarms | detections",
     ]
     for spec in SINGLE_CHECKS:
-        lines.append(f"    {spec:16} {rate(same, lambda r, s=spec: r.fired[s])} | "
-                     f"{rate(slow, lambda r, s=spec: r.fired[s])}")
+        lines.append(
+            f"    {spec:16} {rate(same, lambda r, s=spec: r.fired[s])} | "
+            f"{rate(slow, lambda r, s=spec: r.fired[s])}"
+        )
     return lines
 
 
 def to_json(outcomes: Sequence[Outcome], args: argparse.Namespace) -> dict[str, Any]:
     return {
         "args": {k: v for k, v in vars(args).items() if k != "settings"},
-        "settings": [{
-            "setting": str(o.setting), "load_before": o.load_before, "load_after": o.load_after,
-            "baseline_wall_s": o.baseline_wall_s,
-            "runs": [vars(r) for r in o.runs],
-        } for o in outcomes],
+        "settings": [
+            {
+                "setting": str(o.setting),
+                "load_before": o.load_before,
+                "load_after": o.load_after,
+                "baseline_wall_s": o.baseline_wall_s,
+                "runs": [vars(r) for r in o.runs],
+            }
+            for o in outcomes
+        ],
     }
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--settings", default="3x5s,5x3s",
-                        help="comma-separated REPEATxDURATION settings (default 3x5s,5x3s)")
+    parser.add_argument(
+        "--settings",
+        default="3x5s,5x3s",
+        help="comma-separated REPEATxDURATION settings (default 3x5s,5x3s)",
+    )
     parser.add_argument("-k", type=int, default=8, help="unchanged and slowed runs each")
     parser.add_argument("--cost", type=int, default=1000, help="COST_US of the baseline")
     parser.add_argument("--slower", type=float, default=1.1, help="cost factor of a regression")
@@ -286,8 +344,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="webperf-gate-") as tmp:
         for setting in args.settings:
-            print(f"== {setting}: baseline, then {args.k} unchanged + {args.k} slower runs",
-                  flush=True)
+            print(
+                f"== {setting}: baseline, then {args.k} unchanged + {args.k} slower runs",
+                flush=True,
+            )
             outcomes.append(run_setting(setting, args, Path(tmp)))
             print("\n".join(summary(outcomes[-1], args)), flush=True)
     print("\n== summary")

@@ -53,8 +53,9 @@ class Row:
 
 
 def quietly(*command: str) -> int:
-    return subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          timeout=300, check=False).returncode
+    return subprocess.run(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=False
+    ).returncode
 
 
 def ensure_wrk() -> str | None:
@@ -72,7 +73,11 @@ def run_wrk(wrk: str, url: str, threads: int, connections: int, seconds: float) 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [wrk, f"-t{threads}", f"-c{connections}", f"-d{int(seconds)}s", url],
-        capture_output=True, text=True, check=True, timeout=seconds + 60)
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 60,
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     out = done.stdout
@@ -82,22 +87,40 @@ def run_wrk(wrk: str, url: str, threads: int, connections: int, seconds: float) 
     requests = int(match.group(1))
     took = float(match.group(2)) / (1000 if match.group(3) == "ms" else 1)
     errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
-    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), "
-                              r"timeout (\d+)", out)
+    socket_errors = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), "
+        r"timeout (\d+)",
+        out,
+    )
     if socket_errors:
         errors += sum(int(n) for n in socket_errors.groups())
     return Row("wrk", threads, requests, errors, took, cpu)
 
 
-def run_generator(user: str, url: str, workers: int, *, connections: int, seconds: float,
-                  path: str) -> Row:
-    outcome = run_swarm(SwarmSpec(
-        host=url, users=connections, duration_s=seconds, warmup_s=1.0, user_class=user,
-        workers=workers, workload=Workload(path=path)))
+def run_generator(
+    user: str, url: str, workers: int, *, connections: int, seconds: float, path: str
+) -> Row:
+    outcome = run_swarm(
+        SwarmSpec(
+            host=url,
+            users=connections,
+            duration_s=seconds,
+            warmup_s=1.0,
+            user_class=user,
+            workers=workers,
+            workload=Workload(path=path),
+        )
+    )
     h = outcome.histogram
-    return Row(user, workers, outcome.total.requests, outcome.total.errors,
-               outcome.duration_s, outcome.generator_cpu_s,
-               h.percentile(99) / 1000 if h.count else None)
+    return Row(
+        user,
+        workers,
+        outcome.total.requests,
+        outcome.total.errors,
+        outcome.duration_s,
+        outcome.generator_cpu_s,
+        h.percentile(99) / 1000 if h.count else None,
+    )
 
 
 def load() -> str:
@@ -106,12 +129,16 @@ def load() -> str:
 
 
 def table(rows: list[Row]) -> str:
-    lines = [f"{'generator':<10} {'procs':>5} {'req/s':>9} {'errors':>7} {'p99 ms':>7} "
-             f"{'gen CPU s':>9} {'req/CPU-s':>10}"]
+    lines = [
+        f"{'generator':<10} {'procs':>5} {'req/s':>9} {'errors':>7} {'p99 ms':>7} "
+        f"{'gen CPU s':>9} {'req/CPU-s':>10}"
+    ]
     for r in rows:
         p99 = f"{r.p99_ms:7.2f}" if r.p99_ms is not None else f"{'-':>7}"
-        lines.append(f"{r.generator:<10} {r.processes:>5} {r.rps:>9,.0f} {r.errors:>7} {p99} "
-                     f"{r.cpu_s:>9.2f} {r.per_cpu:>10,.0f}")
+        lines.append(
+            f"{r.generator:<10} {r.processes:>5} {r.rps:>9,.0f} {r.errors:>7} {p99} "
+            f"{r.cpu_s:>9.2f} {r.per_cpu:>10,.0f}"
+        )
     return "\n".join(lines)
 
 
@@ -121,11 +148,15 @@ def ratios(rows: list[Row]) -> list[str]:
     for procs in (1, 2):
         lean, fast, wrk = by.get(("lean", procs)), by.get(("fast", procs)), by.get(("wrk", procs))
         if lean and fast and fast.per_cpu:
-            out.append(f"{procs} process(es): lean/fast req/s {lean.rps / fast.rps:.2f}x, "
-                       f"req per CPU-second {lean.per_cpu / fast.per_cpu:.2f}x")
+            out.append(
+                f"{procs} process(es): lean/fast req/s {lean.rps / fast.rps:.2f}x, "
+                f"req per CPU-second {lean.per_cpu / fast.per_cpu:.2f}x"
+            )
         if lean and wrk and wrk.rps:
-            out.append(f"{procs} process(es): lean/wrk req/s {lean.rps / wrk.rps:.2f}, "
-                       f"req per CPU-second {lean.per_cpu / wrk.per_cpu:.2f}")
+            out.append(
+                f"{procs} process(es): lean/wrk req/s {lean.rps / wrk.rps:.2f}, "
+                f"req per CPU-second {lean.per_cpu / wrk.per_cpu:.2f}"
+            )
     return out
 
 
@@ -139,22 +170,36 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(n) for n in args.processes.split(",")]
     wrk = ensure_wrk()
     if wrk is None:
-        print("wrk not found and not installable here: apt-get install wrk (Debian/Ubuntu); "
-              "continuing without it", file=sys.stderr)
+        print(
+            "wrk not found and not installable here: apt-get install wrk (Debian/Ubuntu); "
+            "continuing without it",
+            file=sys.stderr,
+        )
     rows: list[Row] = []
     print(load(), flush=True)
     started = time.monotonic()
     with start_target(Catalog(default_directories()), "nginx") as target:
         url = target.url + args.path
-        print(f"nginx at {target.url}, {args.connections} connections, {args.duration:.0f} s "
-              f"per run, GET {args.path}", flush=True)
+        print(
+            f"nginx at {target.url}, {args.connections} connections, {args.duration:.0f} s "
+            f"per run, GET {args.path}",
+            flush=True,
+        )
         for procs in counts:
             if wrk is not None:
                 rows.append(run_wrk(wrk, url, procs, args.connections, args.duration))
                 print(table(rows[-1:]).splitlines()[1], flush=True)
             for user in ("fast", "lean"):
-                rows.append(run_generator(user, target.url, procs, connections=args.connections,
-                                          seconds=args.duration, path=args.path))
+                rows.append(
+                    run_generator(
+                        user,
+                        target.url,
+                        procs,
+                        connections=args.connections,
+                        seconds=args.duration,
+                        path=args.path,
+                    )
+                )
                 print(table(rows[-1:]).splitlines()[1], flush=True)
     print()
     print(table(rows))

@@ -29,12 +29,18 @@ def test_mqtt_qos2(webperf, server):
         for delivery in (mqtt.observer, mqtt.store):
             assert delivery.lost == 0, f"{delivery.consumer}: {delivery.lost} messages lost"
             assert delivery.duplicates == 0, (
-                f"{delivery.consumer}: {delivery.duplicates} duplicates at QoS 2")
+                f"{delivery.consumer}: {delivery.duplicates} duplicates at QoS 2"
+            )
 
 
 @pytest.mark.parametrize("server", SERVERS)
 def test_http_telemetry(webperf, server):
     target = webperf.server(server)
-    result = webperf.http(target, "/telemetry", method="POST", body=MESSAGE,
-                          headers={"Content-Type": "application/json"})
+    result = webperf.http(
+        target,
+        "/telemetry",
+        method="POST",
+        body=MESSAGE,
+        headers={"Content-Type": "application/json"},
+    )
     assert result.requests > 0

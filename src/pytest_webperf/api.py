@@ -31,16 +31,28 @@ from pytest_webperf.targets.external import ExternalTarget
 class Judge(Protocol):
     """Decides a measurement's verdict (``WebperfSession.judge``)."""
 
-    def __call__(self, measurement: Measurement, *, checks: Sequence[Any] | None = None,
-                 generator_bound: bool = False) -> Measurement: ...
+    def __call__(
+        self,
+        measurement: Measurement,
+        *,
+        checks: Sequence[Any] | None = None,
+        generator_bound: bool = False,
+    ) -> Measurement: ...
 
 
 class Webperf:
     """One test's handle on targets and swarms; everything it starts ends with the test."""
 
-    def __init__(self, *, nodeid: str, concurrency: int, config: RunConfig,
-                 catalog: Callable[[], Catalog], judge: Judge,
-                 monitor_factory: MonitorFactory = sampling_monitor) -> None:
+    def __init__(
+        self,
+        *,
+        nodeid: str,
+        concurrency: int,
+        config: RunConfig,
+        catalog: Callable[[], Catalog],
+        judge: Judge,
+        monitor_factory: MonitorFactory = sampling_monitor,
+    ) -> None:
         self.nodeid = nodeid
         self.concurrency = concurrency
         self.config = config
@@ -49,21 +61,34 @@ class Webperf:
         self._monitor_factory = monitor_factory
         self._stack = ExitStack()
         self.measurements: list[Measurement] = []
-        self.placement = placement.plan(config.placement, target_cpuset=config.target_cpuset,
-                                        generator_cpus=config.generator_cpus)
+        self.placement = placement.plan(
+            config.placement,
+            target_cpuset=config.target_cpuset,
+            generator_cpus=config.generator_cpus,
+        )
 
     def close(self) -> None:
         self._stack.close()
 
-    def server(self, name: str, *, cpus: float | None = None, memory: str | None = None,
-               cpuset: str | None = None, env: Mapping[str, str] | None = None) -> Target:
+    def server(
+        self,
+        name: str,
+        *,
+        cpus: float | None = None,
+        memory: str | None = None,
+        cpuset: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Target:
         """Start catalogue server ``name`` (and what it depends on), healthy, for this test.
 
         With --webperf-target-url the already running server is used instead."""
         config = self.config
         if config.target_url:
-            return self._stack.enter_context(ExternalTarget(
-                config.target_url, name=name, allow_remote=config.allow_remote_target))
+            return self._stack.enter_context(
+                ExternalTarget(
+                    config.target_url, name=name, allow_remote=config.allow_remote_target
+                )
+            )
         spec = self._catalog().get(name)
         limits = Limits(
             cpus=cpus or config.target_cpus or spec.cpus,
@@ -73,32 +98,59 @@ class Webperf:
         target = ContainerTarget(self._catalog(), name, limits=limits, env=env)
         return self._stack.enter_context(target)
 
-    def http(self, target: Target, path: str = "/hello", *, method: str = "GET",
-             body: bytes | str = b"", headers: Mapping[str, str] | None = None,
-             name: str | None = None, concurrency: int | None = None,
-             duration: str | float | None = None, warmup: str | float | None = None,
-             repeat: int | None = None, user: str | None = None) -> Measurement:
+    def http(
+        self,
+        target: Target,
+        path: str = "/hello",
+        *,
+        method: str = "GET",
+        body: bytes | str = b"",
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+        concurrency: int | None = None,
+        duration: str | float | None = None,
+        warmup: str | float | None = None,
+        repeat: int | None = None,
+        user: str | None = None,
+    ) -> Measurement:
         """Load ``target`` with a closed-loop HTTP swarm; all repetitions, judged."""
         workload = Workload(
-            path=path, method=method.upper(),
+            path=path,
+            method=method.upper(),
             body=body.encode() if isinstance(body, str) else body,
             headers=tuple((headers or {}).items()),
         )
-        plan = self._plan(target, concurrency=concurrency, duration=duration, warmup=warmup,
-                          repeat=repeat, user=user)
+        plan = self._plan(
+            target,
+            concurrency=concurrency,
+            duration=duration,
+            warmup=warmup,
+            repeat=repeat,
+            user=user,
+        )
         try:
             spec = SwarmSpec(
-                host=target.url, users=plan.concurrency, duration_s=plan.duration_s,
-                warmup_s=plan.warmup_s, workload=workload, user_class=plan.user_class,
-                timeout_s=plan.timeout_s, workers=plan.workers, spawn_rate=plan.spawn_rate,
+                host=target.url,
+                users=plan.concurrency,
+                duration_s=plan.duration_s,
+                warmup_s=plan.warmup_s,
+                workload=workload,
+                user_class=plan.user_class,
+                timeout_s=plan.timeout_s,
+                workers=plan.workers,
+                spawn_rate=plan.spawn_rate,
                 cpus=self.placement.generator_cpus,
             )
         except ValueError as exc:
             raise OptionError(f"{self.nodeid}: {exc}") from None
         runs = run_repetitions(target, spec, plan, self._monitor_factory)
         measurement = Measurement(
-            nodeid=self.nodeid, name=name or f"{method.upper()} {path}", server=target.name,
-            concurrency=plan.concurrency, workload=workload, runs=tuple(runs),
+            nodeid=self.nodeid,
+            name=name or f"{method.upper()} {path}",
+            server=target.name,
+            concurrency=plan.concurrency,
+            workload=workload,
+            runs=tuple(runs),
             target=target.describe(),
         )
         bound = sum(r.generator_bound for r in runs) * 2 > len(runs)  # most repetitions
@@ -106,12 +158,23 @@ class Webperf:
         self.measurements.append(judged)
         return judged
 
-    def mqtt(self, target: Target, *, users: int | None = None,
-             interval: str | float = "500ms", qos: int = 2,
-             duration: str | float | None = None, warmup: str | float | None = None,
-             repeat: int | None = None, drain: str | float = "60s", quiet: str | float = "10s",
-             spawn_rate: float | None = None, observe: bool = True, topic: str = "telemetry",
-             name: str | None = None) -> Measurement:
+    def mqtt(
+        self,
+        target: Target,
+        *,
+        users: int | None = None,
+        interval: str | float = "500ms",
+        qos: int = 2,
+        duration: str | float | None = None,
+        warmup: str | float | None = None,
+        repeat: int | None = None,
+        drain: str | float = "60s",
+        quiet: str | float = "10s",
+        spawn_rate: float | None = None,
+        observe: bool = True,
+        topic: str = "telemetry",
+        name: str | None = None,
+    ) -> Measurement:
         """Seed 002's load: ``users`` MQTT clients publishing telemetry at ``qos`` through
         the target's broker, one message per client every ``interval`` (0: flat out),
         every message accounted for (published, acknowledged, delivered to an observer
@@ -122,21 +185,36 @@ class Webperf:
             users=users or self.concurrency,
             duration_s=parse_duration(duration) if duration is not None else config.duration,
             warmup_s=parse_duration(warmup) if warmup is not None else config.warmup,
-            repeat=repeat or config.repeat, interval_s=parse_duration(interval), qos=qos,
+            repeat=repeat or config.repeat,
+            interval_s=parse_duration(interval),
+            qos=qos,
             spawn_rate=config.spawn_rate if spawn_rate is None else spawn_rate,
-            timeout_s=config.timeout, drain_s=parse_duration(drain),
-            quiet_s=parse_duration(quiet), observe=observe, topic=topic,
+            timeout_s=config.timeout,
+            drain_s=parse_duration(drain),
+            quiet_s=parse_duration(quiet),
+            observe=observe,
+            topic=topic,
         )
-        measurement = measure_mqtt(target, plan, nodeid=self.nodeid, name=name,
-                                   monitor_factory=self._monitor_factory)
+        measurement = measure_mqtt(
+            target, plan, nodeid=self.nodeid, name=name, monitor_factory=self._monitor_factory
+        )
         bound = sum(r.generator_bound for r in measurement.runs) * 2 > len(measurement.runs)
-        judged = self._judge(measurement, checks=config.compare_fail or DEFAULT_MQTT_CHECKS,
-                             generator_bound=bound)
+        judged = self._judge(
+            measurement, checks=config.compare_fail or DEFAULT_MQTT_CHECKS, generator_bound=bound
+        )
         self.measurements.append(judged)
         return judged
 
-    def _plan(self, target: Target, *, concurrency: int | None, duration: Any, warmup: Any,
-              repeat: int | None, user: str | None) -> RunPlan:
+    def _plan(
+        self,
+        target: Target,
+        *,
+        concurrency: int | None,
+        duration: Any,
+        warmup: Any,
+        repeat: int | None,
+        user: str | None,
+    ) -> RunPlan:
         config = self.config
         limits = target.describe().get("limits") or {}
         return RunPlan(

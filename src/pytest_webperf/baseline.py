@@ -65,11 +65,13 @@ class NewerSchemaError(BaselineError):
 class BaselineStoreLike(Protocol):
     """What the plugin needs from a store (a fake in tests implements this)."""
 
-    def load(self, nodeid: str, name: str, *,
-             allow_other_machine: bool = False) -> Measurement | None: ...
+    def load(
+        self, nodeid: str, name: str, *, allow_other_machine: bool = False
+    ) -> Measurement | None: ...
 
-    def save(self, measurements: Sequence[Measurement],
-             metadata: Mapping[str, Any] | None = None) -> list[Path]: ...
+    def save(
+        self, measurements: Sequence[Measurement], metadata: Mapping[str, Any] | None = None
+    ) -> list[Path]: ...
 
 
 def file_name(nodeid: str) -> str:
@@ -81,18 +83,26 @@ def file_name(nodeid: str) -> str:
 
 def summary(measurement: Measurement) -> dict[str, list[float | None]]:
     """Per-repetition values of every metric: what history keeps (a few hundred bytes)."""
-    return {name: [metric.per_run(run) for run in measurement.runs]
-            for name, metric in METRICS.items() if name != "tps"}
+    return {
+        name: [metric.per_run(run) for run in measurement.runs]
+        for name, metric in METRICS.items()
+        if name != "tps"
+    }
 
 
 def git_commit(cwd: Path | None = None) -> dict[str, Any] | None:
     """The checked-out commit and whether the tree is dirty, if this is a git work tree."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
     try:
-        return {"commit": git("rev-parse", "HEAD"),
-                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+        return {
+            "commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        }
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -113,20 +123,23 @@ class BaselineStore:
 
     # --- reading -------------------------------------------------------------------------
 
-    def load(self, nodeid: str, name: str, *,
-             allow_other_machine: bool = False) -> Measurement | None:
+    def load(
+        self, nodeid: str, name: str, *, allow_other_machine: bool = False
+    ) -> Measurement | None:
         entry = self.load_entry(nodeid, name, allow_other_machine=allow_other_machine)
         return None if entry is None else entry.measurement
 
-    def load_entry(self, nodeid: str, name: str, *,
-                   allow_other_machine: bool = False) -> BaselineEntry | None:
+    def load_entry(
+        self, nodeid: str, name: str, *, allow_other_machine: bool = False
+    ) -> BaselineEntry | None:
         """This machine's baseline; with ``allow_other_machine``, failing that, the
         newest one of any machine (the entry says which)."""
         entry = self._entry(self.path_for(nodeid), name)
         if entry is not None or not allow_other_machine:
             return entry
-        others = [self._entry(self.path_for(nodeid, m), name)
-                  for m in self.other_machines(nodeid, name)]
+        others = [
+            self._entry(self.path_for(nodeid, m), name) for m in self.other_machines(nodeid, name)
+        ]
         found = [e for e in others if e is not None]
         return max(found, key=lambda e: e.saved_at) if found else None
 
@@ -163,25 +176,32 @@ class BaselineStore:
         try:
             measurement = Measurement.from_dict(latest["measurement"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise BaselineError(f"baseline file {path}: measurement {name!r} cannot be "
-                                f"read ({type(exc).__name__}: {exc}); {HOW_TO_FIX}") from None
-        return BaselineEntry(measurement, str(latest.get("saved_at", "")),
-                             str(data.get("machine_id", path.parent.name)),
-                             dict(latest.get("metadata", {})))
+            raise BaselineError(
+                f"baseline file {path}: measurement {name!r} cannot be "
+                f"read ({type(exc).__name__}: {exc}); {HOW_TO_FIX}"
+            ) from None
+        return BaselineEntry(
+            measurement,
+            str(latest.get("saved_at", "")),
+            str(data.get("machine_id", path.parent.name)),
+            dict(latest.get("metadata", {})),
+        )
 
     def _read(self, path: Path) -> dict[str, Any]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BaselineError(f"baseline file {path} cannot be read ({exc}); "
-                                f"{HOW_TO_FIX}") from None
+            raise BaselineError(
+                f"baseline file {path} cannot be read ({exc}); {HOW_TO_FIX}"
+            ) from None
         _check_shape(path, data)
         return data  # type: ignore[no-any-return]
 
     # --- writing -------------------------------------------------------------------------
 
-    def save(self, measurements: Sequence[Measurement],
-             metadata: Mapping[str, Any] | None = None) -> list[Path]:
+    def save(
+        self, measurements: Sequence[Measurement], metadata: Mapping[str, Any] | None = None
+    ) -> list[Path]:
         """Store each measurement as the latest baseline of its name and append it to
         the history; one atomic write per test file. Returns the files written."""
         stamp = {"saved_at": _now(), "machine_id": self.machine_id, **(metadata or {})}
@@ -190,23 +210,32 @@ class BaselineStore:
             by_test.setdefault(m.nodeid, []).append(m)
         return [self._save_test(nodeid, items, stamp) for nodeid, items in by_test.items()]
 
-    def _save_test(self, nodeid: str, items: Sequence[Measurement],
-                   stamp: Mapping[str, Any]) -> Path:
+    def _save_test(
+        self, nodeid: str, items: Sequence[Measurement], stamp: Mapping[str, Any]
+    ) -> Path:
         path = self.path_for(nodeid)
         data = self._existing(path, nodeid)
         for m in items:
             record = data["measurements"].setdefault(m.name, {"latest": None, "history": []})
-            record["latest"] = {"saved_at": stamp["saved_at"], "metadata": dict(stamp),
-                                "measurement": replace(m, verdict=None).to_dict()}
-            record["history"].append({"saved_at": stamp["saved_at"], "metadata": dict(stamp),
-                                      "summary": summary(m)})
+            record["latest"] = {
+                "saved_at": stamp["saved_at"],
+                "metadata": dict(stamp),
+                "measurement": replace(m, verdict=None).to_dict(),
+            }
+            record["history"].append(
+                {"saved_at": stamp["saved_at"], "metadata": dict(stamp), "summary": summary(m)}
+            )
             del record["history"][:-HISTORY_LIMIT]
         write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
         return path
 
     def _existing(self, path: Path, nodeid: str) -> dict[str, Any]:
-        empty = {"schema": SCHEMA, "nodeid": nodeid, "machine_id": self.machine_id,
-                 "measurements": {}}
+        empty = {
+            "schema": SCHEMA,
+            "nodeid": nodeid,
+            "machine_id": self.machine_id,
+            "measurements": {},
+        }
         if not path.is_file():
             return empty
         try:
@@ -221,8 +250,9 @@ class BaselineStore:
 
 def _check_shape(path: Path, data: Any) -> None:
     def bad(what: str) -> BaselineError:
-        return BaselineError(f"baseline file {path} is not a pytest-webperf baseline "
-                             f"({what}); {HOW_TO_FIX}")
+        return BaselineError(
+            f"baseline file {path} is not a pytest-webperf baseline ({what}); {HOW_TO_FIX}"
+        )
 
     if not isinstance(data, dict):
         raise bad("top level is not an object")
@@ -232,14 +262,18 @@ def _check_shape(path: Path, data: Any) -> None:
     if schema > SCHEMA:
         raise NewerSchemaError(
             f"baseline file {path} was written by a newer pytest-webperf (schema {schema}, "
-            f"this version reads {SCHEMA}); upgrade pytest-webperf, or delete the file")
+            f"this version reads {SCHEMA}); upgrade pytest-webperf, or delete the file"
+        )
     records = data.get("measurements")
     if not isinstance(records, dict):
         raise bad("'measurements' is not an object")
     for name, record in records.items():
-        if not (isinstance(record, dict) and isinstance(record.get("latest"), dict)
-                and isinstance(record["latest"].get("measurement"), dict)
-                and isinstance(record.get("history"), list)):
+        if not (
+            isinstance(record, dict)
+            and isinstance(record.get("latest"), dict)
+            and isinstance(record["latest"].get("measurement"), dict)
+            and isinstance(record.get("history"), list)
+        ):
             raise bad(f"measurement {name!r} lacks 'latest.measurement' or 'history'")
 
 
@@ -249,12 +283,14 @@ class MemoryBaselineStore:
     def __init__(self) -> None:
         self.saved: dict[tuple[str, str], Measurement] = {}
 
-    def load(self, nodeid: str, name: str, *,
-             allow_other_machine: bool = False) -> Measurement | None:
+    def load(
+        self, nodeid: str, name: str, *, allow_other_machine: bool = False
+    ) -> Measurement | None:
         return self.saved.get((nodeid, name))
 
-    def save(self, measurements: Sequence[Measurement],
-             metadata: Mapping[str, Any] | None = None) -> list[Path]:
+    def save(
+        self, measurements: Sequence[Measurement], metadata: Mapping[str, Any] | None = None
+    ) -> list[Path]:
         for m in measurements:
             self.saved[(m.nodeid, m.name)] = replace(m, verdict=None)
         return []

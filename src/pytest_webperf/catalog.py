@@ -1,7 +1,8 @@
 """The server catalogue: ``servers/<name>/server.toml`` + Dockerfile + app files.
 
 An image is built from the server's directory plus the shared workload assets
-(``assets/`` in the build context) and tagged ``webperf/<name>:<hash>``, the
+(``assets/`` in the build context) and any shared directories it names in
+``include`` (``include/<dir>/``), and tagged ``webperf/<name>:<hash>``, the
 hash covering every file of the context, so an unchanged server is never
 rebuilt.
 """
@@ -56,6 +57,7 @@ class ServerSpec:
     memory: str | None = None
     notes: str = ""
     image_from: str | None = None  # reuse another catalogue server's image (e.g. "go")
+    include: tuple[Path, ...] = ()  # shared directories added to the build context
     extra: dict[str, object] = field(default_factory=dict)  # keys other modules own (mqtt, ...)
 
     @property
@@ -80,6 +82,21 @@ def _dependencies(raw: object, path: Path) -> tuple[Dependency, ...]:
     return tuple(deps)
 
 
+def _includes(raw: object, directory: Path, path: Path) -> tuple[Path, ...]:
+    """Shared directories (relative to the server's), kept inside the catalogue."""
+    names = _str_tuple(raw, "include", path)
+    base = directory.resolve().parent
+    found = []
+    for name in names:
+        target = (directory / name).resolve()
+        if not target.is_dir() or not target.is_relative_to(base):
+            raise CatalogError(
+                f"{path}: include {name!r} is not a directory of this catalogue ({base})"
+            )
+        found.append(target)
+    return tuple(found)
+
+
 def load_spec(directory: Path) -> ServerSpec:
     path = directory / "server.toml"
     try:
@@ -94,7 +111,7 @@ def load_spec(directory: Path) -> ServerSpec:
         raise CatalogError(f"{path}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
     image_from = data.pop("image_from", None)
     if image_from is None and not (directory / "Dockerfile").is_file():
-        raise CatalogError(f"{directory}: no Dockerfile (or image_from = \"<server>\")")
+        raise CatalogError(f'{directory}: no Dockerfile (or image_from = "<server>")')
     env = data.pop("env", {})
     if not isinstance(env, dict):
         raise CatalogError(f"{path}: [env] must be a table of strings")
@@ -115,6 +132,7 @@ def load_spec(directory: Path) -> ServerSpec:
             memory=None if "memory" not in data else str(data.pop("memory")),
             notes=str(data.pop("notes", "")),
             image_from=None if image_from is None else str(image_from),
+            include=_includes(data.pop("include", []), directory, path),
             extra={k: data.pop(k) for k in list(data) if k in OWNED_ELSEWHERE},
         )
     except (TypeError, ValueError) as exc:
@@ -196,6 +214,11 @@ def _context_files(spec: ServerSpec) -> list[tuple[str, bytes, int]]:
         if path.is_file() and "__pycache__" not in path.parts:
             rel = path.relative_to(spec.directory).as_posix()
             files.append((rel, path.read_bytes(), path.stat().st_mode & 0o777))
+    for shared in spec.include:  # include/<its name>/...
+        for path in sorted(shared.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                rel = path.relative_to(shared).as_posix()
+                files.append((f"include/{shared.name}/{rel}", path.read_bytes(), 0o644))
     files += [(f"assets/{n}", data, 0o644) for n, data in sorted(workload_files().items())]
     return files
 

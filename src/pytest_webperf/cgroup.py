@@ -41,7 +41,7 @@ class CgroupMount:
         root = self.root.rstrip("/")
         if cgroup_path != root and not cgroup_path.startswith(root + "/"):
             return None
-        relative = cgroup_path[len(root):].lstrip("/")
+        relative = cgroup_path[len(root) :].lstrip("/")
         return self.mount_point / relative if relative else self.mount_point
 
 

@@ -52,8 +52,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     checks = compare.parse_checks(args.compare_fail) if args.compare_fail else None
     judged = []
     for current in measurements(read_report(Path(args.new))):
-        verdict = compare.decide(current, base.get(current.key), checks or compare.DEFAULT_CHECKS,
-                                 generator_bound=any(r.generator_bound for r in current.runs))
+        verdict = compare.decide(
+            current,
+            base.get(current.key),
+            checks or compare.DEFAULT_CHECKS,
+            generator_bound=any(r.generator_bound for r in current.runs),
+        )
         judged.append(dataclasses.replace(current, verdict=verdict))
     for line in terminal.summary(report(judged, {})):
         print(line)
@@ -62,8 +66,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="webperf", description=__doc__)
-    top.add_argument("--servers", action="append", default=[], metavar="DIR",
-                     help="extra server catalogue directory (repeatable)")
+    top.add_argument(
+        "--servers",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra server catalogue directory (repeatable)",
+    )
     sub = top.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build server images (cached by content hash)")
     build.add_argument("names", nargs="*", help="servers to build (default: all)")
@@ -73,8 +82,9 @@ def parser() -> argparse.ArgumentParser:
     html.add_argument("report")
     html.add_argument("-o", "--output", default="webperf-report.html")
     html.set_defaults(func=cmd_html)
-    cmp = sub.add_parser("compare", help="judge NEW against BASE (two JSON reports); "
-                                         "exit 1 on a regression")
+    cmp = sub.add_parser(
+        "compare", help="judge NEW against BASE (two JSON reports); exit 1 on a regression"
+    )
     cmp.add_argument("base")
     cmp.add_argument("new")
     cmp.add_argument("--compare-fail", help="checks, as --webperf-compare-fail")

@@ -105,6 +105,7 @@ def _snapshot_latency(name: str) -> Callable[[RunResult], list[float]]:
     def series(run: RunResult) -> list[float]:
         values = (getattr(s, name) for s in run.series)
         return [float(v) for v in values if v is not None]
+
     return series
 
 
@@ -124,6 +125,7 @@ def _delivery_count(name: str) -> Callable[[RunResult], float | None]:
     def count(run: RunResult) -> float | None:
         delivery = _delivery(run)
         return None if delivery is None else float(getattr(delivery, name))
+
     return count
 
 
@@ -171,33 +173,86 @@ class Metric:
 
 
 # Adding a metric is one line.
-METRICS: Mapping[str, Metric] = {m.name: m for m in (
-    Metric("rps", "", "down", lambda r: r.rps, _rps_series, throughput=True,
-           load_sensitive=True),
-    Metric("tps", "", "down", _tps, _rps_series, throughput=True,  # seed 002's msgs/s
-           load_sensitive=True),
-    Metric("p50", "ms", "up", _latency("p50_ms"), _snapshot_latency("p50_ms"),
-           aliases=("p50_ms",), load_sensitive=True),
-    Metric("p90", "ms", "up", _latency("p90_ms"), aliases=("p90_ms",), load_sensitive=True),
-    Metric("p95", "ms", "up", _latency("p95_ms"), _snapshot_latency("p95_ms"),
-           aliases=("p95_ms",), load_sensitive=True),
-    Metric("p99", "ms", "up", _latency("p99_ms"), _snapshot_latency("p99_ms"),
-           aliases=("p99_ms",), load_sensitive=True),
-    Metric("p999", "ms", "up", _latency("p999_ms"), aliases=("p999_ms",), load_sensitive=True),
-    Metric("latency_mean", "ms", "up", _latency("mean_ms"), aliases=("mean_ms",),
-           load_sensitive=True),
-    Metric("errors", "", "up", lambda r: r.errors, combine="sum", count=True),
-    Metric("timeouts", "", "up", lambda r: r.timeouts, combine="sum", count=True),
-    Metric("error_rate", "", "up", lambda r: r.errors, combine="rate", count=True),
-    Metric("cpu", "%", "up", _server_cpu_mean, _server_cpu_series, aliases=("cpu_percent",)),
-    Metric("rss", "MB", "up", _server_rss_peak, combine="max", aliases=("rss_mb",)),
-    Metric("cpu_per_req", "us", "up", _cpu_per_req, aliases=("cpu_per_req_us",)),
-    Metric("lost", "", "up", _delivery_count("lost"), combine="sum", count=True,
-           exposure=_published),
-    Metric("dup", "", "up", _delivery_count("duplicates"), combine="sum", count=True,
-           exposure=_published, aliases=("duplicates",)),
-    Metric("e2e_p99", "ms", "up", _e2e_p99, aliases=("e2e_p99_ms",), load_sensitive=True),
-)}
+METRICS: Mapping[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric(
+            "rps", "", "down", lambda r: r.rps, _rps_series, throughput=True, load_sensitive=True
+        ),
+        Metric(
+            "tps",
+            "",
+            "down",
+            _tps,
+            _rps_series,
+            throughput=True,  # seed 002's msgs/s
+            load_sensitive=True,
+        ),
+        Metric(
+            "p50",
+            "ms",
+            "up",
+            _latency("p50_ms"),
+            _snapshot_latency("p50_ms"),
+            aliases=("p50_ms",),
+            load_sensitive=True,
+        ),
+        Metric("p90", "ms", "up", _latency("p90_ms"), aliases=("p90_ms",), load_sensitive=True),
+        Metric(
+            "p95",
+            "ms",
+            "up",
+            _latency("p95_ms"),
+            _snapshot_latency("p95_ms"),
+            aliases=("p95_ms",),
+            load_sensitive=True,
+        ),
+        Metric(
+            "p99",
+            "ms",
+            "up",
+            _latency("p99_ms"),
+            _snapshot_latency("p99_ms"),
+            aliases=("p99_ms",),
+            load_sensitive=True,
+        ),
+        Metric("p999", "ms", "up", _latency("p999_ms"), aliases=("p999_ms",), load_sensitive=True),
+        Metric(
+            "latency_mean",
+            "ms",
+            "up",
+            _latency("mean_ms"),
+            aliases=("mean_ms",),
+            load_sensitive=True,
+        ),
+        Metric("errors", "", "up", lambda r: r.errors, combine="sum", count=True),
+        Metric("timeouts", "", "up", lambda r: r.timeouts, combine="sum", count=True),
+        Metric("error_rate", "", "up", lambda r: r.errors, combine="rate", count=True),
+        Metric("cpu", "%", "up", _server_cpu_mean, _server_cpu_series, aliases=("cpu_percent",)),
+        Metric("rss", "MB", "up", _server_rss_peak, combine="max", aliases=("rss_mb",)),
+        Metric("cpu_per_req", "us", "up", _cpu_per_req, aliases=("cpu_per_req_us",)),
+        Metric(
+            "lost",
+            "",
+            "up",
+            _delivery_count("lost"),
+            combine="sum",
+            count=True,
+            exposure=_published,
+        ),
+        Metric(
+            "dup",
+            "",
+            "up",
+            _delivery_count("duplicates"),
+            combine="sum",
+            count=True,
+            exposure=_published,
+            aliases=("duplicates",),
+        ),
+        Metric("e2e_p99", "ms", "up", _e2e_p99, aliases=("e2e_p99_ms",), load_sensitive=True),
+    )
+}
 _BY_SPELLING: Mapping[str, Metric] = {
     spelling: m for m in METRICS.values() for spelling in (m.name, *m.aliases)
 }
@@ -249,8 +304,12 @@ class AbsoluteCheck:
         return f"{METRICS[self.metric].limit_name}{self.op}{_num(self.limit)}"
 
     def holds(self, value: float) -> bool:
-        return {"<": value < self.limit, "<=": value <= self.limit,
-                ">": value > self.limit, ">=": value >= self.limit}[self.op]
+        return {
+            "<": value < self.limit,
+            "<=": value <= self.limit,
+            ">": value > self.limit,
+            ">=": value >= self.limit,
+        }[self.op]
 
 
 Check = RelativeCheck | AbsoluteCheck
@@ -286,13 +345,15 @@ def parse_check(text: str) -> Check:
         raise OptionError(
             f"check {part!r} needs a unit: write {metric.name}:{match['num']}% for a change "
             f"relative to the baseline, or {metric.limit_name}<{match['num']} for a limit "
-            f"({GRAMMAR})")
+            f"({GRAMMAR})"
+        )
     sign = match["sign"]
     if sign and (sign == "+") != (metric.bad == "up"):
         worse = "rises" if metric.bad == "up" else "falls"
         raise OptionError(
             f"check {part!r} points the wrong way: {metric.name} is worse when it {worse}; "
-            f"write {metric.name}:{match['num']}% (the direction is known per metric)")
+            f"write {metric.name}:{match['num']}% (the direction is known per metric)"
+        )
     return RelativeCheck(metric.name, value)
 
 
@@ -324,13 +385,15 @@ DEFAULT_CHECKS: tuple[Check, ...] = parse_checks("rps:5%,cpu_per_req:5%,p95:20%,
 # whatever the baseline says; throughput (seed 002's tps), the server's CPU per
 # message and the end-to-end p99 are compared with the baseline.
 DEFAULT_MQTT_CHECKS: tuple[Check, ...] = parse_checks(
-    "tps:5%,cpu_per_req:5%,e2e_p99:20%,lost:0,dup:0")
+    "tps:5%,cpu_per_req:5%,e2e_p99:20%,lost:0,dup:0"
+)
 
 
 # --- evaluation --------------------------------------------------------------------------
 
-Outcome = Literal["pass", "fail", "improved", "not-credible", "skipped", "generator-bound",
-                  "contended"]
+Outcome = Literal[
+    "pass", "fail", "improved", "not-credible", "skipped", "generator-bound", "contended"
+]
 
 
 @dataclass(frozen=True)
@@ -400,10 +463,20 @@ def _absolute(check: AbsoluteCheck, current: Measurement) -> CheckResult:
         return _skipped(check, metric, f"{metric.name} was not measured in this run")
     shown = _fmt(value, "" if metric.combine == "rate" else metric.unit)
     if check.holds(value):
-        return CheckResult(str(check), metric.name, "pass", f"{metric.limit_name} {shown} "
-                           f"within {check}", current=value)
-    return CheckResult(str(check), metric.name, "fail",
-                       f"{metric.limit_name} {shown} breaks the limit {check}", current=value)
+        return CheckResult(
+            str(check),
+            metric.name,
+            "pass",
+            f"{metric.limit_name} {shown} within {check}",
+            current=value,
+        )
+    return CheckResult(
+        str(check),
+        metric.name,
+        "fail",
+        f"{metric.limit_name} {shown} breaks the limit {check}",
+        current=value,
+    )
 
 
 @dataclass(frozen=True)
@@ -419,8 +492,9 @@ class _Estimate:
     partial: str = ""  # which repetitions did not measure the metric, if any
 
 
-def _level_estimate(metric: Metric, current: Measurement, baseline: Measurement,
-                    confidence: float) -> _Estimate | str:
+def _level_estimate(
+    metric: Metric, current: Measurement, baseline: Measurement, confidence: float
+) -> _Estimate | str:
     (runs, xs), (base_runs, ys) = _measured_runs(metric, current), _measured_runs(metric, baseline)
     if not xs or not ys:
         side = "this run" if not xs else "the baseline"
@@ -429,26 +503,39 @@ def _level_estimate(metric: Metric, current: Measurement, baseline: Measurement,
         return f"the baseline's {metric.name} is 0, no relative change exists"
     series = metric.series
     est = stats.ratio_change(
-        xs, ys, confidence=confidence,
+        xs,
+        ys,
+        confidence=confidence,
         current_series=[series(r) for r in runs] if series else (),
-        baseline_series=[series(r) for r in base_runs] if series else ())
-    worse, better = ((est.p_greater, est.p_less) if metric.bad == "up"
-                     else (est.p_less, est.p_greater))
-    partial = [f"{len(found)} of {len(m.runs)} repetitions of {side}"
-               for found, m, side in ((runs, current, "this run"), (base_runs, baseline,
-                                                                     "the baseline"))
-               if len(found) < len(m.runs)]
-    return _Estimate(stats.mean(xs), stats.mean(ys), est.change, est.low, est.high,
-                     worse, better, partial=("; measured in " + " and ".join(partial)
-                                             if partial else ""))
+        baseline_series=[series(r) for r in base_runs] if series else (),
+    )
+    worse, better = (
+        (est.p_greater, est.p_less) if metric.bad == "up" else (est.p_less, est.p_greater)
+    )
+    partial = [
+        f"{len(found)} of {len(m.runs)} repetitions of {side}"
+        for found, m, side in ((runs, current, "this run"), (base_runs, baseline, "the baseline"))
+        if len(found) < len(m.runs)
+    ]
+    return _Estimate(
+        stats.mean(xs),
+        stats.mean(ys),
+        est.change,
+        est.low,
+        est.high,
+        worse,
+        better,
+        partial=("; measured in " + " and ".join(partial) if partial else ""),
+    )
 
 
 def _exposure(metric: Metric, m: Measurement) -> float:
     return math.fsum(metric.exposure(r) for r in m.runs)
 
 
-def _count_estimate(metric: Metric, current: Measurement, baseline: Measurement,
-                    confidence: float) -> _Estimate | str:
+def _count_estimate(
+    metric: Metric, current: Measurement, baseline: Measurement, confidence: float
+) -> _Estimate | str:
     xs, ys = _values(metric, current), _values(metric, baseline)
     if xs is None or ys is None:
         return f"{metric.name} was not measured in {'this run' if xs is None else 'the baseline'}"
@@ -457,8 +544,16 @@ def _count_estimate(metric: Metric, current: Measurement, baseline: Measurement,
         return "nothing was sent" + (" in this run" if exposure <= 0 else " in the baseline")
     events, base_events = round(math.fsum(xs)), round(math.fsum(ys))
     est = stats.rate_ratio(events, exposure, base_events, base_exposure, confidence=confidence)
-    return _Estimate(events / exposure, base_events / base_exposure, est.change,
-                     est.low, est.high, est.p_greater, est.p_less, (events, base_events))
+    return _Estimate(
+        events / exposure,
+        base_events / base_exposure,
+        est.change,
+        est.low,
+        est.high,
+        est.p_greater,
+        est.p_less,
+        (events, base_events),
+    )
 
 
 # A quarter of a core used by other processes while measuring: above it, throughput and
@@ -473,8 +568,13 @@ def _foreign_cpu(m: Measurement) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _relative(check: RelativeCheck, current: Measurement, baseline: Measurement,
-              confidence: float, generator_bound: bool) -> CheckResult:
+def _relative(
+    check: RelativeCheck,
+    current: Measurement,
+    baseline: Measurement,
+    confidence: float,
+    generator_bound: bool,
+) -> CheckResult:
     metric = METRICS[check.metric]
     estimator = _count_estimate if metric.count else _level_estimate
     est = estimator(metric, current, baseline, confidence)
@@ -485,50 +585,78 @@ def _relative(check: RelativeCheck, current: Measurement, baseline: Measurement,
     alpha = (1 - confidence) / 2
     has_interval = est.low is not None and est.high is not None
     unit = "" if metric.count else metric.unit
-    ci = (f", {confidence * 100:g}% CI {_pct(est.low)}..{_pct(est.high)}"  # type: ignore[arg-type]
-          if has_interval else "")
+    ci = (
+        f", {confidence * 100:g}% CI {_pct(est.low)}..{_pct(est.high)}"  # type: ignore[arg-type]
+        if has_interval
+        else ""
+    )
     if est.counts is not None:
-        shown = (f"{est.counts[1]} -> {est.counts[0]} ({est.baseline:.3%} -> {est.current:.3%}"
-                 f" of {'requests' if metric.exposure is _requests else 'messages'})")
+        shown = (
+            f"{est.counts[1]} -> {est.counts[0]} ({est.baseline:.3%} -> {est.current:.3%}"
+            f" of {'requests' if metric.exposure is _requests else 'messages'})"
+        )
     else:
         shown = f"{_fmt(est.baseline, unit)} -> {_fmt(est.current, unit)}"
     line = f"{metric.name} {shown} ({_pct(est.change)}{ci}{est.partial})"
     bound = f"{'+' if sign > 0 else '-'}{_num(check.percent)}%"
-    numbers = dict(check=str(check), metric=metric.name, current=est.current,
-                   baseline=est.baseline, change=est.change, low=est.low, high=est.high,
-                   p_value=est.p_worse)
+    numbers = dict(
+        check=str(check),
+        metric=metric.name,
+        current=est.current,
+        baseline=est.baseline,
+        change=est.change,
+        low=est.low,
+        high=est.high,
+        p_value=est.p_worse,
+    )
 
     def result(outcome: Outcome, message: str) -> CheckResult:
         return CheckResult(outcome=outcome, message=message, **numbers)  # type: ignore[arg-type]
 
     if generator_bound and metric.throughput:
-        return result("generator-bound", f"{line}: not a measure of the server "
-                      "(generator-bound run)")
+        return result(
+            "generator-bound", f"{line}: not a measure of the server (generator-bound run)"
+        )
     busy = max(_foreign_cpu(current), _foreign_cpu(baseline))
     if metric.load_sensitive and busy > CONTENDED_CPU_PERCENT and sign * est.change > limit:
-        return result("contended", (
-            f"{line}: not judged, other processes used {_foreign_cpu(current):.0f}% of a "
-            f"core during this run and {_foreign_cpu(baseline):.0f}% during the baseline's "
-            f"(limit {CONTENDED_CPU_PERCENT:g}%): rps and latency followed the machine, not "
-            "the server; cpu_per_req is still judged"))
+        return result(
+            "contended",
+            (
+                f"{line}: not judged, other processes used {_foreign_cpu(current):.0f}% of a "
+                f"core during this run and {_foreign_cpu(baseline):.0f}% during the baseline's "
+                f"(limit {CONTENDED_CPU_PERCENT:g}%): rps and latency followed the machine, not "
+                "the server; cpu_per_req is still judged"
+            ),
+        )
     if sign * est.change > limit:
         if not has_interval:
-            return result("fail", f"{line} beyond {bound} (one repetition per side and no "
-                          "per-second series: the threshold alone decided; use "
-                          "--webperf-repeat=3 or more)")
+            return result(
+                "fail",
+                f"{line} beyond {bound} (one repetition per side and no "
+                "per-second series: the threshold alone decided; use "
+                "--webperf-repeat=3 or more)",
+            )
         if est.p_worse < alpha:
             return result("fail", f"{line} beyond {bound}")
-        return result("not-credible", f"{line} beyond {bound} but within the noise of the "
-                      "two runs: not failed")
+        return result(
+            "not-credible",
+            f"{line} beyond {bound} but within the noise of the two runs: not failed",
+        )
     if -sign * est.change > limit and (not has_interval or est.p_better < alpha):
-        return result("improved", f"{line}: better than the baseline by more than "
-                      f"{_num(check.percent)}%")
+        return result(
+            "improved", f"{line}: better than the baseline by more than {_num(check.percent)}%"
+        )
     return result("pass", f"{line} within {bound}")
 
 
-def evaluate(current: Measurement, baseline: Measurement | None,
-             checks: Sequence[Check] = DEFAULT_CHECKS, *, generator_bound: bool = False,
-             confidence: float = 0.95) -> tuple[CheckResult, ...]:
+def evaluate(
+    current: Measurement,
+    baseline: Measurement | None,
+    checks: Sequence[Check] = DEFAULT_CHECKS,
+    *,
+    generator_bound: bool = False,
+    confidence: float = 0.95,
+) -> tuple[CheckResult, ...]:
     """Every check's result. Relative checks need a baseline; absolute limits do not."""
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence {confidence} outside [0.5, 1)")
@@ -541,19 +669,24 @@ def evaluate(current: Measurement, baseline: Measurement | None,
     return tuple(results)
 
 
-def verdict_of(results: Sequence[CheckResult], *, has_baseline: bool,
-               generator_bound: bool) -> Verdict:
+def verdict_of(
+    results: Sequence[CheckResult], *, has_baseline: bool, generator_bound: bool
+) -> Verdict:
     """The status from check results: a failure wins, then generator-bound, then no
     baseline. Reasons are the failures (and why a run is not a pass); the rest is notes."""
     reasons = [r.message for r in results if r.outcome == "fail"]
-    notes = [r.message for r in results
-             if r.outcome in ("improved", "not-credible", "skipped", "contended")]
+    notes = [
+        r.message
+        for r in results
+        if r.outcome in ("improved", "not-credible", "skipped", "contended")
+    ]
     status: Status = "regression" if reasons else "pass"
     if generator_bound:
         throughput = [r.metric for r in results if r.outcome == "generator-bound"]
         notes += [r.message for r in results if r.outcome == "generator-bound"]
-        reasons.append(GENERATOR_BOUND.format(
-            checks=" and ".join(throughput) if throughput else "throughput"))
+        reasons.append(
+            GENERATOR_BOUND.format(checks=" and ".join(throughput) if throughput else "throughput")
+        )
         status = "regression" if status == "regression" else "generator-bound"
     if not has_baseline:
         reasons.append(NO_BASELINE)
@@ -562,11 +695,16 @@ def verdict_of(results: Sequence[CheckResult], *, has_baseline: bool,
     return Verdict(status, tuple(reasons), tuple(notes))
 
 
-def decide(current: Measurement, baseline: Measurement | None,
-           checks: Sequence[Check] = DEFAULT_CHECKS, *, generator_bound: bool = False,
-           confidence: float = 0.95) -> Verdict:
+def decide(
+    current: Measurement,
+    baseline: Measurement | None,
+    checks: Sequence[Check] = DEFAULT_CHECKS,
+    *,
+    generator_bound: bool = False,
+    confidence: float = 0.95,
+) -> Verdict:
     """The verdict for one measurement: the one place a gate decides."""
-    results = evaluate(current, baseline, checks, generator_bound=generator_bound,
-                       confidence=confidence)
-    return verdict_of(results, has_baseline=baseline is not None,
-                      generator_bound=generator_bound)
+    results = evaluate(
+        current, baseline, checks, generator_bound=generator_bound, confidence=confidence
+    )
+    return verdict_of(results, has_baseline=baseline is not None, generator_bound=generator_bound)

@@ -146,45 +146,89 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("concurrency", parse_concurrency, (100,),
-            "concurrent users/connections; a list parametrizes every webperf test (ids end -cN)"),
-    Setting("duration", parse_positive_duration, 20.0,
-            "measured time per repetition, after the warm-up (e.g. 20s, 1m)"),
+    Setting(
+        "concurrency",
+        parse_concurrency,
+        (100,),
+        "concurrent users/connections; a list parametrizes every webperf test (ids end -cN)",
+    ),
+    Setting(
+        "duration",
+        parse_positive_duration,
+        20.0,
+        "measured time per repetition, after the warm-up (e.g. 20s, 1m)",
+    ),
     Setting("warmup", parse_duration, 2.0, "load before measuring, not counted (e.g. 2s)"),
     Setting("repeat", parse_positive_int, 5, "repetitions per test (the seed studies used 5)"),
     Setting("baseline_dir", Path, Path("baselines"), "where baselines live"),
-    Setting("save", parse_bool, False, "store this run as the new baseline (history kept)",
-            flag=True),
-    Setting("compare_fail", parse_checks, None,
-            "what counts as a regression, e.g. rps:5%,p95:10%,errors:0,p99_ms<500"),
+    Setting(
+        "save", parse_bool, False, "store this run as the new baseline (history kept)", flag=True
+    ),
+    Setting(
+        "compare_fail",
+        parse_checks,
+        None,
+        "what counts as a regression, e.g. rps:5%,p95:10%,errors:0,p99_ms<500",
+    ),
     Setting("json", Path, None, "write the JSON report to this path"),
     Setting("html", Path, None, "write the HTML report (charts) to this path"),
-    Setting("markdown", Path, None,
-            "write a Markdown summary to this path ($GITHUB_STEP_SUMMARY is appended to)"),
-    Setting("servers", Path, (), "extra server catalogue directory (repeatable)",
-            multiple=True),
-    Setting("target_url", str, None,
-            "load an already running server at this URL instead of starting one"),
-    Setting("allow_remote_target", parse_bool, False,
-            "allow a --webperf-target-url that is not on loopback (only servers you own)",
-            flag=True),
+    Setting(
+        "markdown",
+        Path,
+        None,
+        "write a Markdown summary to this path ($GITHUB_STEP_SUMMARY is appended to)",
+    ),
+    Setting("servers", Path, (), "extra server catalogue directory (repeatable)", multiple=True),
+    Setting(
+        "target_url",
+        str,
+        None,
+        "load an already running server at this URL instead of starting one",
+    ),
+    Setting(
+        "allow_remote_target",
+        parse_bool,
+        False,
+        "allow a --webperf-target-url that is not on loopback (only servers you own)",
+        flag=True,
+    ),
     Setting("workers", parse_positive_int, 1, "load-generator processes"),
-    Setting("user", parse_user_class, "lean",
-            "the swarm's HTTP user: lean (raw keep-alive sockets, the fast one), fast "
-            "(Locust's FastHttpUser), or module:UserClass (your own Locust User)"),
-    Setting("spawn_rate", parse_rate, 0.0,
-            "users started per second (0: all of them within about a second)"),
-    Setting("timeout", parse_positive_duration, 10.0,
-            "a request unanswered for this long counts as a timeout"),
-    Setting("machine_id", check_machine_id, None,
-            "name of this machine for baselines (default: a fingerprint of the hardware)"),
+    Setting(
+        "user",
+        parse_user_class,
+        "lean",
+        "the swarm's HTTP user: lean (raw keep-alive sockets, the fast one), fast "
+        "(Locust's FastHttpUser), or module:UserClass (your own Locust User)",
+    ),
+    Setting(
+        "spawn_rate",
+        parse_rate,
+        0.0,
+        "users started per second (0: all of them within about a second)",
+    ),
+    Setting(
+        "timeout",
+        parse_positive_duration,
+        10.0,
+        "a request unanswered for this long counts as a timeout",
+    ),
+    Setting(
+        "machine_id",
+        check_machine_id,
+        None,
+        "name of this machine for baselines (default: a fingerprint of the hardware)",
+    ),
     Setting("target_cpus", parse_cpus, None, "CPU limit for target containers (e.g. 1.5)"),
     Setting("target_memory", parse_memory, None, "memory limit for target containers (e.g. 1g)"),
     Setting("target_cpuset", parse_cpuset, None, "pin target containers to these CPUs"),
     Setting("generator_cpus", parse_cpu_list, (), "pin load-generator processes to these CPUs"),
-    Setting("placement", parse_placement, "auto",
-            "CPU placement: split (target and generator on disjoint cores), none, or auto "
-            "(split on 4+ cores)"),
+    Setting(
+        "placement",
+        parse_placement,
+        "auto",
+        "CPU placement: split (target and generator on disjoint cores), none, or auto "
+        "(split on 4+ cores)",
+    ),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -254,6 +298,7 @@ def resolve(cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, An
             sources[setting.name] = setting.env
         elif ini.get(setting.name) not in (None, "", []):
             values[setting.name] = parse_value(
-                setting, ini[setting.name], f"ini option {setting.ini} = ")
+                setting, ini[setting.name], f"ini option {setting.ini} = "
+            )
             sources[setting.name] = setting.ini
     return RunConfig(**values, sources=sources)

@@ -29,7 +29,7 @@ import psutil
 
 from pytest_webperf.errors import OptionError
 
-GIB = 1024 ** 3
+GIB = 1024**3
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 # Words that say nothing about the CPU: trademarks, "CPU", clock suffixes.
 _NOISE_WORDS = re.compile(r"\((?:r|tm)\)|\bcpu\b|\bprocessor\b|@.*$", re.IGNORECASE)
@@ -56,12 +56,16 @@ class MachineInfo:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MachineInfo:
         quota = data.get("cpu_quota")
-        return cls(cpu_model=str(data["cpu_model"]), cores=int(data["cores"]),
-                   memory_gib=int(data["memory_gib"]), kernel=str(data["kernel"]),
-                   engine_version=data.get("engine_version"),
-                   cpu_quota=None if quota is None else float(quota),
-                   network_mode=str(data.get("network_mode", "host")),
-                   placement=data.get("placement"))
+        return cls(
+            cpu_model=str(data["cpu_model"]),
+            cores=int(data["cores"]),
+            memory_gib=int(data["memory_gib"]),
+            kernel=str(data["kernel"]),
+            engine_version=data.get("engine_version"),
+            cpu_quota=None if quota is None else float(quota),
+            network_mode=str(data.get("network_mode", "host")),
+            placement=data.get("placement"),
+        )
 
 
 def cpu_model(cpuinfo: str) -> str:
@@ -84,9 +88,14 @@ def slug(text: str, limit: int = 40) -> str:
     return "-".join(words)[:limit].strip("-") or "cpu"
 
 
-def collect(*, engine_version: str | None = None, cpu_quota: float | None = None,
-            network_mode: str = "host", placement: str | None = None,
-            cpuinfo_path: Path = Path("/proc/cpuinfo")) -> MachineInfo:
+def collect(
+    *,
+    engine_version: str | None = None,
+    cpu_quota: float | None = None,
+    network_mode: str = "host",
+    placement: str | None = None,
+    cpuinfo_path: Path = Path("/proc/cpuinfo"),
+) -> MachineInfo:
     """This machine, as the fingerprint sees it."""
     try:
         text = cpuinfo_path.read_text(errors="replace")
@@ -110,7 +119,8 @@ def check_machine_id(name: str) -> str:
     if not _SAFE_ID.fullmatch(name):
         raise OptionError(
             f"--webperf-machine-id={name!r} cannot name a baseline directory: use 1-100 "
-            "letters, digits, '.', '_' or '-', starting with a letter or digit")
+            "letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
     return name
 
 

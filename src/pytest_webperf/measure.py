@@ -67,10 +67,16 @@ class RunPlan:
     server_cores: float | None = None  # the target's CPU limit, for the generator-bound rule
 
 
-def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
-               monitor: Monitor | None, *, workers: int = 1,
-               server_cores: float | None = None,
-               other_cpu_s: float | None = None) -> RunResult:
+def run_result(
+    outcome: SwarmOutcome,
+    repetition: int,
+    concurrency: int,
+    monitor: Monitor | None,
+    *,
+    workers: int = 1,
+    server_cores: float | None = None,
+    other_cpu_s: float | None = None,
+) -> RunResult:
     total = outcome.total
     resources = tuple(monitor.resource_samples()) if monitor else ()
     generator = tuple(monitor.generator_samples()) if monitor else ()
@@ -79,11 +85,15 @@ def run_result(outcome: SwarmOutcome, repetition: int, concurrency: int,
     if monitor is not None:
         notes += [f"sampler: {error}" for error in dict.fromkeys(monitor.errors)]
     if bound:
-        notes.append("generator-bound: the load generator's CPU was saturated, the server's "
-                     "was not")
+        notes.append(
+            "generator-bound: the load generator's CPU was saturated, the server's was not"
+        )
     server_cpu = monitor.server_cpu_seconds() if monitor else None
-    foreign = None if other_cpu_s is None else foreign_cpu_percent(
-        other_cpu_s, server_cpu, outcome.duration_s)
+    foreign = (
+        None
+        if other_cpu_s is None
+        else foreign_cpu_percent(other_cpu_s, server_cpu, outcome.duration_s)
+    )
     return RunResult(
         repetition=repetition,
         concurrency=concurrency,
@@ -150,8 +160,9 @@ def events_to(monitor: Monitor | None, clock: MachineClock) -> Callable[[Event],
     return on_event
 
 
-def run_repetitions(target: Target, spec: SwarmSpec, plan: RunPlan,
-                    monitor_factory: MonitorFactory = no_monitor) -> list[RunResult]:
+def run_repetitions(
+    target: Target, spec: SwarmSpec, plan: RunPlan, monitor_factory: MonitorFactory = no_monitor
+) -> list[RunResult]:
     """Every repetition against a live target; raises TargetError if it dies mid-run."""
     results = []
     for repetition in range(1, plan.repeat + 1):
@@ -159,7 +170,15 @@ def run_repetitions(target: Target, spec: SwarmSpec, plan: RunPlan,
         with monitor_factory(target) as monitor:
             outcome = run_swarm(spec, events_to(monitor, clock))
         target.check_alive()
-        results.append(run_result(outcome, repetition, plan.concurrency, monitor,
-                                  workers=plan.workers, server_cores=plan.server_cores,
-                                  other_cpu_s=clock.other_seconds))
+        results.append(
+            run_result(
+                outcome,
+                repetition,
+                plan.concurrency,
+                monitor,
+                workers=plan.workers,
+                server_cores=plan.server_cores,
+                other_cpu_s=clock.other_seconds,
+            )
+        )
     return results

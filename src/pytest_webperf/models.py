@@ -317,8 +317,12 @@ class Workload:
     headers: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "method": self.method, "body": self.body.decode("latin-1"),
-                "headers": [list(h) for h in self.headers]}
+        return {
+            "path": self.path,
+            "method": self.method,
+            "body": self.body.decode("latin-1"),
+            "headers": [list(h) for h in self.headers],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Workload:
@@ -347,8 +351,11 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
-        return cls(status=data["status"], reasons=tuple(data.get("reasons", ())),
-                   notes=tuple(data.get("notes", ())))
+        return cls(
+            status=data["status"],
+            reasons=tuple(data.get("reasons", ())),
+            notes=tuple(data.get("notes", ())),
+        )
 
 
 @dataclass(frozen=True)

@@ -45,16 +45,26 @@ class Placement:
     def describe(self) -> str:
         if not self.target_cpuset and not self.generator_cpus:
             return f"placement {self.mode}: target and generator share all cores"
-        return (f"placement {self.mode}: target on CPUs {self.target_cpuset or 'all'}, "
-                f"generator on CPUs {cpu_list(self.generator_cpus) or 'all'}")
+        return (
+            f"placement {self.mode}: target on CPUs {self.target_cpuset or 'all'}, "
+            f"generator on CPUs {cpu_list(self.generator_cpus) or 'all'}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "target_cpuset": self.target_cpuset,
-                "generator_cpus": list(self.generator_cpus)}
+        return {
+            "mode": self.mode,
+            "target_cpuset": self.target_cpuset,
+            "generator_cpus": list(self.generator_cpus),
+        }
 
 
-def plan(mode: str, *, cores: int | None = None, target_cpuset: str | None = None,
-         generator_cpus: tuple[int, ...] = ()) -> Placement:
+def plan(
+    mode: str,
+    *,
+    cores: int | None = None,
+    target_cpuset: str | None = None,
+    generator_cpus: tuple[int, ...] = (),
+) -> Placement:
     """Where target and generator run; explicit choices win over the mode."""
     if mode not in MODES:
         raise ValueError(f"placement {mode!r} is not one of {', '.join(MODES)}")

@@ -42,7 +42,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(setting.option, action="store_true", default=None, help=setting.help)
         else:
             group.addoption(
-                setting.option, type=_argtype(setting), default=None, help=setting.help,
+                setting.option,
+                type=_argtype(setting),
+                default=None,
+                help=setting.help,
                 action="append" if setting.multiple else "store",
                 metavar=setting.name.upper(),
             )

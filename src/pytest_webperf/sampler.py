@@ -174,8 +174,12 @@ class ProcessTreeSampler:
                     process_rss = process.memory_info().rss
             except _GONE:  # exited since the tree was listed
                 continue
-            seen[key] = ProcessCpu(process.pid, ppid, times.user + times.system,
-                                   times.children_user + times.children_system)
+            seen[key] = ProcessCpu(
+                process.pid,
+                ppid,
+                times.user + times.system,
+                times.children_user + times.children_system,
+            )
             alive[key] = process
             processes += 1
             threads += process_threads
@@ -261,8 +265,9 @@ def parse_proc_net_tcp(text: str) -> set[int]:
     return inodes
 
 
-def tree_cpu_delta(before: Mapping[ProcessKey, ProcessCpu],
-                   now: Mapping[ProcessKey, ProcessCpu]) -> float:
+def tree_cpu_delta(
+    before: Mapping[ProcessKey, ProcessCpu], now: Mapping[ProcessKey, ProcessCpu]
+) -> float:
     """CPU seconds a tree used between two polls, the processes that vanished included.
 
     A process's ``children_*`` times grow, when it reaps a child, by the
@@ -286,8 +291,9 @@ def tree_cpu_delta(before: Mapping[ProcessKey, ProcessCpu],
     return used
 
 
-def _owed_by_ancestors(before: Mapping[ProcessKey, ProcessCpu],
-                       now: Mapping[ProcessKey, ProcessCpu]) -> dict[int, float]:
+def _owed_by_ancestors(
+    before: Mapping[ProcessKey, ProcessCpu], now: Mapping[ProcessKey, ProcessCpu]
+) -> dict[int, float]:
     """For each pid, what was counted for its descendants that vanished since ``before``.
 
     A vanished process is charged to its nearest ancestor that is still alive,
@@ -421,8 +427,10 @@ class ResourceMonitor(_PeriodicMonitor):
             raise ValueError("ResourceMonitor needs at least one part")
         super().__init__(interval, clock)
         ids = container_ids or {}
-        self._parts = [self._open(name, pid, use_cgroup, ids.get(name), full_memory_every)
-                       for name, pid in parts.items()]
+        self._parts = [
+            self._open(name, pid, use_cgroup, ids.get(name), full_memory_every)
+            for name, pid in parts.items()
+        ]
         self._samples: list[tuple[float, ResourceSample]] = []
         self._marks: dict[str, _Mark] = {}
 
@@ -430,12 +438,19 @@ class ResourceMonitor(_PeriodicMonitor):
         self.start()
         return self
 
-    def _open(self, name: str, pid: int, use_cgroup: bool | None, container_id: str | None,
-              full_memory_every: int) -> _Part:
+    def _open(
+        self,
+        name: str,
+        pid: int,
+        use_cgroup: bool | None,
+        container_id: str | None,
+        full_memory_every: int,
+    ) -> _Part:
         sampler = None
         try:
-            sampler = ProcessTreeSampler(pid, name, full_memory_every=full_memory_every,
-                                         clock=self._clock)
+            sampler = ProcessTreeSampler(
+                pid, name, full_memory_every=full_memory_every, clock=self._clock
+            )
         except TargetGone as exc:
             self._error(str(exc))
         cgroup = None
@@ -453,8 +468,9 @@ class ResourceMonitor(_PeriodicMonitor):
 
     def cpu_limit_cores(self) -> dict[str, float | None]:
         """Each part's CPU quota in cores (``--cpus``), None where unlimited or unknown."""
-        return {p.name: None if p.cgroup is None else p.cgroup.cpu_limit_cores()
-                for p in self._parts}
+        return {
+            p.name: None if p.cgroup is None else p.cgroup.cpu_limit_cores() for p in self._parts
+        }
 
     def samples(self) -> list[ResourceSample]:
         """Every sample so far, ``t`` relative to the current origin, in time order."""
@@ -466,8 +482,9 @@ class ResourceMonitor(_PeriodicMonitor):
         """Record every part's CPU counters now, under ``name``."""
         with self._lock:
             now = self._clock()
-            cgroup = {p.name: None if p.cgroup is None else p.cgroup.cpu_seconds()
-                      for p in self._parts}
+            cgroup = {
+                p.name: None if p.cgroup is None else p.cgroup.cpu_seconds() for p in self._parts
+            }
             tree = {p.name: self._poll_tree(p) for p in self._parts}
             self._marks[name] = _Mark(now, cgroup, tree)
 
@@ -549,8 +566,11 @@ class ResourceMonitor(_PeriodicMonitor):
         if cpu is not None and part.last_cgroup_cpu is not None and now > part.last_at:
             percent = (cpu - part.last_cgroup_cpu) / (now - part.last_at) * 100
         part.last_cgroup_cpu, part.last_at = cpu, now
-        return replace(sample, cgroup_cpu_percent=percent,
-                       cgroup_memory_mb=None if memory is None else memory / MB)
+        return replace(
+            sample,
+            cgroup_cpu_percent=percent,
+            cgroup_memory_mb=None if memory is None else memory / MB,
+        )
 
 
 class GeneratorMonitor(_PeriodicMonitor):
@@ -588,8 +608,13 @@ class GeneratorMonitor(_PeriodicMonitor):
             return
         with self._lock:
             self._samples.append(
-                (now, GeneratorSample(t=0.0, cpu_percent=sample.cpu_percent,
-                                      processes=sample.processes)))
+                (
+                    now,
+                    GeneratorSample(
+                        t=0.0, cpu_percent=sample.cpu_percent, processes=sample.processes
+                    ),
+                )
+            )
 
 
 class _HasParts(Protocol):
@@ -606,13 +631,21 @@ class RunMonitor:
     target without parts (an external URL) still gets its generator measured.
     """
 
-    def __init__(self, parts: Mapping[str, int], *, interval: float = 1.0,
-                 use_cgroup: bool | None = None, clock: Callable[[], float] = time.monotonic
-                 ) -> None:
+    def __init__(
+        self,
+        parts: Mapping[str, int],
+        *,
+        interval: float = 1.0,
+        use_cgroup: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.interval = interval
         self._clock = clock
-        self._resources = (ResourceMonitor(parts, interval=interval, use_cgroup=use_cgroup,
-                                           clock=clock) if parts else None)
+        self._resources = (
+            ResourceMonitor(parts, interval=interval, use_cgroup=use_cgroup, clock=clock)
+            if parts
+            else None
+        )
         self._generator: GeneratorMonitor | None = None
         self._origin: float | None = None
         self._ended = False
@@ -701,8 +734,9 @@ class CpuStats:
     max: float
 
 
-def measured(samples: Iterable[ResourceSample], include_warmup: bool = False
-             ) -> list[ResourceSample]:
+def measured(
+    samples: Iterable[ResourceSample], include_warmup: bool = False
+) -> list[ResourceSample]:
     return [s for s in samples if include_warmup or s.t >= 0]
 
 
@@ -716,16 +750,18 @@ def per_tick_totals(samples: Iterable[ResourceSample], field: str) -> list[float
     return [totals[t] for t in sorted(totals)]
 
 
-def cpu_stats(samples: Sequence[ResourceSample], part: str | None = None, *,
-              include_warmup: bool = False) -> CpuStats | None:
+def cpu_stats(
+    samples: Sequence[ResourceSample], part: str | None = None, *, include_warmup: bool = False
+) -> CpuStats | None:
     """Mean and max CPU % of one part, or of all parts summed per tick (part None)."""
     chosen = [s for s in measured(samples, include_warmup) if part is None or s.part == part]
     values = per_tick_totals(chosen, "cpu_percent")
     return CpuStats(sum(values) / len(values), max(values)) if values else None
 
 
-def peak_rss_mb(samples: Sequence[ResourceSample], *, include_warmup: bool = False
-                ) -> dict[str, float]:
+def peak_rss_mb(
+    samples: Sequence[ResourceSample], *, include_warmup: bool = False
+) -> dict[str, float]:
     """Peak RSS per part, plus ``"total"``: the peak of the per-tick sum over parts.
 
     The total is not the sum of the parts' peaks, which may be reached at
@@ -742,8 +778,9 @@ def peak_rss_mb(samples: Sequence[ResourceSample], *, include_warmup: bool = Fal
     return peaks
 
 
-def generator_cpu_stats(samples: Sequence[GeneratorSample], *, include_warmup: bool = False
-                        ) -> CpuStats | None:
+def generator_cpu_stats(
+    samples: Sequence[GeneratorSample], *, include_warmup: bool = False
+) -> CpuStats | None:
     values = [s.cpu_percent for s in samples if include_warmup or s.t >= 0]
     return CpuStats(sum(values) / len(values), max(values)) if values else None
 
@@ -790,8 +827,13 @@ def machine_busy_seconds() -> float:
     """CPU seconds this machine spent not idle, all cores, since boot (steal included:
     a VM's neighbours take CPU from the run as surely as a local process does)."""
     times = psutil.cpu_times()
-    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0)
-                 - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0))
+    return float(
+        sum(times)
+        - times.idle
+        - getattr(times, "iowait", 0.0)
+        - getattr(times, "guest", 0.0)
+        - getattr(times, "guest_nice", 0.0)
+    )
 
 
 def own_tree_seconds() -> float:
@@ -810,8 +852,7 @@ def own_tree_seconds() -> float:
     return total
 
 
-def foreign_cpu_percent(other_s: float, server_s: float | None,
-                        duration_s: float) -> float | None:
+def foreign_cpu_percent(other_s: float, server_s: float | None, duration_s: float) -> float | None:
     """CPU used during the measured phase by processes that are neither the server nor
     this measurement (``other_s``: the machine's busy seconds minus this process tree's),
     100 = one core; None when the server's CPU is not known (a target given by URL)."""

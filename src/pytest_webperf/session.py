@@ -47,32 +47,43 @@ class WebperfSession:
                 engine_version = None
         pinned = self.cpu_placement
         return machine.collect(
-            engine_version=engine_version, cpu_quota=self.config.target_cpus,
+            engine_version=engine_version,
+            cpu_quota=self.config.target_cpus,
             network_mode="external" if self.config.target_url else "host",
-            placement=None if pinned.target_cpuset is None and not pinned.generator_cpus
+            placement=None
+            if pinned.target_cpuset is None and not pinned.generator_cpus
             else f"{pinned.target_cpuset or 'all'}/{placement.cpu_list(pinned.generator_cpus)}",
         )
 
     @functools.cached_property
     def cpu_placement(self) -> placement.Placement:
         config = self.config
-        return placement.plan(config.placement, target_cpuset=config.target_cpuset,
-                              generator_cpus=config.generator_cpus)
+        return placement.plan(
+            config.placement,
+            target_cpuset=config.target_cpuset,
+            generator_cpus=config.generator_cpus,
+        )
 
     @functools.cached_property
     def store(self) -> baseline.BaselineStore:
         directory = self.config.baseline_dir
         if not directory.is_absolute():
             directory = self.rootdir / directory
-        return baseline.BaselineStore(directory, machine.machine_id(self.machine,
-                                                                    self.config.machine_id))
+        return baseline.BaselineStore(
+            directory, machine.machine_id(self.machine, self.config.machine_id)
+        )
 
     @property
     def checks(self) -> Sequence[compare.Check]:
         return self.config.compare_fail or compare.DEFAULT_CHECKS
 
-    def judge(self, measurement: Measurement, *, checks: Sequence[compare.Check] | None = None,
-              generator_bound: bool = False) -> Measurement:
+    def judge(
+        self,
+        measurement: Measurement,
+        *,
+        checks: Sequence[compare.Check] | None = None,
+        generator_bound: bool = False,
+    ) -> Measurement:
         """The measurement with its verdict against this machine's baseline.
 
         A broken baseline file raises ``BaselineError`` (it fails this test only),
@@ -87,25 +98,35 @@ class WebperfSession:
                 raise
             stored = None
             unreadable = f"the stored baseline is unreadable, this run replaces it: {exc}"
-        verdict = compare.decide(measurement, stored, checks or self.checks,
-                                 generator_bound=generator_bound)
+        verdict = compare.decide(
+            measurement, stored, checks or self.checks, generator_bound=generator_bound
+        )
         if unreadable is not None:
             verdict = dataclasses.replace(verdict, notes=(*verdict.notes, unreadable))
         if stored is None:
             others = self.store.other_machines(measurement.nodeid, measurement.name)
             if others:
-                verdict = dataclasses.replace(verdict, notes=(*verdict.notes, (
-                    f"baselines exist for other machines ({', '.join(others)}), not for "
-                    f"{self.store.machine_id}: performance differs across machines, so they "
-                    "are not compared (--webperf-machine-id=NAME names a fleet)")))
+                verdict = dataclasses.replace(
+                    verdict,
+                    notes=(
+                        *verdict.notes,
+                        (
+                            f"baselines exist for other machines ({', '.join(others)}), not for "
+                            f"{self.store.machine_id}: performance differs across machines, so they "
+                            "are not compared (--webperf-machine-id=NAME names a fleet)"
+                        ),
+                    ),
+                )
         return dataclasses.replace(measurement, verdict=verdict)
 
     def record(self, measurements: Sequence[Measurement]) -> None:
         self.measurements.extend(measurements)
 
     def summary(self) -> list[str]:
-        return [*terminal.summary(report(self.measurements, self.meta())),
-                f"webperf: {self.cpu_placement.describe()}; machine {self.store.machine_id}"]
+        return [
+            *terminal.summary(report(self.measurements, self.meta())),
+            f"webperf: {self.cpu_placement.describe()}; machine {self.store.machine_id}",
+        ]
 
     def meta(self) -> dict[str, Any]:
         config = self.config
@@ -116,9 +137,13 @@ class WebperfSession:
             "machine": self.machine.to_dict(),
             "checks": compare.format_checks(self.checks),
             "config": {
-                "concurrency": list(config.concurrency), "duration_s": config.duration,
-                "warmup_s": config.warmup, "repeat": config.repeat, "workers": config.workers,
-                "user": config.user, "timeout_s": config.timeout,
+                "concurrency": list(config.concurrency),
+                "duration_s": config.duration,
+                "warmup_s": config.warmup,
+                "repeat": config.repeat,
+                "workers": config.workers,
+                "user": config.user,
+                "timeout_s": config.timeout,
                 "spawn_rate": config.spawn_rate,
             },
             "placement": self.cpu_placement.to_dict(),
@@ -128,12 +153,17 @@ class WebperfSession:
         """Save baselines if asked, write the reports; lines to show the user."""
         lines = []
         if self.config.save and self.measurements:
-            metadata = {"machine": self.machine.to_dict(), "git": baseline.git_commit(self.rootdir),
-                        "plugin_version": __version__}
+            metadata = {
+                "machine": self.machine.to_dict(),
+                "git": baseline.git_commit(self.rootdir),
+                "plugin_version": __version__,
+            }
             paths = self.store.save(self.measurements, metadata)
             where = self.store.base_dir / self.store.machine_id
-            lines.append(f"webperf: saved {len(self.measurements)} baseline(s) in "
-                         f"{len(paths)} file(s) under {where}")
+            lines.append(
+                f"webperf: saved {len(self.measurements)} baseline(s) in "
+                f"{len(paths)} file(s) under {where}"
+            )
         data = report(self.measurements, self.meta())
         config = self.config
         if config.json is not None:

@@ -99,7 +99,7 @@ def batch_means(series: Sequence[float], batch: int = BATCH_SECONDS) -> list[flo
     dropped. Shorter batches are used when that is the only way to get MIN_BATCHES."""
     size = max(1, min(batch, len(series) // MIN_BATCHES))
     count = len(series) // size
-    return [mean(series[i * size:(i + 1) * size]) for i in range(count)]
+    return [mean(series[i * size : (i + 1) * size]) for i in range(count)]
 
 
 @dataclass(frozen=True)
@@ -134,11 +134,13 @@ def between_run_spread(values: Sequence[float]) -> Spread | None:
     return Spread(variance(values) / (m * m) if m else 0.0, len(values) - 1)
 
 
-def side_spread(values: Sequence[float], series_per_run: Sequence[Sequence[float]] = ()
-                ) -> Spread | None:
+def side_spread(
+    values: Sequence[float], series_per_run: Sequence[Sequence[float]] = ()
+) -> Spread | None:
     """The spread used for one side: the larger of between- and within-run spread."""
-    candidates = [s for s in (between_run_spread(values), within_run_spread(series_per_run))
-                  if s is not None]
+    candidates = [
+        s for s in (between_run_spread(values), within_run_spread(series_per_run)) if s is not None
+    ]
     return max(candidates, key=lambda s: s.rel_var) if candidates else None
 
 
@@ -153,8 +155,10 @@ def _betacf(a: float, b: float, x: float) -> float:
     h = d
     for m in range(1, 500):
         m2 = 2 * m
-        for num in (m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
-                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1))):
+        for num in (
+            m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
+            -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1)),
+        ):
             d = 1.0 + num * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + num / c
@@ -171,8 +175,9 @@ def betainc(a: float, b: float, x: float) -> float:
         return 0.0
     if x >= 1:
         return 1.0
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                 + a * math.log(x) + b * math.log1p(-x))
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
     if x < (a + 1) / (a + b + 2):
         return math.exp(log_front) * _betacf(a, b, x) / a
     return 1.0 - math.exp(log_front) * _betacf(b, a, 1 - x) / b
@@ -240,10 +245,14 @@ def _welch(a: Spread, n_a: int, b: Spread, n_b: int) -> tuple[float, float]:
     return math.sqrt(se2), se2 * se2 / (va * va / a.df + vb * vb / b.df)
 
 
-def ratio_change(current: Sequence[float], baseline: Sequence[float], *,
-                 current_series: Sequence[Sequence[float]] = (),
-                 baseline_series: Sequence[Sequence[float]] = (),
-                 confidence: float = 0.95) -> RatioEstimate:
+def ratio_change(
+    current: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    current_series: Sequence[Sequence[float]] = (),
+    baseline_series: Sequence[Sequence[float]] = (),
+    confidence: float = 0.95,
+) -> RatioEstimate:
     """The relative change of the mean and its Welch t-interval on the log scale.
 
     Means must be positive (a zero current mean is a -100 % change with certainty).
@@ -268,13 +277,25 @@ def ratio_change(current: Sequence[float], baseline: Sequence[float], *,
         return RatioEstimate(change, change, change, confidence, p_gt, p_lt, df)
     q = t_ppf(0.5 + confidence / 2, df)
     t = log_ratio / se
-    return RatioEstimate(change, math.expm1(log_ratio - q * se), math.expm1(log_ratio + q * se),
-                         confidence, 1 - t_cdf(t, df), t_cdf(t, df), df)
+    return RatioEstimate(
+        change,
+        math.expm1(log_ratio - q * se),
+        math.expm1(log_ratio + q * se),
+        confidence,
+        1 - t_cdf(t, df),
+        t_cdf(t, df),
+        df,
+    )
 
 
-def bootstrap_ratio_ci(current: Sequence[float], baseline: Sequence[float], *,
-                       confidence: float = 0.95, resamples: int = 2000,
-                       seed: int = 20240611) -> tuple[float, float]:
+def bootstrap_ratio_ci(
+    current: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 20240611,
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``mean(current) / mean(baseline) - 1``.
 
     Seeded, so a report shows the same interval every time. Too narrow for a few
@@ -328,8 +349,9 @@ def _p_from(u: float, dist: Sequence[float], alternative: Alternative, eps: floa
     return min(1.0, 2 * min(ge, le))
 
 
-def mann_whitney_u(x: Sequence[float], y: Sequence[float],
-                   alternative: Alternative = "two-sided") -> RankTest:
+def mann_whitney_u(
+    x: Sequence[float], y: Sequence[float], alternative: Alternative = "two-sided"
+) -> RankTest:
     """Mann-Whitney U test; "greater" means x tends to be larger than y.
 
     Exact (enumerating every split of the pooled midranks) while there are at most
@@ -348,13 +370,14 @@ def mann_whitney_u(x: Sequence[float], y: Sequence[float],
     return RankTest(u, _normal_rank_p(u, ranks, n, m, alternative), exact=False)
 
 
-def _normal_rank_p(u: float, ranks: Sequence[float], n: int, m: int,
-                   alternative: Alternative) -> float:
+def _normal_rank_p(
+    u: float, ranks: Sequence[float], n: int, m: int, alternative: Alternative
+) -> float:
     total = n + m
     counts: dict[float, int] = {}
     for r in ranks:
         counts[r] = counts.get(r, 0) + 1
-    ties = sum(c ** 3 - c for c in counts.values())
+    ties = sum(c**3 - c for c in counts.values())
     sigma = math.sqrt(n * m / 12 * ((total + 1) - ties / (total * (total - 1))))
     if sigma == 0:
         return 1.0
@@ -400,8 +423,14 @@ class RateRatio:
     p_less: float
 
 
-def rate_ratio(events: int, exposure: float, base_events: int, base_exposure: float, *,
-               confidence: float = 0.95) -> RateRatio:
+def rate_ratio(
+    events: int,
+    exposure: float,
+    base_events: int,
+    base_exposure: float,
+    *,
+    confidence: float = 0.95,
+) -> RateRatio:
     """Compare ``events/exposure`` with ``base_events/base_exposure``.
 
     Conditional on the total number of events, the current run's share is binomial
@@ -426,8 +455,14 @@ def rate_ratio(events: int, exposure: float, base_events: int, base_exposure: fl
     def to_change(share: float) -> float:
         return math.inf if share >= 1 else share / (1 - share) * scale - 1
 
-    return RateRatio(to_change(events / total), to_change(lo_share), to_change(hi_share),
-                     confidence, p_greater, p_less)
+    return RateRatio(
+        to_change(events / total),
+        to_change(lo_share),
+        to_change(hi_share),
+        confidence,
+        p_greater,
+        p_less,
+    )
 
 
 def _share_bound(k: int, n: int, tail: float, *, lower: bool) -> float:

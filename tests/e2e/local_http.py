@@ -34,8 +34,9 @@ class LocalServer:
     - ``reset``: every ``reset_every``-th request is answered with a TCP reset.
     """
 
-    def __init__(self, mode: str = "length", body: bytes = b"<h1>Hello World</h1>",
-                 reset_every: int = 7) -> None:
+    def __init__(
+        self, mode: str = "length", body: bytes = b"<h1>Hello World</h1>", reset_every: int = 7
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         self.mode = mode
@@ -60,8 +61,12 @@ class LocalServer:
         self._spawn(self._accept)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=5)
@@ -99,7 +104,7 @@ class LocalServer:
                         return
                     buffer += data
                     continue
-                head, buffer = buffer[:end], buffer[end + 4:]
+                head, buffer = buffer[:end], buffer[end + 4 :]
                 buffer = self._skip_body(conn, head, buffer)
                 if not self._answer(conn):
                     return
@@ -135,9 +140,12 @@ class LocalServer:
             self._send_chunked(conn)
         else:
             close = self.mode == "close"
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
-                         + (b"Connection: close\r\n" if close else b"")
-                         + b"Content-Length: %d\r\n\r\n" % len(self.body) + self.body)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                + (b"Connection: close\r\n" if close else b"")
+                + b"Content-Length: %d\r\n\r\n" % len(self.body)
+                + self.body
+            )
         with self.counts.lock:
             self.counts.responses += 1
             self.counts.body_bytes += len(self.body)
@@ -147,6 +155,6 @@ class LocalServer:
         conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         body, step = self.body, max(len(self.body) // 3, 1)
         for start in range(0, len(body), step):
-            piece = body[start:start + step]
+            piece = body[start : start + step]
             conn.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
         conn.sendall(b"0\r\nX-Trailer: yes\r\n\r\n")

@@ -34,9 +34,18 @@ NODEID = "test_target.py::test_work[c4]"
 NAME = "GET /work"
 COST_US = 400  # the baseline's cost; x2 is a regression no noise can hide
 COST_ENV = "COSTLY_COST_US"
-RUN = ["-p", "no:locust", "-W", "error", f"--webperf-servers={SERVERS}",
-       "--webperf-concurrency=4", "--webperf-duration=1s", "--webperf-warmup=0.5s",
-       "--webperf-repeat=3", f"--webperf-machine-id={MACHINE}"]
+RUN = [
+    "-p",
+    "no:locust",
+    "-W",
+    "error",
+    f"--webperf-servers={SERVERS}",
+    "--webperf-concurrency=4",
+    "--webperf-duration=1s",
+    "--webperf-warmup=0.5s",
+    "--webperf-repeat=3",
+    f"--webperf-machine-id={MACHINE}",
+]
 QUIET_CHECKS = "--webperf-compare-fail=cpu_per_req:5%,errors:50%"
 
 TARGET = f"""
@@ -69,9 +78,19 @@ def saved_baseline(tmp_path_factory: pytest.TempPathFactory, engine: None) -> Pa
     work = tmp_path_factory.mktemp("gate-baseline")
     (work / "test_target.py").write_text(TARGET)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", *RUN, f"--webperf-baseline-dir={work / 'bl'}",
-         "--webperf-save"],
-        cwd=work, capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *RUN,
+            f"--webperf-baseline-dir={work / 'bl'}",
+            "--webperf-save",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
         env={**os.environ, COST_ENV: str(COST_US)},
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -89,23 +108,27 @@ def gate(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator
 def run_gate(pytester: pytest.Pytester, *args: str, cost: int = COST_US) -> pytest.RunResult:
     os.environ[COST_ENV] = str(cost)  # restored by the gate fixture's monkeypatch
     return pytester.runpytest_subprocess(
-        *RUN, f"--webperf-baseline-dir={pytester.path / 'bl'}", *args)
+        *RUN, f"--webperf-baseline-dir={pytester.path / 'bl'}", *args
+    )
 
 
 def test_no_baseline_passes_save_writes_one_and_history_is_kept(
-        pytester: pytest.Pytester, gate: Path, engine: None) -> None:
+    pytester: pytest.Pytester, gate: Path, engine: None
+) -> None:
     first = run_gate(pytester, "--webperf-json=first.json")
     first.assert_outcomes(passed=1)
-    first.stdout.fnmatch_lines(["*test_work[[]c4[]] [[]GET /work[]]: no baseline (run with "
-                                "--webperf-save)*"])
+    first.stdout.fnmatch_lines(
+        ["*test_work[[]c4[]] [[]GET /work[]]: no baseline (run with --webperf-save)*"]
+    )
     assert verdict(pytester.path / "first.json")["status"] == "no-baseline"
     assert not gate.exists(), "a run without --webperf-save wrote a baseline"
 
     saved = run_gate(pytester, "--webperf-save")  # no baseline yet: nothing to compare
     saved.assert_outcomes(passed=1)
     path = baseline_path(gate)
-    saved.stdout.fnmatch_lines([f"webperf: saved 1 baseline(s) in 1 file(s) under "
-                                f"{gate / MACHINE}"])
+    saved.stdout.fnmatch_lines(
+        [f"webperf: saved 1 baseline(s) in 1 file(s) under {gate / MACHINE}"]
+    )
     assert sorted(p.name for p in (gate / MACHINE).iterdir()) == [path.name]
     data = read_json(path)
     assert (data["schema"], data["nodeid"], data["machine_id"]) == (SCHEMA, NODEID, MACHINE)
@@ -127,7 +150,8 @@ def test_no_baseline_passes_save_writes_one_and_history_is_kept(
 
 
 def test_an_unchanged_server_compares_and_passes(
-        pytester: pytest.Pytester, gate: Path, saved_baseline: Path) -> None:
+    pytester: pytest.Pytester, gate: Path, saved_baseline: Path
+) -> None:
     shutil.copytree(saved_baseline, gate)
     result = run_gate(pytester, QUIET_CHECKS, "--webperf-json=out.json")
     result.assert_outcomes(passed=1)
@@ -139,15 +163,18 @@ def test_an_unchanged_server_compares_and_passes(
 
 
 def test_a_slower_server_fails_with_one_line_per_failed_check(
-        pytester: pytest.Pytester, gate: Path, saved_baseline: Path) -> None:
+    pytester: pytest.Pytester, gate: Path, saved_baseline: Path
+) -> None:
     shutil.copytree(saved_baseline, gate)
     result = run_gate(pytester, "--webperf-json=out.json", cost=2 * COST_US)  # default checks
     result.assert_outcomes(failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
-        "*webperf regression:",
-        "*[[]GET /work[]] cpu_per_req * -> * (+*%, 95% CI +*%..+*%*) beyond +5%",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*webperf regression:",
+            "*[[]GET /work[]] cpu_per_req * -> * (+*%, 95% CI +*%..+*%*) beyond +5%",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
     judged = verdict(pytester.path / "out.json")
     assert judged["status"] == "regression"
@@ -156,7 +183,8 @@ def test_a_slower_server_fails_with_one_line_per_failed_check(
 
 
 def test_a_faster_server_is_a_note_never_a_failure(
-        pytester: pytest.Pytester, gate: Path, saved_baseline: Path) -> None:
+    pytester: pytest.Pytester, gate: Path, saved_baseline: Path
+) -> None:
     shutil.copytree(saved_baseline, gate)
     result = run_gate(pytester, QUIET_CHECKS, "--webperf-json=out.json", cost=COST_US // 2)
     result.assert_outcomes(passed=1)
@@ -167,20 +195,25 @@ def test_a_faster_server_is_a_note_never_a_failure(
 
 
 def test_a_corrupt_baseline_fails_that_test_only_and_save_replaces_it(
-        pytester: pytest.Pytester, gate: Path, engine: None) -> None:
-    pytester.makepyfile(test_other="""
+    pytester: pytest.Pytester, gate: Path, engine: None
+) -> None:
+    pytester.makepyfile(
+        test_other="""
         def test_hello(webperf):
             webperf.http(webperf.server("costly"), path="/hello", repeat=1)
-    """)
+    """
+    )
     path = baseline_path(gate)
     path.parent.mkdir(parents=True)
     path.write_text('{"schema": 1, "measurements": {"GET /work": [')  # cut short
     result = run_gate(pytester)
     result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines([
-        f"*BaselineError: baseline file {path} cannot be read (*); delete it, or re-run "
-        "with --webperf-save to record a new baseline",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"*BaselineError: baseline file {path} cannot be read (*); delete it, or re-run "
+            "with --webperf-save to record a new baseline",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
 
     fixed = run_gate(pytester, "--webperf-save", str(pytester.path / "test_target.py"))
@@ -234,9 +267,19 @@ def save_interrupted(pytester: pytest.Pytester, pause_at: int) -> str:
     marker = pytester.path / "paused"
     marker.unlink(missing_ok=True)
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *RUN, "--webperf-repeat=1",
-         f"--webperf-baseline-dir={pytester.path / 'bl'}", "--webperf-save"],
-        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *RUN,
+            "--webperf-repeat=1",
+            f"--webperf-baseline-dir={pytester.path / 'bl'}",
+            "--webperf-save",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, "GATE_PAUSE_AT_FSYNC": str(pause_at)},
     )
     try:
@@ -255,7 +298,8 @@ def save_interrupted(pytester: pytest.Pytester, pause_at: int) -> str:
 
 @pytest.mark.parametrize("pause_at", [1, 2], ids=["before-rename", "after-rename"])
 def test_ctrl_c_during_save_leaves_the_old_or_the_new_baseline_whole(
-        pytester: pytest.Pytester, gate: Path, engine: None, pause_at: int) -> None:
+    pytester: pytest.Pytester, gate: Path, engine: None, pause_at: int
+) -> None:
     pytester.makeconftest(PAUSE_CONFTEST)
     run_gate(pytester, "--webperf-save", "--webperf-repeat=1").assert_outcomes(passed=1)
     path = baseline_path(gate)
@@ -276,13 +320,17 @@ def test_ctrl_c_during_save_leaves_the_old_or_the_new_baseline_whole(
         assert data["measurements"][NAME]["latest"]["measurement"]["runs"]
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("rps:5", "*check 'rps:5' needs a unit: write rps:5% *"),
-    ("p95:-10%", "*check 'p95:-10%' points the wrong way: p95 is worse when it rises*"),
-    ("speed:5%", "*unknown metric 'speed'*"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("rps:5", "*check 'rps:5' needs a unit: write rps:5% *"),
+        ("p95:-10%", "*check 'p95:-10%' points the wrong way: p95 is worse when it rises*"),
+        ("speed:5%", "*unknown metric 'speed'*"),
+    ],
+)
 def test_a_bad_compare_fail_spec_is_a_usage_error(
-        pytester: pytest.Pytester, spec: str, message: str) -> None:
+    pytester: pytest.Pytester, spec: str, message: str
+) -> None:
     pytester.makepyfile(test_target=TARGET)
     result = pytester.runpytest_subprocess("-p", "no:locust", f"--webperf-compare-fail={spec}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -291,8 +339,10 @@ def test_a_bad_compare_fail_spec_is_a_usage_error(
 
 
 def test_an_absolute_limit_in_a_marker_fails_without_a_baseline(
-        pytester: pytest.Pytester, gate: Path, engine: None) -> None:
-    pytester.makepyfile(test_target=f"""
+    pytester: pytest.Pytester, gate: Path, engine: None
+) -> None:
+    pytester.makepyfile(
+        test_target=f"""
         import os
 
         import pytest
@@ -302,14 +352,17 @@ def test_an_absolute_limit_in_a_marker_fails_without_a_baseline(
         def test_work(webperf):
             target = webperf.server("costly", env={{"COST_US": os.environ["{COST_ENV}"]}})
             webperf.http(target, path="/work")
-    """)
+    """
+    )
     result = run_gate(pytester, "--webperf-json=out.json")
     result.assert_outcomes(failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
-        "*webperf regression:",
-        "*[[]GET /work[]] p99_ms *ms breaks the limit p99_ms<0.001",
-        "*[[]GET /work[]] no baseline (run with --webperf-save)",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*webperf regression:",
+            "*[[]GET /work[]] p99_ms *ms breaks the limit p99_ms<0.001",
+            "*[[]GET /work[]] no baseline (run with --webperf-save)",
+        ]
+    )
     judged = verdict(pytester.path / "out.json")
     assert judged["status"] == "regression", judged

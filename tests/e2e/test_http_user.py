@@ -22,15 +22,32 @@ USERS = 20
 BODY = b"<p>" + b"x" * 1000 + b"</p>"
 
 
-def swarm(url: str, *, users: int = USERS, duration_s: float = 2.0, timeout_s: float = 5.0,
-          user_class: str = "lean", cpus: tuple[int, ...] = ()) -> SwarmOutcome:
-    return run_swarm(SwarmSpec(host=url, users=users, duration_s=duration_s, warmup_s=0.5,
-                               timeout_s=timeout_s, user_class=user_class, cpus=cpus,
-                               workload=Workload(path="/page")))
+def swarm(
+    url: str,
+    *,
+    users: int = USERS,
+    duration_s: float = 2.0,
+    timeout_s: float = 5.0,
+    user_class: str = "lean",
+    cpus: tuple[int, ...] = (),
+) -> SwarmOutcome:
+    return run_swarm(
+        SwarmSpec(
+            host=url,
+            users=users,
+            duration_s=duration_s,
+            warmup_s=0.5,
+            timeout_s=timeout_s,
+            user_class=user_class,
+            cpus=cpus,
+            workload=Workload(path="/page"),
+        )
+    )
 
 
-def assert_counted_like_the_server(outcome: SwarmOutcome, server: LocalServer,
-                                   per_task: int = 1) -> None:
+def assert_counted_like_the_server(
+    outcome: SwarmOutcome, server: LocalServer, per_task: int = 1
+) -> None:
     """Everything we recorded was answered; the server answered at most what the users
     had in flight when the swarm stopped (the rest of a task: one request in a closed loop)."""
     recorded = outcome.rolled_requests
@@ -119,8 +136,10 @@ def test_generator_is_pinned_where_asked() -> None:
 
 
 def test_users_subclass_lean_http_user_with_their_own_tasks(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "shop_users.py").write_text(textwrap.dedent('''
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "shop_users.py").write_text(
+        textwrap.dedent("""
         from locust import task
         from pytest_webperf.swarm.http import LeanHttpUser
 
@@ -131,9 +150,11 @@ def test_users_subclass_lean_http_user_with_their_own_tasks(
                 if page.body != b"<h1>Hello World</h1>":
                     self.stop()  # a wrong body ends the user: the test sees too few requests
                 self.request("POST", "/cart", body=b'{"item": 1}', name="cart")
-    '''))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get(
-        "PYTHONPATH", "")]))
+    """)
+    )
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    )
     with LocalServer("length") as server:
         outcome = swarm(server.url, users=4, duration_s=1.5, user_class="shop_users:Shop")
     total = outcome.total

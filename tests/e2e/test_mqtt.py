@@ -26,9 +26,13 @@ CATALOG = Catalog(default_directories())
 SUBSCRIBERS = [s.name for s in CATALOG if isinstance(s.extra.get("mqtt"), dict)]
 SMALL = MqttPlan(users=20, duration_s=3, warmup_s=1, interval_s=0.2, drain_s=20, quiet_s=2)
 GARBAGE = [
-    b"{not json", b"", b"[1, 2, 3]", b'{"clientId": 1}', b'{"clientId": "x", "temp": 1}',
-    b"\xff\xfe\x00binary", json.dumps({"clientId": 1, "temp": 1, "humidity": 2,
-                                       "light": None}).encode(),
+    b"{not json",
+    b"",
+    b"[1, 2, 3]",
+    b'{"clientId": 1}',
+    b'{"clientId": "x", "temp": 1}',
+    b"\xff\xfe\x00binary",
+    json.dumps({"clientId": 1, "temp": 1, "humidity": 2, "light": None}).encode(),
 ]
 
 
@@ -62,8 +66,11 @@ def test_every_message_reaches_the_observer_and_the_table(subscriber: ContainerT
 
 def test_garbage_from_a_client_does_not_stop_the_server(subscriber: ContainerTarget) -> None:
     port = wiring(subscriber).broker_port
-    publish.multiple([{"topic": "telemetry/666", "payload": p, "qos": 2} for p in GARBAGE],
-                     hostname="127.0.0.1", port=port)
+    publish.multiple(
+        [{"topic": "telemetry/666", "payload": p, "qos": 2} for p in GARBAGE],
+        hostname="127.0.0.1",
+        port=port,
+    )
     result = _mqtt(subscriber)
     subscriber.check_alive()
     _clean(result.store, result.acked)
@@ -73,8 +80,7 @@ def test_a_subscriber_killed_mid_run_shows_up_as_lost_messages() -> None:
     with start_target(CATALOG, "go-mqtt") as target:
         server = next(c for c in target.containers if c.spec.name == "go-mqtt")
         kill = threading.Timer(2.0, lambda: server.container.get_wrapped_container().kill())
-        plan = MqttPlan(users=20, duration_s=4, warmup_s=1, interval_s=0.2, drain_s=10,
-                        quiet_s=1)
+        plan = MqttPlan(users=20, duration_s=4, warmup_s=1, interval_s=0.2, drain_s=10, quiet_s=1)
         kill.start()
         try:
             measurement = measure_mqtt(target, plan, nodeid="e2e")

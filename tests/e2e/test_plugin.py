@@ -38,16 +38,18 @@ def test_concurrency_list_parametrizes_and_reports(pytester: pytest.Pytester, en
         *QUICK, "--webperf-concurrency=5,20", "--webperf-repeat=2", "--webperf-json=out.json", "-v"
     )
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "*test_hello[[]c5[]] PASSED*",
-        "*test_hello[[]c20[]] PASSED*",
-        "*= webperf =*",
-        "test * workload * server * users * req/s * requests * errors * timeouts * p50 ms*",
-        "test_hello[[]c5[]] * GET /hello * nginx * 5 *",
-        "test_hello[[]c20[]] * GET /hello * nginx * 20 *",
-        "*no baseline (run with --webperf-save)*",
-        "webperf: JSON report written to out.json",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_hello[[]c5[]] PASSED*",
+            "*test_hello[[]c20[]] PASSED*",
+            "*= webperf =*",
+            "test * workload * server * users * req/s * requests * errors * timeouts * p50 ms*",
+            "test_hello[[]c5[]] * GET /hello * nginx * 5 *",
+            "test_hello[[]c20[]] * GET /hello * nginx * 20 *",
+            "*no baseline (run with --webperf-save)*",
+            "webperf: JSON report written to out.json",
+        ]
+    )
     report = json.loads((pytester.path / "out.json").read_text())
     assert report["schema"] == 1
     tests = {t["nodeid"]: t for t in report["tests"]}
@@ -92,7 +94,9 @@ def test_bad_ini_value_names_the_ini_option(pytester: pytest.Pytester):
 def test_target_url_loads_a_running_server(pytester: pytest.Pytester, local_server: str):
     pytester.makepyfile(test_static=HELLO)
     result = pytester.runpytest_subprocess(
-        *QUICK, "--webperf-concurrency=4", "--webperf-repeat=1",
+        *QUICK,
+        "--webperf-concurrency=4",
+        "--webperf-repeat=1",
         f"--webperf-target-url={local_server}",
     )
     result.assert_outcomes(passed=1)
@@ -116,26 +120,40 @@ def test_server_that_fails_to_start_shows_its_logs(pytester: pytest.Pytester, en
     (broken / "Dockerfile").write_text(
         'FROM debian:bookworm-slim\nCMD ["sh", "-c", "echo boom: cannot bind $PORT >&2; exit 3"]\n'
     )
-    pytester.makepyfile(test_broken="""
+    pytester.makepyfile(
+        test_broken="""
         def test_broken(webperf):
             webperf.http(webperf.server("broken"))
-    """)
+    """
+    )
     result = pytester.runpytest_subprocess(*QUICK, f"--webperf-servers={broken.parent}")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*TargetError: broken is not running (status exited, exit code 3)*",
-        "*last lines of the server's log*",
-        "*boom: cannot bind*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*TargetError: broken is not running (status exited, exit code 3)*",
+            "*last lines of the server's log*",
+            "*boom: cannot bind*",
+        ]
+    )
     assert our_containers(os.getpid()) == []
 
 
 def test_server_dying_mid_run_fails_the_test_with_logs(pytester: pytest.Pytester, engine: None):
     pytester.makepyfile(test_static=HELLO)
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *QUICK, "--webperf-duration=8s", "--webperf-repeat=1",
-         "--webperf-concurrency=5"],
-        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *QUICK,
+            "--webperf-duration=8s",
+            "--webperf-repeat=1",
+            "--webperf-concurrency=5",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         names = wait_for_containers(process.pid)
@@ -163,9 +181,19 @@ def wait_for_containers(pid: int, timeout: float = 120) -> list[str]:
 def test_ctrl_c_mid_run_leaves_no_container(pytester: pytest.Pytester, engine: None):
     pytester.makepyfile(test_static=HELLO)
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *QUICK, "--webperf-duration=30s", "--webperf-repeat=1",
-         "--webperf-concurrency=5"],
-        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *QUICK,
+            "--webperf-duration=30s",
+            "--webperf-repeat=1",
+            "--webperf-concurrency=5",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         wait_for_containers(process.pid)
@@ -183,7 +211,10 @@ def test_containers_of_a_killed_run_are_swept(engine: None):
     client = docker_client()
     image = "debian:bookworm-slim"
     stale = client.containers.run(
-        image, ["sleep", "300"], detach=True, network_mode="host",
+        image,
+        ["sleep", "300"],
+        detach=True,
+        network_mode="host",
         labels={MANAGED: "1", OWNER: "999999:1.00"},  # an owner that does not exist
     )
     try:
@@ -198,9 +229,20 @@ def test_user_test_file_shape_works_in_repo_suites():
     """The suites directory is collected with the plugin and its ids end with -cN."""
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "suites/test_static_io.py",
-         "--webperf-concurrency=100,500"],
-        cwd=root, capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "suites/test_static_io.py",
+            "--webperf-concurrency=100,500",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     ids = [line for line in result.stdout.splitlines() if "::" in line]

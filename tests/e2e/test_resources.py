@@ -13,8 +13,16 @@ HELLO = """
 def test_hello(webperf):
     webperf.http(webperf.server("nginx"), path="/hello")
 """
-QUICK = ["-p", "no:locust", "-W", "error", "--webperf-duration=3s", "--webperf-warmup=1s",
-         "--webperf-repeat=1", "--webperf-json=out.json"]
+QUICK = [
+    "-p",
+    "no:locust",
+    "-W",
+    "error",
+    "--webperf-duration=3s",
+    "--webperf-warmup=1s",
+    "--webperf-repeat=1",
+    "--webperf-json=out.json",
+]
 
 
 def run(pytester: pytest.Pytester, *options: str) -> tuple[pytest.RunResult, dict[str, Any]]:
@@ -30,9 +38,11 @@ def measured(samples: list[dict[str, Any]], field: str) -> list[float]:
 
 
 def test_unlimited_nginx_outruns_locust_and_the_run_says_so(
-        pytester: pytest.Pytester, engine: None):
-    result, test = run(pytester, "--webperf-concurrency=50", "--webperf-user=fast",
-                       "--webperf-placement=split")  # a core of its own: contention aside
+    pytester: pytest.Pytester, engine: None
+):
+    result, test = run(
+        pytester, "--webperf-concurrency=50", "--webperf-user=fast", "--webperf-placement=split"
+    )  # a core of its own: contention aside
     (rep,) = test["repetitions"]
     assert rep["generator_cpu_percent"] > 80, rep["generator_cpu_percent"]
     assert rep["generator_bound"] is True
@@ -42,7 +52,8 @@ def test_unlimited_nginx_outruns_locust_and_the_run_says_so(
 
 
 def test_cpu_limited_nginx_is_the_bottleneck_not_the_generator(
-        pytester: pytest.Pytester, engine: None):
+    pytester: pytest.Pytester, engine: None
+):
     _, test = run(pytester, "--webperf-concurrency=50", "--webperf-target-cpus=0.05")
     (rep,) = test["repetitions"]
     assert test["target"]["limits"]["cpus"] == 0.05
@@ -54,7 +65,8 @@ def test_cpu_limited_nginx_is_the_bottleneck_not_the_generator(
 
 
 def test_sampled_cpu_agrees_with_the_cgroup_and_gives_service_demand(
-        pytester: pytest.Pytester, engine: None):
+    pytester: pytest.Pytester, engine: None
+):
     _, test = run(pytester, "--webperf-concurrency=20")
     (rep,) = test["repetitions"]
     resources = rep["resources"]
@@ -65,7 +77,6 @@ def test_sampled_cpu_agrees_with_the_cgroup_and_gives_service_demand(
     assert sampled == pytest.approx(cgroup, rel=0.1, abs=3), (sampled, cgroup)
     assert all(s["rss_mb"] > 0 and s["processes"] >= 2 for s in resources)  # master + workers
     # service demand: cgroup CPU seconds over the measured phase per request
-    assert rep["cpu_per_req_us"] == pytest.approx(
-        rep["server_cpu_seconds"] * 1e6 / rep["requests"])
+    assert rep["cpu_per_req_us"] == pytest.approx(rep["server_cpu_seconds"] * 1e6 / rep["requests"])
     assert 1 < rep["cpu_per_req_us"] < 2000
     assert rep["capacity_rps"] == pytest.approx(rep["server_cores"] * 1e6 / rep["cpu_per_req_us"])

@@ -68,8 +68,10 @@ def test_psutil_tree_cpu_agrees_with_the_cgroup(busy_container: Container) -> No
     cgroup = monitor.cpu_seconds("start", "end", source="cgroup")["box"]
     tree = monitor.cpu_seconds("start", "end", source="psutil")["box"]
     assert cgroup is not None and tree is not None
-    print(f"\nbusy loop, 5 s: cgroup {cgroup:.3f} s, psutil tree {tree:.3f} s, "
-          f"difference {abs(tree - cgroup) / cgroup:.2%}")
+    print(
+        f"\nbusy loop, 5 s: cgroup {cgroup:.3f} s, psutil tree {tree:.3f} s, "
+        f"difference {abs(tree - cgroup) / cgroup:.2%}"
+    )
     assert cgroup > 0.25  # the loop ran (one core, shared with others: above 5 %)
     assert abs(tree - cgroup) <= 0.05 * cgroup + 0.05  # a few % (+ 10 ms clock ticks x 5)
 
@@ -112,8 +114,10 @@ def test_the_cgroup_sees_cpu_of_processes_psutil_missed(churning_container: Cont
     cgroup = monitor.cpu_seconds("start", "end", source="cgroup")["box"]
     tree = monitor.cpu_seconds("start", "end", source="psutil")["box"]
     assert cgroup is not None and tree is not None
-    print(f"\nfork churn, 3 s: cgroup {cgroup:.3f} s, psutil tree {tree:.3f} s "
-          f"({tree / cgroup:.0%} seen)")
+    print(
+        f"\nfork churn, 3 s: cgroup {cgroup:.3f} s, psutil tree {tree:.3f} s "
+        f"({tree / cgroup:.0%} seen)"
+    )
     assert cgroup > 0.3
     assert abs(tree - cgroup) <= 0.10 * cgroup
     assert monitor.total_cpu_seconds("start", "end") == cgroup  # the cgroup is preferred

@@ -16,9 +16,18 @@ BODY = b"<p>" + b"y" * 500 + b"</p>"
 def test_two_workers_merge_to_the_servers_count() -> None:
     cpus = tuple(sorted(os.sched_getaffinity(0)))[:2]
     with LocalServer("length", body=BODY) as server:
-        outcome = run_swarm(SwarmSpec(
-            host=server.url, users=20, duration_s=2.0, warmup_s=0.5, user_class="lean",
-            workers=2, cpus=cpus, workload=Workload(path="/page")))
+        outcome = run_swarm(
+            SwarmSpec(
+                host=server.url,
+                users=20,
+                duration_s=2.0,
+                warmup_s=0.5,
+                user_class="lean",
+                workers=2,
+                cpus=cpus,
+                workload=Workload(path="/page"),
+            )
+        )
     total = outcome.total
     assert total.requests > 0
     assert total.errors == 0

@@ -19,10 +19,10 @@ def test_png_is_valid():
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     offset, kinds = 8, []
     while offset < len(data):
-        (length,) = struct.unpack(">I", data[offset:offset + 4])
-        kind = data[offset + 4:offset + 8]
-        body = data[offset + 8:offset + 8 + length]
-        (crc,) = struct.unpack(">I", data[offset + 8 + length:offset + 12 + length])
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind = data[offset + 4 : offset + 8]
+        body = data[offset + 8 : offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
         assert zlib.crc32(kind + body) == crc
         kinds.append(kind)
         offset += 12 + length

@@ -33,17 +33,33 @@ def make(rps: float, name: str = "/hello", nodeid: str = NODEID) -> Measurement:
     for us in (900, 1000, 1500, 20000):
         hist.record(us)
     runs = tuple(
-        RunResult(repetition=i, concurrency=500, duration_s=20.0, requests=int(rps * 20),
-                  errors=1, timeouts=1, connect_errors=0, bytes=123456,
-                  latency=Latency.of(hist),
-                  series=(Snapshot(1.0, 1.0, 500, int(rps), 0, 0, 100, 1.0, 2.0, 3.0),),
-                  histogram=hist,
-                  resources=(ResourceSample(1.0, "nginx", 55.5, 12.25, 3, 3),),
-                  server_cpu_seconds=4.5)
-        for i in range(3))
-    return Measurement(nodeid=nodeid, name=name, server="nginx", concurrency=500,
-                       workload=Workload(), runs=runs, target={"image": "webperf/nginx:abc"},
-                       verdict=Verdict("pass"))
+        RunResult(
+            repetition=i,
+            concurrency=500,
+            duration_s=20.0,
+            requests=int(rps * 20),
+            errors=1,
+            timeouts=1,
+            connect_errors=0,
+            bytes=123456,
+            latency=Latency.of(hist),
+            series=(Snapshot(1.0, 1.0, 500, int(rps), 0, 0, 100, 1.0, 2.0, 3.0),),
+            histogram=hist,
+            resources=(ResourceSample(1.0, "nginx", 55.5, 12.25, 3, 3),),
+            server_cpu_seconds=4.5,
+        )
+        for i in range(3)
+    )
+    return Measurement(
+        nodeid=nodeid,
+        name=name,
+        server="nginx",
+        concurrency=500,
+        workload=Workload(),
+        runs=runs,
+        target={"image": "webperf/nginx:abc"},
+        verdict=Verdict("pass"),
+    )
 
 
 @pytest.fixture
@@ -111,7 +127,8 @@ def test_ids_that_slug_alike_get_different_files() -> None:
 
 
 def test_a_crash_during_the_write_keeps_the_old_file(
-        store: BaselineStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: BaselineStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store.save([make(1000.0)])
     path = store.path_for(NODEID)
     before = path.read_bytes()
@@ -130,7 +147,8 @@ def test_a_crash_during_the_write_keeps_the_old_file(
 
 
 def test_a_crash_while_writing_the_temp_file_keeps_the_old_file(
-        store: BaselineStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: BaselineStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store.save([make(1000.0)])
     path = store.path_for(NODEID)
     before = path.read_bytes()
@@ -146,18 +164,25 @@ def test_a_crash_while_writing_the_temp_file_keeps_the_old_file(
     assert len(list(path.parent.iterdir())) == 1
 
 
-@pytest.mark.parametrize(("content", "says"), [
-    ("{not json", "cannot be read"),
-    ("", "cannot be read"),
-    ("[]", "top level is not an object"),
-    ('{"measurements": {}}', "'schema' is None"),
-    ('{"schema": 1, "measurements": []}', "'measurements' is not an object"),
-    ('{"schema": 1, "measurements": {"/hello": {"latest": {}}}}', "lacks 'latest.measurement'"),
-    ('{"schema": 1, "measurements": {"/hello": {"latest": {"measurement": {}}, '
-     '"history": []}}}', "measurement '/hello' cannot be read"),
-])
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("{not json", "cannot be read"),
+        ("", "cannot be read"),
+        ("[]", "top level is not an object"),
+        ('{"measurements": {}}', "'schema' is None"),
+        ('{"schema": 1, "measurements": []}', "'measurements' is not an object"),
+        ('{"schema": 1, "measurements": {"/hello": {"latest": {}}}}', "lacks 'latest.measurement'"),
+        (
+            '{"schema": 1, "measurements": {"/hello": {"latest": {"measurement": {}}, '
+            '"history": []}}}',
+            "measurement '/hello' cannot be read",
+        ),
+    ],
+)
 def test_a_corrupt_file_names_the_file_and_the_fix(
-        store: BaselineStore, content: str, says: str) -> None:
+    store: BaselineStore, content: str, says: str
+) -> None:
     path = store.path_for(NODEID)
     path.parent.mkdir(parents=True)
     path.write_text(content)

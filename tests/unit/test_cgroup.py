@@ -56,13 +56,21 @@ def test_proc_cgroup_of_a_hybrid_host() -> None:
 
 def test_proc_cgroup_splits_combined_controllers() -> None:
     paths = parse_proc_cgroup("4:cpu,cpuacct:/system.slice/docker-abc.scope\n")
-    assert paths == {"cpu": "/system.slice/docker-abc.scope",
-                     "cpuacct": "/system.slice/docker-abc.scope"}
+    assert paths == {
+        "cpu": "/system.slice/docker-abc.scope",
+        "cpuacct": "/system.slice/docker-abc.scope",
+    }
 
 
-@given(st.lists(st.tuples(st.sampled_from(["cpu", "memory", "pids", ""]),
-                          st.from_regex(r"/[a-z0-9/._:-]{0,30}", fullmatch=True)),
-                unique_by=lambda item: item[0]))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["cpu", "memory", "pids", ""]),
+            st.from_regex(r"/[a-z0-9/._:-]{0,30}", fullmatch=True),
+        ),
+        unique_by=lambda item: item[0],
+    )
+)
 def test_proc_cgroup_round_trip(entries: list[tuple[str, str]]) -> None:
     text = "".join(f"{n}:{ctrl}:{path}\n" for n, (ctrl, path) in enumerate(entries))
     assert parse_proc_cgroup(text) == dict(entries)
@@ -70,16 +78,22 @@ def test_proc_cgroup_round_trip(entries: list[tuple[str, str]]) -> None:
 
 def test_mountinfo_finds_v1_and_v2_mounts() -> None:
     mounts = parse_mountinfo(HYBRID_MOUNTINFO)
-    assert [m.mount_point.name for m in mounts] == ["cpu", "cpuacct", "memory", "systemd",
-                                                     "unified"]
+    assert [m.mount_point.name for m in mounts] == [
+        "cpu",
+        "cpuacct",
+        "memory",
+        "systemd",
+        "unified",
+    ]
     assert [m.v2 for m in mounts] == [False, False, False, False, True]
     assert mounts[0].controllers == {"cpu"}
     assert mounts[3].controllers == {"name=systemd"}
 
 
 def test_mountinfo_with_optional_fields_and_escaped_space() -> None:
-    line = ("41 31 0:38 /sub /mnt/my\\040cgroup rw shared:9 master:1 - "
-            "cgroup2 cgroup2 rw,nsdelegate\n")
+    line = (
+        "41 31 0:38 /sub /mnt/my\\040cgroup rw shared:9 master:1 - cgroup2 cgroup2 rw,nsdelegate\n"
+    )
     (mount,) = parse_mountinfo(line)
     assert mount.v2 and mount.root == "/sub" and mount.mount_point == Path("/mnt/my cgroup")
 
@@ -92,8 +106,11 @@ def test_mount_directory_maps_paths_under_its_root() -> None:
     assert mount.directory("/elsewhere") is None
 
 
-@given(st.dictionaries(st.from_regex(r"[a-z_]{1,20}", fullmatch=True),
-                       st.integers(min_value=0, max_value=2**63)))
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z_]{1,20}", fullmatch=True), st.integers(min_value=0, max_value=2**63)
+    )
+)
 def test_flat_keyed_round_trip(values: dict[str, int]) -> None:
     text = "".join(f"{k} {v}\n" for k, v in values.items())
     assert parse_flat_keyed(text) == values

@@ -15,13 +15,24 @@ def measurement(rps: float, reps: int = 5) -> Measurement:
         histogram = Histogram()
         histogram.record_many([1000, 1100, 1200])
         rate = rps * (1 + 0.01 * (i - 2))  # a little spread, as real runs have
-        series = tuple(Snapshot(t + 1.0, 1.0, 10, int(rate), 0, 0, 0, 1.0, 1.1, 1.2)
-                       for t in range(5))
-        runs.append(RunResult(
-            repetition=i + 1, concurrency=10, duration_s=5.0, requests=int(rate * 5), errors=0,
-            timeouts=0, connect_errors=0, bytes=0, latency=Latency.of(histogram), series=series,
-            histogram=histogram,
-        ))
+        series = tuple(
+            Snapshot(t + 1.0, 1.0, 10, int(rate), 0, 0, 0, 1.0, 1.1, 1.2) for t in range(5)
+        )
+        runs.append(
+            RunResult(
+                repetition=i + 1,
+                concurrency=10,
+                duration_s=5.0,
+                requests=int(rate * 5),
+                errors=0,
+                timeouts=0,
+                connect_errors=0,
+                bytes=0,
+                latency=Latency.of(histogram),
+                series=series,
+                histogram=histogram,
+            )
+        )
     return Measurement("t.py::test[c10]", "GET /hello", "nginx", 10, Workload(), tuple(runs))
 
 

@@ -34,30 +34,70 @@ from pytest_webperf.models import (
 # --- builders ----------------------------------------------------------------------------
 
 
-def make_run(rps: float, *, seconds: int = 20, p95_ms: float = 10.0, errors: int = 0,
-             cpu_us: float | None = 200.0, noise: Sequence[float] = (),
-             resources: Sequence[ResourceSample] = (), rep: int = 0) -> RunResult:
+def make_run(
+    rps: float,
+    *,
+    seconds: int = 20,
+    p95_ms: float = 10.0,
+    errors: int = 0,
+    cpu_us: float | None = 200.0,
+    noise: Sequence[float] = (),
+    resources: Sequence[ResourceSample] = (),
+    rep: int = 0,
+) -> RunResult:
     """A repetition at ``rps`` whose per-second series wobbles by ``noise`` (fractions)."""
     snaps = []
     for t in range(seconds):
         wobble = noise[t % len(noise)] if noise else 0.0
-        snaps.append(Snapshot(t=t + 1.0, elapsed=1.0, users=100,
-                              requests=max(0, round(rps * (1 + wobble))), errors=0,
-                              timeouts=0, bytes=0, p50_ms=p95_ms / 2, p95_ms=p95_ms,
-                              p99_ms=p95_ms * 1.5))
+        snaps.append(
+            Snapshot(
+                t=t + 1.0,
+                elapsed=1.0,
+                users=100,
+                requests=max(0, round(rps * (1 + wobble))),
+                errors=0,
+                timeouts=0,
+                bytes=0,
+                p50_ms=p95_ms / 2,
+                p95_ms=p95_ms,
+                p99_ms=p95_ms * 1.5,
+            )
+        )
     requests = sum(s.requests for s in snaps)
-    latency = Latency(mean_ms=p95_ms / 2, p50_ms=p95_ms / 2, p90_ms=p95_ms * 0.9,
-                      p95_ms=p95_ms, p99_ms=p95_ms * 1.5, p999_ms=p95_ms * 2,
-                      max_ms=p95_ms * 3)
-    return RunResult(repetition=rep, concurrency=100, duration_s=float(seconds),
-                     requests=requests, errors=errors, timeouts=0, connect_errors=0, bytes=0,
-                     latency=latency, series=tuple(snaps), resources=tuple(resources),
-                     server_cpu_seconds=None if cpu_us is None else cpu_us * requests / 1e6)
+    latency = Latency(
+        mean_ms=p95_ms / 2,
+        p50_ms=p95_ms / 2,
+        p90_ms=p95_ms * 0.9,
+        p95_ms=p95_ms,
+        p99_ms=p95_ms * 1.5,
+        p999_ms=p95_ms * 2,
+        max_ms=p95_ms * 3,
+    )
+    return RunResult(
+        repetition=rep,
+        concurrency=100,
+        duration_s=float(seconds),
+        requests=requests,
+        errors=errors,
+        timeouts=0,
+        connect_errors=0,
+        bytes=0,
+        latency=latency,
+        series=tuple(snaps),
+        resources=tuple(resources),
+        server_cpu_seconds=None if cpu_us is None else cpu_us * requests / 1e6,
+    )
 
 
 def make(runs: Sequence[RunResult]) -> Measurement:
-    return Measurement(nodeid="suites/test_x.py::test_hello[nginx-c100]", name="/hello",
-                       server="nginx", concurrency=100, workload=Workload(), runs=tuple(runs))
+    return Measurement(
+        nodeid="suites/test_x.py::test_hello[nginx-c100]",
+        name="/hello",
+        server="nginx",
+        concurrency=100,
+        workload=Workload(),
+        runs=tuple(runs),
+    )
 
 
 def of_rps(values: Sequence[float], **kw: object) -> Measurement:
@@ -69,11 +109,18 @@ def of_rps(values: Sequence[float], **kw: object) -> Measurement:
 
 def test_parses_relative_checks_and_limits() -> None:
     assert parse_checks("rps:5%, cpu_per_req:5%,p95:10%,errors:0,rss:20%") == (
-        RelativeCheck("rps", 5), RelativeCheck("cpu_per_req", 5), RelativeCheck("p95", 10),
-        AbsoluteCheck("errors", "<=", 0), RelativeCheck("rss", 20))
+        RelativeCheck("rps", 5),
+        RelativeCheck("cpu_per_req", 5),
+        RelativeCheck("p95", 10),
+        AbsoluteCheck("errors", "<=", 0),
+        RelativeCheck("rss", 20),
+    )
     assert parse_checks("p99_ms<500,error_rate<0.01,rss_mb<512,rps>=1000") == (
-        AbsoluteCheck("p99", "<", 500), AbsoluteCheck("error_rate", "<", 0.01),
-        AbsoluteCheck("rss", "<", 512), AbsoluteCheck("rps", ">=", 1000))
+        AbsoluteCheck("p99", "<", 500),
+        AbsoluteCheck("error_rate", "<", 0.01),
+        AbsoluteCheck("rss", "<", 512),
+        AbsoluteCheck("rps", ">=", 1000),
+    )
     assert parse_check("rps:-5%") == RelativeCheck("rps", 5)  # signs as in the design doc
     assert parse_check("p95:+10%") == RelativeCheck("p95", 10)
     assert parse_check("P95_MS : 12.5 %") == RelativeCheck("p95", 12.5)
@@ -87,19 +134,22 @@ def test_str_uses_the_unit_suffixed_name_for_limits() -> None:
     assert compare.format_checks(DEFAULT_CHECKS) == "rps:5%,cpu_per_req:5%,p95:20%,errors:50%"
 
 
-@pytest.mark.parametrize(("spec", "names"), [
-    ("rps", "'rps'"),
-    ("rps:5%,,p95:10%", "empty check"),
-    ("rsp:5%", "unknown metric 'rsp'"),
-    ("rps:+5%", "rps is worse when it falls"),
-    ("p95:-10%", "p95 is worse when it rises"),
-    ("p95:10", "needs a unit: write p95:10% .* or p95_ms<10"),
-    ("errors:1.5", "needs a unit"),
-    ("rps:5%,rps:5%", "given twice"),
-    ("p99_ms<", "'p99_ms<'"),
-    ("rps:five%", "'rps:five%'"),
-    ("rps>1e400", "must be finite"),
-])
+@pytest.mark.parametrize(
+    ("spec", "names"),
+    [
+        ("rps", "'rps'"),
+        ("rps:5%,,p95:10%", "empty check"),
+        ("rsp:5%", "unknown metric 'rsp'"),
+        ("rps:+5%", "rps is worse when it falls"),
+        ("p95:-10%", "p95 is worse when it rises"),
+        ("p95:10", "needs a unit: write p95:10% .* or p95_ms<10"),
+        ("errors:1.5", "needs a unit"),
+        ("rps:5%,rps:5%", "given twice"),
+        ("p99_ms<", "'p99_ms<'"),
+        ("rps:five%", "'rps:five%'"),
+        ("rps>1e400", "must be finite"),
+    ],
+)
 def test_bad_specs_name_the_bad_part_and_the_grammar(spec: str, names: str) -> None:
     with pytest.raises(OptionError, match=names) as info:
         parse_checks(spec)
@@ -107,12 +157,17 @@ def test_bad_specs_name_the_bad_part_and_the_grammar(spec: str, names: str) -> N
         assert "METRIC:N%" in str(info.value) or "write" in str(info.value)
 
 
-numbers = st.one_of(st.integers(0, 10**6).map(float),
-                    st.floats(0, 1e6, allow_nan=False, allow_infinity=False))
+numbers = st.one_of(
+    st.integers(0, 10**6).map(float), st.floats(0, 1e6, allow_nan=False, allow_infinity=False)
+)
 checks = st.one_of(
     st.builds(RelativeCheck, st.sampled_from(sorted(METRICS)), numbers),
-    st.builds(AbsoluteCheck, st.sampled_from(sorted(METRICS)),
-              st.sampled_from(["<", "<=", ">", ">="]), numbers),
+    st.builds(
+        AbsoluteCheck,
+        st.sampled_from(sorted(METRICS)),
+        st.sampled_from(["<", "<=", ">", ">="]),
+        numbers,
+    ),
 )
 
 
@@ -147,8 +202,11 @@ def test_a_credible_drop_fails_with_one_readable_line() -> None:
     verdict = decide(current, baseline, parse_checks("rps:5%"))
     assert verdict.status == "regression"
     (line,) = verdict.reasons
-    assert re.fullmatch(r"rps 8123 -> 6803 \(-16\.2%, 95% CI -\d+\.\d%\.\.-\d+\.\d%\) "
-                        r"beyond -5%", line), line
+    assert re.fullmatch(
+        r"rps 8123 -> 6803 \(-16\.2%, 95% CI -\d+\.\d%\.\.-\d+\.\d%\) "
+        r"beyond -5%",
+        line,
+    ), line
 
 
 def test_a_change_within_the_noise_is_a_note_not_a_failure() -> None:
@@ -199,11 +257,16 @@ def test_errors_are_compared_as_rates() -> None:
 
 def test_resource_metrics_sum_parts_per_second_and_ignore_the_warm_up() -> None:
     def samples(cpu: float, rss: float) -> list[ResourceSample]:
-        out = [ResourceSample(t=-1.0, part="app", cpu_percent=999, rss_mb=999, processes=1,
-                              threads=1)]
+        out = [
+            ResourceSample(t=-1.0, part="app", cpu_percent=999, rss_mb=999, processes=1, threads=1)
+        ]
         for t in range(1, 11):
-            out += [ResourceSample(t=float(t), part=p, cpu_percent=cpu, rss_mb=rss + t,
-                                   processes=1, threads=1) for p in ("app", "db")]
+            out += [
+                ResourceSample(
+                    t=float(t), part=p, cpu_percent=cpu, rss_mb=rss + t, processes=1, threads=1
+                )
+                for p in ("app", "db")
+            ]
         return out
 
     run = make_run(1000, resources=samples(40.0, 100.0), cpu_us=None)
@@ -222,7 +285,8 @@ def test_unmeasured_metrics_are_skipped_with_a_note() -> None:
     assert verdict.status == "pass"
     assert set(verdict.notes) == {
         "rss_mb<100: skipped, rss was not measured in this run",
-        "cpu_per_req:5%: skipped, cpu_per_req was not measured in this run"}
+        "cpu_per_req:5%: skipped, cpu_per_req was not measured in this run",
+    }
 
 
 def test_one_repetition_without_series_falls_back_to_the_threshold() -> None:
@@ -251,36 +315,55 @@ wobbles = st.lists(st.floats(-0.3, 0.3), min_size=1, max_size=7)
 @settings(max_examples=60, deadline=None)
 @given(rates, wobbles, st.sampled_from(["rps:5%", "p95:10%", "cpu_per_req:0%", "errors:0%"]))
 def test_identical_measurements_never_regress(
-        values: list[float], noise: list[float], spec: str) -> None:
-    m = make([make_run(v, noise=noise, p95_ms=v / 100, errors=int(v) % 3, rep=i)
-              for i, v in enumerate(values)])
+    values: list[float], noise: list[float], spec: str
+) -> None:
+    m = make(
+        [
+            make_run(v, noise=noise, p95_ms=v / 100, errors=int(v) % 3, rep=i)
+            for i, v in enumerate(values)
+        ]
+    )
     assert decide(m, m, parse_checks(spec)).status == "pass"
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-0.01, 0.01), min_size=2, max_size=5),
-       st.lists(st.floats(-0.01, 0.01), min_size=2, max_size=5), st.floats(1.3, 3.0),
-       st.lists(st.floats(-0.02, 0.02), min_size=1, max_size=5))
+@given(
+    st.lists(st.floats(-0.01, 0.01), min_size=2, max_size=5),
+    st.lists(st.floats(-0.01, 0.01), min_size=2, max_size=5),
+    st.floats(1.3, 3.0),
+    st.lists(st.floats(-0.02, 0.02), min_size=1, max_size=5),
+)
 def test_a_shift_far_beyond_the_threshold_with_tight_spread_always_regresses(
-        ex: list[float], ey: list[float], factor: float, noise: list[float]) -> None:
+    ex: list[float], ey: list[float], factor: float, noise: list[float]
+) -> None:
     baseline = make([make_run(1000 * (1 + e), noise=noise, p95_ms=10 * (1 + e)) for e in ey])
-    current = make([make_run(1000 / factor * (1 + e), noise=noise, p95_ms=10 * factor * (1 + e))
-                    for e in ex])
+    current = make(
+        [make_run(1000 / factor * (1 + e), noise=noise, p95_ms=10 * factor * (1 + e)) for e in ex]
+    )
     for spec in ("rps:5%", "p95:10%"):
         assert decide(current, baseline, parse_checks(spec)).status == "regression", spec
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(500, 2000), min_size=1, max_size=4),
-       st.lists(st.floats(500, 2000), min_size=1, max_size=4), wobbles, st.integers(1, 6))
+@given(
+    st.lists(st.floats(500, 2000), min_size=1, max_size=4),
+    st.lists(st.floats(500, 2000), min_size=1, max_size=4),
+    wobbles,
+    st.integers(1, 6),
+)
 def test_scaling_every_value_changes_nothing(
-        xs: list[float], ys: list[float], noise: list[float], k: int) -> None:
+    xs: list[float], ys: list[float], noise: list[float], k: int
+) -> None:
     """rps, latency and CPU all multiplied by 2**k (exact in floating point)."""
-    scale = 2 ** k
+    scale = 2**k
 
     def build(values: list[float], factor: int) -> Measurement:
-        return make([make_run(round(v) * factor, noise=(), p95_ms=v * factor,
-                              cpu_us=v * factor) for v in values])
+        return make(
+            [
+                make_run(round(v) * factor, noise=(), p95_ms=v * factor, cpu_us=v * factor)
+                for v in values
+            ]
+        )
 
     spec = parse_checks("rps:5%,p95:10%,cpu_per_req:5%")
     plain = evaluate(build(xs, 1), build(ys, 1), spec)
@@ -300,15 +383,22 @@ def _simulated(rng: random.Random, level: float, n: int, run_cv: float) -> Measu
         run_level = level * (1 + rng.gauss(0, run_cv))
         e, noise = 0.0, []
         for _ in range(20):
-            e = 0.5 * e + rng.gauss(0, 0.05 * 0.75 ** 0.5)
+            e = 0.5 * e + rng.gauss(0, 0.05 * 0.75**0.5)
             noise.append(e)
-        runs.append(make_run(run_level, noise=noise, rep=i,
-                             cpu_us=200 * level / run_level * (1 + rng.gauss(0, 0.05))))
+        runs.append(
+            make_run(
+                run_level,
+                noise=noise,
+                rep=i,
+                cpu_us=200 * level / run_level * (1 + rng.gauss(0, 0.05)),
+            )
+        )
     return make(runs)
 
 
-def simulate(trials: int, shift: float, *, n: int = 5, seed: int = 20240611,
-             checks: str = "rps:5%") -> float:
+def simulate(
+    trials: int, shift: float, *, n: int = 5, seed: int = 20240611, checks: str = "rps:5%"
+) -> float:
     """Share of trials that fail, current = baseline level * (1 - shift)."""
     rng = random.Random(seed)
     parsed = parse_checks(checks)
@@ -324,16 +414,20 @@ def test_measured_rep_cv_of_the_simulation_is_about_five_percent() -> None:
     rng = random.Random(1)
     values = [r.rps for _ in range(200) for r in _simulated(rng, 1000.0, 5, 0.046).runs]
     from pytest_webperf import stats
+
     assert 0.045 < stats.cv(values) < 0.055
 
 
 def test_false_alarm_rate_on_noise_and_detection_of_a_ten_percent_drop(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     false_alarms = simulate(600, 0.0)
     detection = simulate(600, 0.10)
     with capsys.disabled():
-        print(f"\n5 vs 5 repetitions, 5% CV, rps:5%: false alarms {false_alarms:.1%}, "
-              f"10% drop detected {detection:.1%}")
+        print(
+            f"\n5 vs 5 repetitions, 5% CV, rps:5%: false alarms {false_alarms:.1%}, "
+            f"10% drop detected {detection:.1%}"
+        )
     assert false_alarms <= 0.04  # one-sided alpha 2.5 %, plus simulation error
     assert detection >= 0.65
 
@@ -342,10 +436,12 @@ def test_default_checks_catch_a_ten_percent_slower_server_even_when_generator_bo
     rng = random.Random(5)
     caught = 0
     for _ in range(200):
-        baseline = make([make_run(1000, noise=NOISE, cpu_us=200 * (1 + rng.gauss(0, 0.03)))
-                         for _ in range(5)])
-        current = make([make_run(1000, noise=NOISE, cpu_us=220 * (1 + rng.gauss(0, 0.03)))
-                        for _ in range(5)])
+        baseline = make(
+            [make_run(1000, noise=NOISE, cpu_us=200 * (1 + rng.gauss(0, 0.03))) for _ in range(5)]
+        )
+        current = make(
+            [make_run(1000, noise=NOISE, cpu_us=220 * (1 + rng.gauss(0, 0.03))) for _ in range(5)]
+        )
         caught += decide(current, baseline, generator_bound=True).status == "regression"
     assert caught / 200 >= 0.9
 
@@ -356,11 +452,26 @@ def test_mqtt_delivery_metrics_come_from_the_store_read_back() -> None:
     from pytest_webperf.models import Delivery, MqttResult
 
     def mqtt_run(lost: int, tps: float, p99_ms: float) -> RunResult:
-        store = Delivery(consumer="store", received=1000 - lost, delivered=1000 - lost,
-                         duplicates=0, missing=lost, lost=lost, backlog=0,
-                         latency=Latency(1, 1, 1, 1, p99_ms, p99_ms, p99_ms))
-        result = MqttResult(qos=2, interval_s=0.5, users=10, published=1000, acked=1000,
-                            unacked=0, store=store, tps=tps)
+        store = Delivery(
+            consumer="store",
+            received=1000 - lost,
+            delivered=1000 - lost,
+            duplicates=0,
+            missing=lost,
+            lost=lost,
+            backlog=0,
+            latency=Latency(1, 1, 1, 1, p99_ms, p99_ms, p99_ms),
+        )
+        result = MqttResult(
+            qos=2,
+            interval_s=0.5,
+            users=10,
+            published=1000,
+            acked=1000,
+            unacked=0,
+            store=store,
+            tps=tps,
+        )
         return replace(make_run(tps, noise=NOISE), mqtt=result)
 
     baseline = make([mqtt_run(0, 970 + i, 40 + i) for i in range(3)])

@@ -50,7 +50,9 @@ def test_precedence_cli_env_ini_default():
     assert (config.duration, config.repeat, config.warmup) == (3.0, 7, 1.0)
     assert config.concurrency == RunConfig().concurrency
     assert config.sources == {
-        "duration": "--webperf-duration", "repeat": "WEBPERF_REPEAT", "warmup": "webperf_warmup"
+        "duration": "--webperf-duration",
+        "repeat": "WEBPERF_REPEAT",
+        "warmup": "webperf_warmup",
     }
 
 

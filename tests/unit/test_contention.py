@@ -18,15 +18,25 @@ def measurement(rps: float, cpu_per_req_us: float, foreign: float | None) -> Mea
         histogram = Histogram()
         histogram.record_many([1000, 1100])
         requests = int(rate * 5)
-        runs.append(RunResult(
-            repetition=i + 1, concurrency=10, duration_s=5.0, requests=requests, errors=0,
-            timeouts=0, connect_errors=0, bytes=0, latency=Latency.of(histogram),
-            series=tuple(Snapshot(t + 1.0, 1.0, 10, int(rate), 0, 0, 0, 1.0, 1.0, 1.0)
-                         for t in range(5)),
-            histogram=histogram,
-            server_cpu_seconds=requests * cpu_per_req_us * (1 + 0.003 * (i - 2)) / 1e6,
-            foreign_cpu_percent=foreign,
-        ))
+        runs.append(
+            RunResult(
+                repetition=i + 1,
+                concurrency=10,
+                duration_s=5.0,
+                requests=requests,
+                errors=0,
+                timeouts=0,
+                connect_errors=0,
+                bytes=0,
+                latency=Latency.of(histogram),
+                series=tuple(
+                    Snapshot(t + 1.0, 1.0, 10, int(rate), 0, 0, 0, 1.0, 1.0, 1.0) for t in range(5)
+                ),
+                histogram=histogram,
+                server_cpu_seconds=requests * cpu_per_req_us * (1 + 0.003 * (i - 2)) / 1e6,
+                foreign_cpu_percent=foreign,
+            )
+        )
     return Measurement("t.py::test[c10]", "GET /hello", "x", 10, Workload(), tuple(runs))
 
 

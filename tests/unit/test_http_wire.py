@@ -51,8 +51,12 @@ def responses(draw: st.DrawFn) -> Framed:
         payload = body
     elif framing == "chunked":
         headers.append(b"Transfer-Encoding: chunked")
-        payload = chunked(body, draw(st.lists(st.integers(0, 3000), max_size=6)),
-                          draw(st.booleans()), draw(st.booleans()))
+        payload = chunked(
+            body,
+            draw(st.lists(st.integers(0, 3000), max_size=6)),
+            draw(st.booleans()),
+            draw(st.booleans()),
+        )
     else:
         payload = body
     head = version + b" %d Reason Phrase\r\n" % status + b"".join(h + b"\r\n" for h in headers)
@@ -75,7 +79,8 @@ def feed_in_pieces(parser: ResponseParser, data: bytes, cuts: list[int]) -> tupl
 
 @given(responses(), st.lists(st.integers(0, 4000), max_size=12), st.binary(max_size=40))
 def test_any_split_of_a_response_parses_to_the_same_result(
-        framed: Framed, cuts: list[int], following: bytes) -> None:
+    framed: Framed, cuts: list[int], following: bytes
+) -> None:
     parser = ResponseParser()
     parser.begin(keep_body=True)
     extra = b"" if framed.until_close else following  # bytes after a delimited response
@@ -135,15 +140,18 @@ def test_eof_before_the_end_of_a_delimited_body_is_incomplete() -> None:
     assert not parser.eof()
 
 
-@pytest.mark.parametrize("wire", [
-    b"SSH-2.0-OpenSSH\r\n\r\n",
-    b"HTTP/1.1 2xx OK\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXX",
-    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
-])
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 2xx OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXX",
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
+    ],
+)
 def test_what_is_not_a_framable_response_is_a_protocol_error(wire: bytes) -> None:
     parser = ResponseParser()
     parser.begin()
@@ -159,10 +167,17 @@ def test_an_endless_head_is_refused() -> None:
 
 
 def test_request_is_encoded_once_with_host_and_length() -> None:
-    wire = encode_request("POST", "/telemetry", "127.0.0.1:8080", body=b"{}",
-                          headers=[("Content-Type", "application/json")])
-    assert wire == (b"POST /telemetry HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
-                    b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+    wire = encode_request(
+        "POST",
+        "/telemetry",
+        "127.0.0.1:8080",
+        body=b"{}",
+        headers=[("Content-Type", "application/json")],
+    )
+    assert wire == (
+        b"POST /telemetry HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+    )
     assert encode_request("GET", "/hello", "h") == b"GET /hello HTTP/1.1\r\nHost: h\r\n\r\n"
 
 
@@ -171,9 +186,13 @@ def test_request_host_header_can_be_overridden() -> None:
     assert wire == b"GET / HTTP/1.1\r\nhost: example.test\r\n\r\n"
 
 
-@pytest.mark.parametrize(("path", "headers"), [
-    ("hello", ()), ("/", [("X-Bad", "a\r\nInjected: yes")]),
-])
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        ("hello", ()),
+        ("/", [("X-Bad", "a\r\nInjected: yes")]),
+    ],
+)
 def test_bad_requests_are_refused(path: str, headers: list[tuple[str, str]]) -> None:
     with pytest.raises(ValueError):
         encode_request("GET", path, "h", headers=headers)

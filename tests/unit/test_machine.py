@@ -14,9 +14,15 @@ from pytest_webperf import machine
 from pytest_webperf.errors import OptionError
 from pytest_webperf.machine import MachineInfo
 
-INFO = MachineInfo(cpu_model="Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz", cores=2,
-                   memory_gib=24, kernel="6.1.0-18-amd64", engine_version="24.0.5",
-                   cpu_quota=1.0, network_mode="host")
+INFO = MachineInfo(
+    cpu_model="Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz",
+    cores=2,
+    memory_gib=24,
+    kernel="6.1.0-18-amd64",
+    engine_version="24.0.5",
+    cpu_quota=1.0,
+    network_mode="host",
+)
 
 
 def test_machine_id_is_readable_and_stable() -> None:
@@ -26,11 +32,19 @@ def test_machine_id_is_readable_and_stable() -> None:
     assert machine.machine_id(MachineInfo.from_dict(INFO.to_dict())) == ident
 
 
-@pytest.mark.parametrize("change", [
-    {"cpu_model": "AMD EPYC 7763 64-Core Processor"}, {"cores": 4}, {"memory_gib": 16},
-    {"kernel": "6.1.0-20-amd64"}, {"engine_version": "25.0.0"}, {"cpu_quota": 2.0},
-    {"cpu_quota": None}, {"network_mode": "bridge"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"cpu_model": "AMD EPYC 7763 64-Core Processor"},
+        {"cores": 4},
+        {"memory_gib": 16},
+        {"kernel": "6.1.0-20-amd64"},
+        {"engine_version": "25.0.0"},
+        {"cpu_quota": 2.0},
+        {"cpu_quota": None},
+        {"network_mode": "bridge"},
+    ],
+)
 def test_everything_that_changes_performance_changes_the_id(change: dict[str, object]) -> None:
     other = dataclasses.replace(INFO, **change)  # type: ignore[arg-type]
     assert machine.machine_id(other) != machine.machine_id(INFO)
@@ -44,12 +58,20 @@ def test_override_replaces_the_id_but_must_name_a_safe_directory() -> None:
             machine.machine_id(INFO, bad)
 
 
-@pytest.mark.parametrize(("text", "model"), [
-    ("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel\t\t: 85\n"
-     "model name\t: Intel(R) Xeon(R) Processor\n", "Intel(R) Xeon(R) Processor"),
-    ("processor\t: 0\nBogoMIPS\t: 108.00\nCPU part\t: 0xd08\n\nHardware\t: BCM2835\n",
-     "BCM2835"),
-])
+@pytest.mark.parametrize(
+    ("text", "model"),
+    [
+        (
+            "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel\t\t: 85\n"
+            "model name\t: Intel(R) Xeon(R) Processor\n",
+            "Intel(R) Xeon(R) Processor",
+        ),
+        (
+            "processor\t: 0\nBogoMIPS\t: 108.00\nCPU part\t: 0xd08\n\nHardware\t: BCM2835\n",
+            "BCM2835",
+        ),
+    ],
+)
 def test_cpu_model_from_proc_cpuinfo(text: str, model: str) -> None:
     assert machine.cpu_model(text) == model
 

@@ -17,13 +17,24 @@ def run_result(requests: int = 1000, duration: float = 2.0, cpu: float | None = 
     histogram = Histogram()
     histogram.record_many([500, 1000, 1500])
     return RunResult(
-        repetition=1, concurrency=10, duration_s=duration, requests=requests, errors=2,
-        timeouts=1, connect_errors=0, bytes=20 * requests, latency=Latency.of(histogram),
+        repetition=1,
+        concurrency=10,
+        duration_s=duration,
+        requests=requests,
+        errors=2,
+        timeouts=1,
+        connect_errors=0,
+        bytes=20 * requests,
+        latency=Latency.of(histogram),
         series=(Snapshot(1.0, 1.0, 10, requests, 2, 1, 20 * requests, 1.0, 1.5, 1.5),),
         histogram=histogram,
-        resources=(ResourceSample(t=0.5, part="nginx", cpu_percent=50.0, rss_mb=12.0,
-                                  processes=3, threads=3),),
-        error_kinds={"timeout": 1, "http_500": 1}, server_cpu_seconds=cpu,
+        resources=(
+            ResourceSample(
+                t=0.5, part="nginx", cpu_percent=50.0, rss_mb=12.0, processes=3, threads=3
+            ),
+        ),
+        error_kinds={"timeout": 1, "http_500": 1},
+        server_cpu_seconds=cpu,
     )
 
 
@@ -41,9 +52,13 @@ def test_service_demand_in_microseconds():
 
 def test_measurement_round_trip():
     measurement = Measurement(
-        nodeid="t.py::test[c10]", name="GET /hello", server="nginx", concurrency=10,
+        nodeid="t.py::test[c10]",
+        name="GET /hello",
+        server="nginx",
+        concurrency=10,
         workload=Workload("/telemetry", "POST", b'{"a": 1}', (("Content-Type", "json"),)),
-        runs=(run_result(), run_result(2000)), target={"image": "x"},
+        runs=(run_result(), run_result(2000)),
+        target={"image": "x"},
         verdict=Verdict("pass", notes=("rps +3%",)),
     )
     clone = Measurement.from_dict(measurement.to_dict())

@@ -17,13 +17,23 @@ def test_exactly_once_delivery_is_clean() -> None:
     copies = [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1)]
     d = account("store", published, reversed(copies), still_arriving=False)
     assert (d.received, d.delivered, d.duplicates, d.missing, d.lost, d.backlog) == (
-        5, 5, 0, 0, 0, 0)
+        5,
+        5,
+        0,
+        0,
+        0,
+        0,
+    )
 
 
 def test_duplicates_missing_and_unexpected_are_told_apart() -> None:
     published = Published({1: 3})
-    d = account("observer", published, [(1, 0), (1, 0), (1, 0), (1, 2), (9, 0), (1, 7)],
-                still_arriving=False)
+    d = account(
+        "observer",
+        published,
+        [(1, 0), (1, 0), (1, 0), (1, 2), (9, 0), (1, 7)],
+        still_arriving=False,
+    )
     assert d.delivered == 2
     assert d.duplicates == 2
     assert d.missing == d.lost == 1
@@ -52,8 +62,9 @@ def test_latency_is_reported_only_when_there_is_one() -> None:
 
 
 @given(counts, st.data())
-def test_every_copy_is_counted_exactly_once(published_counts: dict[int, int],
-                                             data: st.DataObject) -> None:
+def test_every_copy_is_counted_exactly_once(
+    published_counts: dict[int, int], data: st.DataObject
+) -> None:
     published = Published(published_counts)
     universe = [(c, s) for c, n in published_counts.items() for s in range(n + 2)]
     copies = data.draw(st.lists(st.sampled_from(universe), max_size=60)) if universe else []

@@ -8,8 +8,9 @@ from pytest_webperf.mqtt.observer import Observation
 
 
 def _message(client: int, seq: int, sent: float) -> bytes:
-    return json.dumps({"clientId": client, "seq": seq, "sentAt": sent, "temp": 1,
-                       "humidity": 2, "light": 3}).encode()
+    return json.dumps(
+        {"clientId": client, "seq": seq, "sentAt": sent, "temp": 1, "humidity": 2, "light": 3}
+    ).encode()
 
 
 def test_copies_are_kept_per_client_with_repeats() -> None:
@@ -24,7 +25,13 @@ def test_copies_are_kept_per_client_with_repeats() -> None:
 
 def test_unreadable_payloads_are_counted_not_raised() -> None:
     seen = Observation()
-    for body in (b"{oops", b"", b"[]", b'{"clientId": 1}', b'{"clientId": "x", "seq": 1}',
-                 b"\xff\xfe"):
+    for body in (
+        b"{oops",
+        b"",
+        b"[]",
+        b'{"clientId": 1}',
+        b'{"clientId": "x", "seq": 1}',
+        b"\xff\xfe",
+    ):
         seen.note(body, 1.0)
     assert seen.received == 6 and seen.unreadable == 6 and not seen.seqs

@@ -11,8 +11,14 @@ from hypothesis import strategies as st
 from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval, Recorder, classify
 
 Event = tuple[str, int, int]  # (error kind or "", latency us, bytes)
-events = st.lists(st.tuples(st.sampled_from(["", "", "timeout", "http_500"]),
-                            st.integers(0, 10**7), st.integers(0, 10**6)), max_size=60)
+events = st.lists(
+    st.tuples(
+        st.sampled_from(["", "", "timeout", "http_500"]),
+        st.integers(0, 10**7),
+        st.integers(0, 10**6),
+    ),
+    max_size=60,
+)
 
 
 def replay(interval: Interval, batch: list[Event]) -> None:
@@ -27,7 +33,8 @@ def replay(interval: Interval, batch: list[Event]) -> None:
 
 @given(st.lists(events, min_size=1, max_size=4))
 def test_intervals_merge_exactly_like_one_interval_recording_everything(
-        batches: list[list[Event]]) -> None:
+    batches: list[list[Event]],
+) -> None:
     merged, whole = Interval(), Interval()
     for batch in batches:
         part = Interval()
@@ -50,8 +57,9 @@ def test_failures_without_a_response_have_no_latency() -> None:
 def test_roll_folds_channels_in_and_tells_listeners_per_name() -> None:
     recorder = Recorder()
     heard: list[tuple[str, str, int]] = []
-    recorder.roll_listeners.append(lambda method, name, part: heard.append(
-        (method, name, part.requests)))
+    recorder.roll_listeners.append(
+        lambda method, name, part: heard.append((method, name, part.requests))
+    )
     hello = recorder.channel("GET", "/hello")
     assert recorder.channel("GET", "/hello") is hello
     hello.record(100, 20)
@@ -74,24 +82,26 @@ def test_roll_folds_channels_in_and_tells_listeners_per_name() -> None:
 def test_on_request_maps_locust_events() -> None:
     recorder = Recorder()
     recorder.on_request(response_time=1.5, response_length=20)
-    recorder.on_request(response_time=2.0, response_length=0,
-                        exception=ConnectionRefusedError())
+    recorder.on_request(response_time=2.0, response_length=0, exception=ConnectionRefusedError())
     interval = recorder.roll()
     assert interval.histogram.to_dict()["min"] == 1500
     assert interval.error_kinds == {CONNECT: 1}
     assert interval.histogram.count == 1  # a connect error carries no latency
 
 
-@pytest.mark.parametrize(("exception", "status", "kind"), [
-    (None, 404, "http_404"),
-    (ConnectionRefusedError(), None, CONNECT),
-    (TimeoutError(), None, TIMEOUT),
-    (ConnectionResetError(), None, "reset"),
-    (BrokenPipeError(), None, "reset"),
-    (OSError(errno.EMFILE, "Too many open files"), None, "emfile"),
-    (OSError(errno.EHOSTUNREACH, "unreachable"), None, "socket"),
-    ("CatchResponseError", None, "failure"),
-    (ValueError("x"), None, "ValueError"),
-])
+@pytest.mark.parametrize(
+    ("exception", "status", "kind"),
+    [
+        (None, 404, "http_404"),
+        (ConnectionRefusedError(), None, CONNECT),
+        (TimeoutError(), None, TIMEOUT),
+        (ConnectionResetError(), None, "reset"),
+        (BrokenPipeError(), None, "reset"),
+        (OSError(errno.EMFILE, "Too many open files"), None, "emfile"),
+        (OSError(errno.EHOSTUNREACH, "unreachable"), None, "socket"),
+        ("CatchResponseError", None, "failure"),
+        (ValueError("x"), None, "ValueError"),
+    ],
+)
 def test_classify(exception: BaseException | str | None, status: int | None, kind: str) -> None:
     assert classify(exception, status) == kind

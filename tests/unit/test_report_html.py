@@ -41,48 +41,105 @@ from pytest_webperf.report.json_report import report
 VOID = {"meta", "br", "input", "img", "hr", "link", "col", "wbr"}
 
 
-def run(rep: int, *, seconds: int = 5, rps: float = 1000.0, parts: Sequence[str] = ("nginx",),
-        errors: int = 0, warmup: int = 2, seed: int = 0, with_cgroup: bool = True,
-        mqtt: MqttResult | None = None) -> RunResult:
+def run(
+    rep: int,
+    *,
+    seconds: int = 5,
+    rps: float = 1000.0,
+    parts: Sequence[str] = ("nginx",),
+    errors: int = 0,
+    warmup: int = 2,
+    seed: int = 0,
+    with_cgroup: bool = True,
+    mqtt: MqttResult | None = None,
+) -> RunResult:
     """A plausible repetition built from the models (as the plugin builds them)."""
     rnd = random.Random(seed * 100 + rep)
     histogram = Histogram()
     histogram.record_many(int(rnd.lognormvariate(7, 0.8)) for _ in range(int(rps) * seconds // 10))
     series = tuple(
-        Snapshot(t=t + 1.0, elapsed=1.0, users=50, requests=int(rps * rnd.uniform(0.8, 1.2)),
-                 errors=errors if t == 2 else 0, timeouts=errors // 2 if t == 2 else 0,
-                 bytes=20_000, p50_ms=1.0 + rnd.random(), p95_ms=4 + rnd.random(),
-                 p99_ms=9 + rnd.random() * 3)
-        for t in range(seconds))
+        Snapshot(
+            t=t + 1.0,
+            elapsed=1.0,
+            users=50,
+            requests=int(rps * rnd.uniform(0.8, 1.2)),
+            errors=errors if t == 2 else 0,
+            timeouts=errors // 2 if t == 2 else 0,
+            bytes=20_000,
+            p50_ms=1.0 + rnd.random(),
+            p95_ms=4 + rnd.random(),
+            p99_ms=9 + rnd.random() * 3,
+        )
+        for t in range(seconds)
+    )
     resources = tuple(
-        ResourceSample(t=float(t), part=part, cpu_percent=rnd.uniform(40, 90) * (i + 1),
-                       rss_mb=30 + t * 2 + 40 * i, processes=3, threads=3,
-                       cgroup_cpu_percent=rnd.uniform(40, 95) if with_cgroup else None,
-                       cgroup_memory_mb=25 + t * 2 if with_cgroup else None)
-        for t in range(-warmup, seconds + 1) for i, part in enumerate(parts))
-    generator = tuple(GeneratorSample(t=float(t), cpu_percent=rnd.uniform(60, 99), processes=2)
-                      for t in range(-warmup, seconds + 1))
+        ResourceSample(
+            t=float(t),
+            part=part,
+            cpu_percent=rnd.uniform(40, 90) * (i + 1),
+            rss_mb=30 + t * 2 + 40 * i,
+            processes=3,
+            threads=3,
+            cgroup_cpu_percent=rnd.uniform(40, 95) if with_cgroup else None,
+            cgroup_memory_mb=25 + t * 2 if with_cgroup else None,
+        )
+        for t in range(-warmup, seconds + 1)
+        for i, part in enumerate(parts)
+    )
+    generator = tuple(
+        GeneratorSample(t=float(t), cpu_percent=rnd.uniform(60, 99), processes=2)
+        for t in range(-warmup, seconds + 1)
+    )
     requests = sum(s.requests for s in series)
     return RunResult(
-        repetition=rep, concurrency=50, duration_s=float(seconds), requests=requests,
-        errors=errors, timeouts=errors // 2, connect_errors=0, bytes=20_000 * seconds,
-        latency=Latency.of(histogram), series=series, histogram=histogram, resources=resources,
-        generator=generator, error_kinds={"HTTP 503": errors} if errors else {},
-        server_cpu_seconds=requests * 150e-6, mqtt=mqtt)
+        repetition=rep,
+        concurrency=50,
+        duration_s=float(seconds),
+        requests=requests,
+        errors=errors,
+        timeouts=errors // 2,
+        connect_errors=0,
+        bytes=20_000 * seconds,
+        latency=Latency.of(histogram),
+        series=series,
+        histogram=histogram,
+        resources=resources,
+        generator=generator,
+        error_kinds={"HTTP 503": errors} if errors else {},
+        server_cpu_seconds=requests * 150e-6,
+        mqtt=mqtt,
+    )
 
 
-def measurement(nodeid: str = "suites/test_x.py::test_hello[nginx-c50]", *, name: str = "GET /x",
-                server: str = "nginx", concurrency: int = 50, runs: Sequence[RunResult] = (),
-                verdict: Verdict | None = None) -> Measurement:
-    return Measurement(nodeid=nodeid, name=name, server=server, concurrency=concurrency,
-                       workload=Workload(path="/x"), runs=tuple(runs or (run(1), run(2))),
-                       target={"kind": "container", "url": "http://127.0.0.1:1"},
-                       verdict=verdict or Verdict("no-baseline", notes=("no baseline",)))
+def measurement(
+    nodeid: str = "suites/test_x.py::test_hello[nginx-c50]",
+    *,
+    name: str = "GET /x",
+    server: str = "nginx",
+    concurrency: int = 50,
+    runs: Sequence[RunResult] = (),
+    verdict: Verdict | None = None,
+) -> Measurement:
+    return Measurement(
+        nodeid=nodeid,
+        name=name,
+        server=server,
+        concurrency=concurrency,
+        workload=Workload(path="/x"),
+        runs=tuple(runs or (run(1), run(2))),
+        target={"kind": "container", "url": "http://127.0.0.1:1"},
+        verdict=verdict or Verdict("no-baseline", notes=("no baseline",)),
+    )
 
 
 def make_report(measurements: Sequence[Measurement]) -> dict[str, Any]:
-    return report(measurements, {"config": {"concurrency": [50], "repeat": 2},
-                                 "machine": {"cpu_model": "Test CPU", "cores": 2}})
+    return report(
+        measurements,
+        {
+            "config": {"concurrency": [50], "repeat": 2},
+            "machine": {"cpu_model": "Test CPU", "cores": 2},
+        },
+    )
 
 
 class TagChecker(HTMLParser):
@@ -125,8 +182,11 @@ def check(page: str) -> TagChecker:
 def coordinates(page: str) -> list[str]:
     """Every number in an SVG geometry attribute or path."""
     values = re.findall(r'\b(?:x|y|x1|x2|y1|y2|width|height|cx|cy)="([^"]*)"', page)
-    values += [n for d in re.findall(r'\bd="([^"]*)"', page)
-               for n in re.findall(r"[-+0-9.a-zA-Z]+", re.sub(r"[MLVHZ]", " ", d))]
+    values += [
+        n
+        for d in re.findall(r'\bd="([^"]*)"', page)
+        for n in re.findall(r"[-+0-9.a-zA-Z]+", re.sub(r"[MLVHZ]", " ", d))
+    ]
     return values
 
 
@@ -138,8 +198,10 @@ def assert_finite(page: str) -> None:
 
 
 def test_a_report_is_well_formed_with_one_section_per_measurement() -> None:
-    measurements = [measurement(f"suites/test_x.py::test_hello[nginx-c{c}]", concurrency=c)
-                    for c in (10, 50, 100)]
+    measurements = [
+        measurement(f"suites/test_x.py::test_hello[nginx-c{c}]", concurrency=c)
+        for c in (10, 50, 100)
+    ]
     page = render_html(make_report(measurements))
     assert page.startswith("<!DOCTYPE html>")
     checker = check(page)
@@ -158,8 +220,9 @@ def test_the_page_is_self_contained() -> None:
 def test_text_from_the_report_is_escaped() -> None:
     nasty = "suites/t.py::test_x[<script>alert(\"x\")</script>-'q'&amp]"
     verdict = Verdict("regression", reasons=("p95 <b>+40%</b> & more",))
-    page = render_html(make_report([measurement(nasty, name="GET /a?b=<i>", server='se"rv',
-                                                verdict=verdict)]))
+    page = render_html(
+        make_report([measurement(nasty, name="GET /a?b=<i>", server='se"rv', verdict=verdict)])
+    )
     check(page)
     assert "<script>alert" not in page
     assert "<b>+40%" not in page and "<i>" not in page
@@ -169,21 +232,48 @@ def test_text_from_the_report_is_escaped() -> None:
 
 
 def test_verdicts_are_shown_with_their_status_and_reasons() -> None:
-    page = render_html(make_report([
-        measurement(verdict=Verdict("regression", reasons=("rps -12% (limit -5%)",))),
-        measurement("suites/t.py::test_y", verdict=Verdict("generator-bound",
-                                                          notes=("generator at 99% CPU",))),
-    ]))
+    page = render_html(
+        make_report(
+            [
+                measurement(verdict=Verdict("regression", reasons=("rps -12% (limit -5%)",))),
+                measurement(
+                    "suites/t.py::test_y",
+                    verdict=Verdict("generator-bound", notes=("generator at 99% CPU",)),
+                ),
+            ]
+        )
+    )
     assert 'class="badge regression"' in page and 'class="badge generator-bound"' in page
     assert "rps -12% (limit -5%)" in page and "generator at 99% CPU" in page
 
 
 def test_empty_resources_missing_fields_zero_requests_single_repetition() -> None:
-    bare = RunResult(repetition=1, concurrency=50, duration_s=3.0, requests=0, errors=0,
-                     timeouts=0, connect_errors=0, bytes=0, latency=Latency.of(Histogram()),
-                     series=tuple(Snapshot(t=t, elapsed=1.0, users=50, requests=0, errors=0,
-                                           timeouts=0, bytes=0, p50_ms=None, p95_ms=None,
-                                           p99_ms=None) for t in (1.0, 2.0, 3.0)))
+    bare = RunResult(
+        repetition=1,
+        concurrency=50,
+        duration_s=3.0,
+        requests=0,
+        errors=0,
+        timeouts=0,
+        connect_errors=0,
+        bytes=0,
+        latency=Latency.of(Histogram()),
+        series=tuple(
+            Snapshot(
+                t=t,
+                elapsed=1.0,
+                users=50,
+                requests=0,
+                errors=0,
+                timeouts=0,
+                bytes=0,
+                p50_ms=None,
+                p95_ms=None,
+                p99_ms=None,
+            )
+            for t in (1.0, 2.0, 3.0)
+        ),
+    )
     data = make_report([measurement(runs=[bare], verdict=Verdict("pass"))])
     entry = data["tests"][0]
     for key in ("target", "workload", "rps"):
@@ -219,8 +309,12 @@ def test_resources_are_charted_per_part_with_the_warm_up_marked() -> None:
 
 
 def test_comparisons_put_servers_side_by_side_per_workload() -> None:
-    measurements = [measurement(f"s.py::t[{srv}-c{c}]", server=srv, concurrency=c, name=w)
-                    for w in ("GET /a", "GET /b") for srv in ("nginx", "node") for c in (10, 50)]
+    measurements = [
+        measurement(f"s.py::t[{srv}-c{c}]", server=srv, concurrency=c, name=w)
+        for w in ("GET /a", "GET /b")
+        for srv in ("nginx", "node")
+        for c in (10, 50)
+    ]
     page = render_html(make_report(measurements))
     assert page.count(": Requests per second</figcaption>") == 2
     assert page.count(": Latency percentiles</figcaption>") == 2
@@ -229,9 +323,16 @@ def test_comparisons_put_servers_side_by_side_per_workload() -> None:
 
 def test_mqtt_figures_are_shown() -> None:
     latency = Latency(1, 2, 3, 4, 5, 6, 7)
-    mqtt = MqttResult(qos=2, interval_s=0.5, users=10, published=1000, acked=1000, unacked=0,
-                      observer=Delivery("observer", 1002, 1000, 2, 0, 0, 0, latency=latency),
-                      tps=97.5)
+    mqtt = MqttResult(
+        qos=2,
+        interval_s=0.5,
+        users=10,
+        published=1000,
+        acked=1000,
+        unacked=0,
+        observer=Delivery("observer", 1002, 1000, 2, 0, 0, 0, latency=latency),
+        tps=97.5,
+    )
     page = render_html(make_report([measurement(runs=[run(1, mqtt=mqtt)])]))
     assert "MQTT accounting" in page and "duplicates 2" in page
     assert "MQTT throughput" in page
@@ -288,11 +389,14 @@ def test_round_ticks_for_ordinary_data() -> None:
 
 
 @given(st.lists(st.one_of(finite, st.none()), max_size=20), finite)
-def test_constant_and_gappy_series_draw_finite_coordinates(ys: list[float | None],
-                                                           constant: float) -> None:
-    lines = [Line("gappy", [(float(i), y) for i, y in enumerate(ys)], "#000"),
-             Line("flat", [(float(i), constant) for i in range(len(ys))], "#111"),
-             Line("empty", [], "#222")]
+def test_constant_and_gappy_series_draw_finite_coordinates(
+    ys: list[float | None], constant: float
+) -> None:
+    lines = [
+        Line("gappy", [(float(i), y) for i, y in enumerate(ys)], "#000"),
+        Line("flat", [(float(i), constant) for i in range(len(ys))], "#111"),
+        Line("empty", [], "#222"),
+    ]
     svg = line_chart(lines, title="t", x_label="x", y_label="y")
     check(svg)
     assert_finite(svg)
@@ -307,7 +411,8 @@ def test_axis_of_nothing_is_a_unit_axis() -> None:
 def test_bar_chart_of_missing_values_says_no_data() -> None:
     from pytest_webperf.report.html import Bars
 
-    svg = bar_chart(["a", "b"], [Bars("s", "#000", [None, None])], title="t", x_label="x",
-                    y_label="y")
+    svg = bar_chart(
+        ["a", "b"], [Bars("s", "#000", [None, None])], title="t", x_label="x", y_label="y"
+    )
     check(svg)
     assert "no data" in svg

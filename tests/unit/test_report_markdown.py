@@ -34,8 +34,13 @@ def test_one_row_per_measurement_under_a_header_and_rule() -> None:
 def test_figures_match_the_report() -> None:
     runs = [run(1, errors=10), run(2, errors=20)]
     data = make_report([measurement(runs=runs, verdict=Verdict("pass"))])
-    row = dict(zip(cells(table_rows(render_markdown(data))[0]),
-                   cells(table_rows(render_markdown(data))[2]), strict=True))
+    row = dict(
+        zip(
+            cells(table_rows(render_markdown(data))[0]),
+            cells(table_rows(render_markdown(data))[2]),
+            strict=True,
+        )
+    )
     reps = data["tests"][0]["repetitions"]
     assert row["requests"] == f"{sum(r['requests'] for r in reps):,}"
     assert row["errors"] == "30" and row["timeouts"] == "15"
@@ -44,10 +49,12 @@ def test_figures_match_the_report() -> None:
 
 
 def test_reasons_come_first_then_notes() -> None:
-    data = make_report([
-        measurement("s.py::a", verdict=Verdict("no-baseline", notes=("no baseline",))),
-        measurement("s.py::b", verdict=Verdict("regression", reasons=("rps -9% (limit -5%)",))),
-    ])
+    data = make_report(
+        [
+            measurement("s.py::a", verdict=Verdict("no-baseline", notes=("no baseline",))),
+            measurement("s.py::b", verdict=Verdict("regression", reasons=("rps -9% (limit -5%)",))),
+        ]
+    )
     text = render_markdown(data)
     assert "## pytest-webperf: 2 measurements (1 no-baseline, 1 regression)" in text
     bullets = [line for line in text.splitlines() if line.startswith("- ")]
@@ -72,8 +79,16 @@ def test_an_escaped_cell_stays_one_cell(text: str) -> None:
 
 
 def test_missing_figures_and_an_empty_report() -> None:
-    data: dict[str, Any] = {"tests": [{"nodeid": "a::b", "name": "x", "server": "s",
-                                       "repetitions": [{"requests": 0, "duration_s": 1.0}]}]}
+    data: dict[str, Any] = {
+        "tests": [
+            {
+                "nodeid": "a::b",
+                "name": "x",
+                "server": "s",
+                "repetitions": [{"requests": 0, "duration_s": 1.0}],
+            }
+        ]
+    }
     rows = table_rows(render_markdown(data))
     row = cells(rows[2])
     assert row[4] == "0" and row[8] == "-" and row[-1] == "-"  # no latency without requests

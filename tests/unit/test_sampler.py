@@ -74,8 +74,9 @@ time.sleep(60)
 
 
 def spawn(script: str, *args: str, wait_ready: bool = False) -> subprocess.Popen[str]:
-    child = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
-                             text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True
+    )
     if wait_ready:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
@@ -193,8 +194,7 @@ def test_a_child_gone_but_not_yet_reaped_is_matched_later() -> None:
 
 
 def test_a_child_and_grandchild_vanishing_together_are_charged_to_the_grandparent() -> None:
-    before = {(1, 10.0): cpu(1, 0, 1.0), (2, 11.0): cpu(2, 1, 2.0),
-              (3, 12.0): cpu(3, 2, 1.0)}
+    before = {(1, 10.0): cpu(1, 0, 1.0), (2, 11.0): cpu(2, 1, 2.0), (3, 12.0): cpu(3, 2, 1.0)}
     now = {(1, 10.0): cpu(1, 0, 1.0, children=3.5)}  # 2 reaped 3, then 1 reaped 2
     assert tree_cpu_delta(before, now) == pytest.approx(0.5)
 
@@ -206,8 +206,7 @@ def test_processes_born_and_reaped_between_polls_are_counted() -> None:
 
 
 @given(st.lists(st.tuples(st.floats(0, 5), st.floats(0, 5)), min_size=1, max_size=6))
-def test_a_tree_that_only_grows_counts_every_second_once(lives: list[tuple[float, float]]
-                                                         ) -> None:
+def test_a_tree_that_only_grows_counts_every_second_once(lives: list[tuple[float, float]]) -> None:
     """Children that run, then are reaped: the total is exactly what they used."""
     root = cpu(1, 0, 0.0)
     children = {(10 + n, 1.0): cpu(10 + n, 1, first) for n, (first, _) in enumerate(lives)}
@@ -323,8 +322,7 @@ def test_a_part_that_is_gone_at_the_start_does_not_stop_the_others(
     assert seconds["busy"] is not None and seconds["dead"] is None
 
 
-def test_generator_monitor_follows_a_tree_until_it_exits(busy_tree: subprocess.Popen[str]
-                                                          ) -> None:
+def test_generator_monitor_follows_a_tree_until_it_exits(busy_tree: subprocess.Popen[str]) -> None:
     with GeneratorMonitor(busy_tree.pid, interval=0.2) as monitor:
         time.sleep(0.7)
         monitor.mark_start()
@@ -383,8 +381,13 @@ def gen(t: float, cpu: float) -> GeneratorSample:
 
 
 def test_cpu_stats_sum_parts_per_tick_and_leave_out_warmup() -> None:
-    samples = [sample(-1, "a", 500), sample(0, "a", 50), sample(0, "b", 30),
-               sample(1, "a", 70), sample(1, "b", 10)]
+    samples = [
+        sample(-1, "a", 500),
+        sample(0, "a", 50),
+        sample(0, "b", 30),
+        sample(1, "a", 70),
+        sample(1, "b", 10),
+    ]
     whole = cpu_stats(samples)
     assert whole is not None and (whole.mean, whole.max) == (80, 80)
     a = cpu_stats(samples, "a")
@@ -396,15 +399,22 @@ def test_cpu_stats_sum_parts_per_tick_and_leave_out_warmup() -> None:
 
 
 def test_peak_rss_total_is_the_peak_of_the_sum_not_the_sum_of_peaks() -> None:
-    samples = [sample(0, "a", 0, rss=100), sample(0, "b", 0, rss=10),
-               sample(1, "a", 0, rss=20), sample(1, "b", 50),
-               sample(-1, "a", 0, rss=999)]
+    samples = [
+        sample(0, "a", 0, rss=100),
+        sample(0, "b", 0, rss=10),
+        sample(1, "a", 0, rss=20),
+        sample(1, "b", 50),
+        sample(-1, "a", 0, rss=999),
+    ]
     assert peak_rss_mb(samples) == {"a": 100, "b": 10, "total": 110}
     assert peak_rss_mb([]) == {}
 
 
-@given(st.lists(st.tuples(st.integers(-2, 5), st.sampled_from("abc"),
-                          st.floats(0, 400, allow_nan=False))))
+@given(
+    st.lists(
+        st.tuples(st.integers(-2, 5), st.sampled_from("abc"), st.floats(0, 400, allow_nan=False))
+    )
+)
 def test_per_tick_totals_keep_every_value(rows: list[tuple[int, str, float]]) -> None:
     samples = [sample(float(t), part, cpu) for t, part, cpu in rows]
     totals = per_tick_totals(samples, "cpu_percent")

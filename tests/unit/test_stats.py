@@ -45,10 +45,18 @@ def test_percentile_is_monotone_and_bounded(values: list[float], q1: float, q2: 
     assert stats.percentile(values, hi) <= max(values)
 
 
-@pytest.mark.parametrize(("p", "df", "expected"), [
-    (0.975, 1, 12.7062), (0.975, 4, 2.7764), (0.975, 8, 2.3060), (0.995, 8, 3.3554),
-    (0.95, 30, 1.6973), (0.975, math.inf, 1.95996), (0.025, 4, -2.7764),
-])
+@pytest.mark.parametrize(
+    ("p", "df", "expected"),
+    [
+        (0.975, 1, 12.7062),
+        (0.975, 4, 2.7764),
+        (0.975, 8, 2.3060),
+        (0.995, 8, 3.3554),
+        (0.95, 30, 1.6973),
+        (0.975, math.inf, 1.95996),
+        (0.025, 4, -2.7764),
+    ],
+)
 def test_student_t_quantiles_match_tables(p: float, df: float, expected: float) -> None:
     assert stats.t_ppf(p, df) == pytest.approx(expected, abs=1e-3)
 
@@ -92,21 +100,27 @@ def test_identical_samples_show_no_change(values: list[float]) -> None:
     assert est.p_less >= 0.5 - 1e-9
 
 
-@given(st.lists(st.floats(0.95, 1.05), min_size=2, max_size=6),
-       st.lists(st.floats(0.95, 1.05), min_size=2, max_size=6),
-       st.integers(-20, 20))
+@given(
+    st.lists(st.floats(0.95, 1.05), min_size=2, max_size=6),
+    st.lists(st.floats(0.95, 1.05), min_size=2, max_size=6),
+    st.integers(-20, 20),
+)
 def test_ratio_change_is_scale_invariant(xs: list[float], ys: list[float], k: int) -> None:
-    scale = 2.0 ** k  # exact in binary floating point
+    scale = 2.0**k  # exact in binary floating point
     a = stats.ratio_change(xs, ys)
     b = stats.ratio_change([x * scale for x in xs], [y * scale for y in ys])
     assert a == b
 
 
 @settings(max_examples=50)
-@given(st.lists(st.floats(-0.01, 0.01), min_size=3, max_size=5),
-       st.lists(st.floats(-0.01, 0.01), min_size=3, max_size=5), st.floats(0.3, 0.9))
+@given(
+    st.lists(st.floats(-0.01, 0.01), min_size=3, max_size=5),
+    st.lists(st.floats(-0.01, 0.01), min_size=3, max_size=5),
+    st.floats(0.3, 0.9),
+)
 def test_a_large_shift_with_tight_spread_is_significant(
-        ex: list[float], ey: list[float], factor: float) -> None:
+    ex: list[float], ey: list[float], factor: float
+) -> None:
     est = stats.ratio_change([1000 * factor * (1 + e) for e in ex], [1000 * (1 + e) for e in ey])
     assert est.p_less < 0.025
     assert est.high is not None and est.high < 0
@@ -133,8 +147,9 @@ def test_lucky_agreement_between_repetitions_is_floored_by_the_per_second_noise(
     rng = random.Random(3)
     noisy = [[100 * (1 + rng.gauss(0, 0.2)) for _ in range(20)] for _ in range(2)]
     bare = stats.ratio_change([97.0, 97.0], [100.0, 100.0])
-    floored = stats.ratio_change([97.0, 97.0], [100.0, 100.0],
-                                 current_series=noisy, baseline_series=noisy)
+    floored = stats.ratio_change(
+        [97.0, 97.0], [100.0, 100.0], current_series=noisy, baseline_series=noisy
+    )
     assert bare.p_less == 0.0  # zero spread: any difference is certain
     assert floored.p_less > 0.05  # 3 % is nothing against 20 % per-second noise
 
@@ -194,7 +209,7 @@ def test_rate_ratio_of_counts() -> None:
     assert none.change == 0 and none.p_greater == 1.0
     new = stats.rate_ratio(6, 1000, 0, 1000)
     assert new.change == math.inf
-    assert new.p_greater == pytest.approx(0.5 ** 6)
+    assert new.p_greater == pytest.approx(0.5**6)
     stray = stats.rate_ratio(1, 1000, 0, 1000)
     assert stray.p_greater == pytest.approx(0.5)  # one error proves nothing
     same = stats.rate_ratio(5, 1.0, 5, 1.0)

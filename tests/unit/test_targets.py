@@ -8,8 +8,11 @@ from pytest_webperf.targets.container import ContainerTarget
 
 
 def test_env_goes_to_the_part_it_names():
-    target = ContainerTarget(Catalog(default_directories()), "go-mqtt", env={
-        "mosquitto.MOSQUITTO_MAX_INFLIGHT_MESSAGES": "20", "DB_POOL": "8"})
+    target = ContainerTarget(
+        Catalog(default_directories()),
+        "go-mqtt",
+        env={"mosquitto.MOSQUITTO_MAX_INFLIGHT_MESSAGES": "20", "DB_POOL": "8"},
+    )
     assert target.part_env["mosquitto"] == {"MOSQUITTO_MAX_INFLIGHT_MESSAGES": "20"}
     assert target.part_env["go-mqtt"] == {"DB_POOL": "8"}
 
@@ -19,10 +22,19 @@ def test_env_for_an_unknown_part_names_the_parts():
         ContainerTarget(Catalog(default_directories()), "go-mqtt", env={"mosquito.X": "1"})
 
 
-@pytest.mark.parametrize(("host", "loopback"), [
-    ("127.0.0.1", True), ("127.8.9.10", True), ("localhost", True), ("::1", True),
-    ("10.0.0.1", False), ("192.168.1.1", False), ("example.com", False), ("0.0.0.0", False),
-])
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("localhost", True),
+        ("::1", True),
+        ("10.0.0.1", False),
+        ("192.168.1.1", False),
+        ("example.com", False),
+        ("0.0.0.0", False),
+    ],
+)
 def test_loopback(host, loopback):
     assert is_loopback(host) is loopback
 
@@ -35,13 +47,32 @@ def test_split_url():
 
 
 def test_mqtt_lines_say_where_messages_went():
-    delivery = {"delivered": 10, "lost": 1, "duplicates": 0, "backlog": 0,
-                "latency": {"p50_ms": 1.5, "p99_ms": 9.25}}
-    entry = {"nodeid": "t::m", "name": "MQTT", "repetitions": [
-        {"repetition": 1, "mqtt": {"users": 5, "qos": 2, "published": 11, "acked": 11,
-                                   "observer": delivery, "store": None, "tps": 3.2}},
-        {"repetition": 2},
-    ]}
+    delivery = {
+        "delivered": 10,
+        "lost": 1,
+        "duplicates": 0,
+        "backlog": 0,
+        "latency": {"p50_ms": 1.5, "p99_ms": 9.25},
+    }
+    entry = {
+        "nodeid": "t::m",
+        "name": "MQTT",
+        "repetitions": [
+            {
+                "repetition": 1,
+                "mqtt": {
+                    "users": 5,
+                    "qos": 2,
+                    "published": 11,
+                    "acked": 11,
+                    "observer": delivery,
+                    "store": None,
+                    "tps": 3.2,
+                },
+            },
+            {"repetition": 2},
+        ],
+    }
     (line,) = mqtt_lines([entry])
     assert "published 11" in line and "observer got 10 (lost 1, dup 0" in line
     assert "p50/p99 1.5/9.2 ms" in line or "p50/p99 1.5/9.3 ms" in line

@@ -40,8 +40,14 @@ class Published:
         return seq not in self.unacked.get(client, frozenset())
 
 
-def account(consumer: str, published: Published, copies: Iterable[tuple[int, int]],
-            *, still_arriving: bool, latency: Histogram | None = None) -> Delivery:
+def account(
+    consumer: str,
+    published: Published,
+    copies: Iterable[tuple[int, int]],
+    *,
+    still_arriving: bool,
+    latency: Histogram | None = None,
+) -> Delivery:
     """One consumer's ``Delivery`` from its (clientId, seq) copies, in any order."""
     seen: Counter[tuple[int, int]] = Counter(copies)
     received = sum(seen.values())
@@ -53,13 +59,20 @@ def account(consumer: str, published: Published, copies: Iterable[tuple[int, int
         else:
             unexpected += n
     missing = sum(
-        1 for client, count in published.counts.items() for seq in range(count)
+        1
+        for client, count in published.counts.items()
+        for seq in range(count)
         if published.acked(client, seq) and (client, seq) not in seen
     )
     return Delivery(
-        consumer=consumer, received=received, delivered=delivered, duplicates=duplicates,
-        missing=missing, lost=0 if still_arriving else missing,
-        backlog=missing if still_arriving else 0, unexpected=unexpected,
+        consumer=consumer,
+        received=received,
+        delivered=delivered,
+        duplicates=duplicates,
+        missing=missing,
+        lost=0 if still_arriving else missing,
+        backlog=missing if still_arriving else 0,
+        unexpected=unexpected,
         latency=Latency.of(latency) if latency is not None and latency.count else None,
     )
 

@@ -50,7 +50,9 @@ class Observation:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "received": self.received, "unreadable": self.unreadable, "last_rx": self.last_rx,
+            "received": self.received,
+            "unreadable": self.unreadable,
+            "last_rx": self.last_rx,
             "seqs": {str(k): v for k, v in self.seqs.items()},
             "latency": self.latency.to_dict(),
         }
@@ -85,8 +87,9 @@ def observe(args: argparse.Namespace) -> Observation:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    client = Client(CallbackAPIVersion.VERSION2, client_id=args.client_id, clean_session=True,
-                    protocol=MQTTv311)
+    client = Client(
+        CallbackAPIVersion.VERSION2, client_id=args.client_id, clean_session=True, protocol=MQTTv311
+    )
     client.on_connect, client.on_subscribe, client.on_message = on_connect, on_subscribe, on_message
     client.connect(args.host, args.port, keepalive=60)
     deadline = time.monotonic() + args.max_seconds
@@ -94,8 +97,10 @@ def observe(args: argparse.Namespace) -> Observation:
     while not stop and time.monotonic() < deadline:
         client.loop(timeout=0.1)
         if time.monotonic() >= next_status:
-            write_json(f"{args.out}.status", {"subscribed": subscribed,
-                                             "received": seen.received, "last_rx": seen.last_rx})
+            write_json(
+                f"{args.out}.status",
+                {"subscribed": subscribed, "received": seen.received, "last_rx": seen.last_rx},
+            )
             next_status = time.monotonic() + 0.5
     client.disconnect()
     return seen

@@ -79,14 +79,18 @@ def wiring(target: Target) -> Wiring:
     spec = getattr(target, "spec", None)
     containers = getattr(target, "containers", None)
     if spec is None or containers is None:
-        raise TargetError(f"{target.name}: MQTT runs need a catalogue target (a broker and "
-                          "its store in containers), not an external URL")
+        raise TargetError(
+            f"{target.name}: MQTT runs need a catalogue target (a broker and "
+            "its store in containers), not an external URL"
+        )
     if spec.kind == "mqtt":
         return Wiring(target.port, None)
     settings = spec.extra.get("mqtt")
     if not isinstance(settings, dict) or "broker" not in settings:
-        raise TargetError(f"{target.name}: not an MQTT target: its server.toml has neither "
-                          'kind = "mqtt" nor an [mqtt] table naming its broker')
+        raise TargetError(
+            f"{target.name}: not an MQTT target: its server.toml has neither "
+            'kind = "mqtt" nor an [mqtt] table naming its broker'
+        )
     by_name = {c.spec.name: c for c in containers}
     broker = by_name[settings["broker"]]
     store = None
@@ -105,10 +109,24 @@ class Observer:
         self.log = directory / "observer.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "pytest_webperf.mqtt.observer", "--port", str(port),
-                 "--topic", f"{topic}/#", "--qos", str(qos), "--out", str(self.out),
-                 "--max-seconds", str(max_s)],
-                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest_webperf.mqtt.observer",
+                    "--port",
+                    str(port),
+                    "--topic",
+                    f"{topic}/#",
+                    "--qos",
+                    str(qos),
+                    "--out",
+                    str(self.out),
+                    "--max-seconds",
+                    str(max_s),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
             )
 
     def status(self) -> dict[str, Any]:
@@ -126,8 +144,9 @@ class Observer:
                 break
             time.sleep(0.05)
         self.kill()
-        raise SwarmError(f"the MQTT observer did not subscribe within {timeout:.0f}s: "
-                         f"{self._stderr()}")
+        raise SwarmError(
+            f"the MQTT observer did not subscribe within {timeout:.0f}s: {self._stderr()}"
+        )
 
     def received(self) -> int:
         return int(self.status().get("received", 0))
@@ -174,8 +193,9 @@ class Probe(Protocol):
     def __call__(self) -> int: ...
 
 
-def drain(expected: int, probes: Mapping[str, Probe], timeout: float,
-          quiet: float) -> tuple[float, dict[str, bool]]:
+def drain(
+    expected: int, probes: Mapping[str, Probe], timeout: float, quiet: float
+) -> tuple[float, dict[str, bool]]:
     """Wait until every probe counts ``expected`` or none moved for ``quiet`` seconds.
 
     Returns the time waited and, per probe, whether it was still arriving at the cutoff."""
@@ -210,19 +230,35 @@ def _still_alive(target: Target) -> str | None:
     return None
 
 
-def run_once(target: Target, wired: Wiring, plan: MqttPlan, repetition: int,
-             monitor_factory: MonitorFactory = no_monitor) -> RunResult:
+def run_once(
+    target: Target,
+    wired: Wiring,
+    plan: MqttPlan,
+    repetition: int,
+    monitor_factory: MonitorFactory = no_monitor,
+) -> RunResult:
     since = time.time()
     with tempfile.TemporaryDirectory(prefix="webperf-mqtt-") as tmp:
         directory = Path(tmp)
-        load = MqttLoad(port=wired.broker_port, topic=plan.topic, qos=plan.qos,
-                        interval_s=plan.interval_s, grace_s=plan.grace_s,
-                        client_prefix=f"webperf-{os.getpid()}-{repetition}",
-                        report_path=str(directory / "publishers.json"))
-        spec = SwarmSpec(host=f"mqtt://127.0.0.1:{wired.broker_port}", users=plan.users,
-                         duration_s=plan.duration_s, warmup_s=plan.warmup_s,
-                         spawn_rate=plan.spawn_rate, user_class="mqtt",
-                         timeout_s=plan.timeout_s + plan.grace_s, mqtt=load)
+        load = MqttLoad(
+            port=wired.broker_port,
+            topic=plan.topic,
+            qos=plan.qos,
+            interval_s=plan.interval_s,
+            grace_s=plan.grace_s,
+            client_prefix=f"webperf-{os.getpid()}-{repetition}",
+            report_path=str(directory / "publishers.json"),
+        )
+        spec = SwarmSpec(
+            host=f"mqtt://127.0.0.1:{wired.broker_port}",
+            users=plan.users,
+            duration_s=plan.duration_s,
+            warmup_s=plan.warmup_s,
+            spawn_rate=plan.spawn_rate,
+            user_class="mqtt",
+            timeout_s=plan.timeout_s + plan.grace_s,
+            mqtt=load,
+        )
         with observing(plan, wired.broker_port, directory) as observer:
             clock = MachineClock()
             with monitor_factory(target) as monitor:
@@ -238,59 +274,102 @@ def run_once(target: Target, wired: Wiring, plan: MqttPlan, repetition: int,
             acked = published.total - published.unacked_total
             waited, arriving = drain(acked, probes, plan.drain_s, plan.quiet_s)
             seen = observer.finish() if observer is not None else None
-    result = run_result(outcome, repetition, plan.users, monitor,
-                        other_cpu_s=clock.other_seconds)
-    mqtt = mqtt_result(plan, report, published, seen=seen, store=wired.store, since=since,
-                       arriving=arriving, waited=waited)
+    result = run_result(outcome, repetition, plan.users, monitor, other_cpu_s=clock.other_seconds)
+    mqtt = mqtt_result(
+        plan,
+        report,
+        published,
+        seen=seen,
+        store=wired.store,
+        since=since,
+        arriving=arriving,
+        waited=waited,
+    )
     notes = [n for n in (_still_alive(target),) if n]
     return replace(result, mqtt=mqtt, notes=(*result.notes, *notes))
 
 
-def mqtt_result(plan: MqttPlan, report: Mapping[str, Any], published: Published, *,
-                seen: Mapping[str, Any] | None, store: TelemetryStore | None, since: float,
-                arriving: Mapping[str, bool], waited: float) -> MqttResult:
+def mqtt_result(
+    plan: MqttPlan,
+    report: Mapping[str, Any],
+    published: Published,
+    *,
+    seen: Mapping[str, Any] | None,
+    store: TelemetryStore | None,
+    since: float,
+    arriving: Mapping[str, bool],
+    waited: float,
+) -> MqttResult:
     observed = stored = None
     span_end = 0.0
     if seen is not None:
         copies = [(int(c), s) for c, seqs in seen["seqs"].items() for s in seqs]
-        observed = account("observer", published, copies,
-                           still_arriving=arriving.get("observer", False),
-                           latency=Histogram.from_dict(seen["latency"]))
+        observed = account(
+            "observer",
+            published,
+            copies,
+            still_arriving=arriving.get("observer", False),
+            latency=Histogram.from_dict(seen["latency"]),
+        )
         span_end = float(seen.get("last_rx", 0.0))
     tps = None
     if store is not None:
         rows = store.rows(since)
         latency = Histogram()
         latency.record_many(max(0, int((r.received_at - r.sent_at) * 1e6)) for r in rows)
-        stored = account("store", published, [(r.client, r.seq) for r in rows],
-                         still_arriving=arriving.get("store", False), latency=latency)
+        stored = account(
+            "store",
+            published,
+            [(r.client, r.seq) for r in rows],
+            still_arriving=arriving.get("store", False),
+            latency=latency,
+        )
         if rows:
             span_end = max(r.received_at for r in rows)
             tps = seed_tps(len(rows), float(report["first_sent"]), span_end)
     lag = Histogram.from_dict(report["pace_lag"])
     first = float(report["first_sent"])
     return MqttResult(
-        qos=plan.qos, interval_s=plan.interval_s, users=plan.users,
-        published=published.total, acked=published.total - published.unacked_total,
-        unacked=published.unacked_total, publish_errors=int(report["publish_errors"]),
+        qos=plan.qos,
+        interval_s=plan.interval_s,
+        users=plan.users,
+        published=published.total,
+        acked=published.total - published.unacked_total,
+        unacked=published.unacked_total,
+        publish_errors=int(report["publish_errors"]),
         connect_failures=int(report["connect_failures"]),
-        disconnects=int(report["disconnects"]), late=int(report["late"]),
-        pace_lag=Latency.of(lag) if lag.count else None, observer=observed, store=stored,
-        tps=tps, span_s=max(0.0, span_end - first) if first else 0.0, drain_s=waited,
+        disconnects=int(report["disconnects"]),
+        late=int(report["late"]),
+        pace_lag=Latency.of(lag) if lag.count else None,
+        observer=observed,
+        store=stored,
+        tps=tps,
+        span_s=max(0.0, span_end - first) if first else 0.0,
+        drain_s=waited,
     )
 
 
-def measure_mqtt(target: Target, plan: MqttPlan, *, nodeid: str, name: str | None = None,
-                 monitor_factory: MonitorFactory = no_monitor) -> Measurement:
+def measure_mqtt(
+    target: Target,
+    plan: MqttPlan,
+    *,
+    nodeid: str,
+    name: str | None = None,
+    monitor_factory: MonitorFactory = no_monitor,
+) -> Measurement:
     """Every repetition of an MQTT swarm against ``target``, as one Measurement."""
     wired = wiring(target)
     target.check_alive()  # fail fast, and refreshes the parts' pids for the monitor
-    runs = tuple(run_once(target, wired, plan, rep, monitor_factory)
-                 for rep in range(1, plan.repeat + 1))
+    runs = tuple(
+        run_once(target, wired, plan, rep, monitor_factory) for rep in range(1, plan.repeat + 1)
+    )
     pace = f"every {plan.interval_s * 1000:g}ms" if plan.interval_s > 0 else "flat out"
     return Measurement(
-        nodeid=nodeid, name=name or f"MQTT qos{plan.qos} {pace}", server=target.name,
+        nodeid=nodeid,
+        name=name or f"MQTT qos{plan.qos} {pace}",
+        server=target.name,
         concurrency=plan.users,
         workload=Workload(path=f"{plan.topic}/<clientId>", method=f"MQTT-QOS{plan.qos}"),
-        runs=runs, target=target.describe(),
+        runs=runs,
+        target=target.describe(),
     )

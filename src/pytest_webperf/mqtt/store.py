@@ -31,8 +31,7 @@ def parse_rows(text: str) -> list[StoredRow]:
         fields = line.split("\t")
         if len(fields) != 4 or "NULL" in fields:
             continue
-        rows.append(StoredRow(int(fields[0]), int(fields[1]), float(fields[2]),
-                              float(fields[3])))
+        rows.append(StoredRow(int(fields[0]), int(fields[1]), float(fields[2]), float(fields[3])))
     return rows
 
 
@@ -51,23 +50,37 @@ class TelemetryStore:
         return int(text or 0)
 
     def rows(self, since: float) -> list[StoredRow]:
-        return parse_rows(self.run_sql(
-            "SELECT client_id, seq, sent_at, UNIX_TIMESTAMP(received_at) "
-            f"FROM telemetry {self._where(since)}"
-        ))
+        return parse_rows(
+            self.run_sql(
+                "SELECT client_id, seq, sent_at, UNIX_TIMESTAMP(received_at) "
+                f"FROM telemetry {self._where(since)}"
+            )
+        )
 
 
 def container_sql(container: Any, port: int) -> SqlRunner:
     """Run SQL with the ``mariadb`` client in the database's container (a docker Container)."""
-    base: Sequence[str] = ("mariadb", "-uwebperf", "-pwebperf", "-h127.0.0.1", f"-P{port}",
-                           "--quick", "-N", "-B", "webperf", "-e")
+    base: Sequence[str] = (
+        "mariadb",
+        "-uwebperf",
+        "-pwebperf",
+        "-h127.0.0.1",
+        f"-P{port}",
+        "--quick",
+        "-N",
+        "-B",
+        "webperf",
+        "-e",
+    )
 
     def run(sql: str) -> str:
         code, output = container.exec_run([*base, sql], demux=True)
         stdout, stderr = output
         if code != 0:
-            raise TargetError(f"query on the telemetry store failed ({sql!r}): "
-                              f"{(stderr or b'').decode(errors='replace').strip()}")
+            raise TargetError(
+                f"query on the telemetry store failed ({sql!r}): "
+                f"{(stderr or b'').decode(errors='replace').strip()}"
+            )
         return (stdout or b"").decode()
 
     return run

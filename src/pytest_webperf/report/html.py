@@ -45,8 +45,7 @@ from pytest_webperf.report.table import (
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies (yellow left out:
 # too pale on white). Repetition n and server n always get the same colour on a page.
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000",
-           "#999999")
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999")
 PERCENTILE_STYLE = {"p50_ms": ("p50", ""), "p95_ms": ("p95", "7 3"), "p99_ms": ("p99", "2 2")}
 PERCENTILE_COLOUR = {"p50_ms": "#56B4E9", "p95_ms": "#0072B2", "p99_ms": "#D55E00"}
 # Charts are collapsed beyond this many measurements, so a big report opens quickly.
@@ -187,31 +186,47 @@ def _frame(box: Box, x: Axis | None, y: Axis, x_label: str, y_label: str) -> lis
     parts = []
     for tick, label in zip(y.ticks, y.labels, strict=True):
         py = _n(box.y(y, tick))
-        parts.append(f'<line class="grid" x1="{_n(box.left)}" x2="{_n(box.left + box.width)}" '
-                     f'y1="{py}" y2="{py}"/>')
-        parts.append(f'<text class="tick" x="{_n(box.left - 6)}" y="{py}" text-anchor="end" '
-                     f'dominant-baseline="middle">{esc(label)}</text>')
+        parts.append(
+            f'<line class="grid" x1="{_n(box.left)}" x2="{_n(box.left + box.width)}" '
+            f'y1="{py}" y2="{py}"/>'
+        )
+        parts.append(
+            f'<text class="tick" x="{_n(box.left - 6)}" y="{py}" text-anchor="end" '
+            f'dominant-baseline="middle">{esc(label)}</text>'
+        )
     bottom = _n(box.top + box.height)
     if x is not None:
         for tick, label in zip(x.ticks, x.labels, strict=True):
             px = _n(box.x(x, tick))
-            parts.append(f'<line class="axis" x1="{px}" x2="{px}" y1="{bottom}" '
-                         f'y2="{_n(box.top + box.height + 4)}"/>')
-            parts.append(f'<text class="tick" x="{px}" y="{_n(box.top + box.height + 16)}" '
-                         f'text-anchor="middle">{esc(label)}</text>')
-    parts.append(f'<line class="axis" x1="{_n(box.left)}" x2="{_n(box.left + box.width)}" '
-                 f'y1="{bottom}" y2="{bottom}"/>')
-    parts.append(f'<text class="label" x="{_n(box.left + box.width / 2)}" '
-                 f'y="{_n(box.top + box.height + 43)}" text-anchor="middle">{esc(x_label)}</text>')
+            parts.append(
+                f'<line class="axis" x1="{px}" x2="{px}" y1="{bottom}" '
+                f'y2="{_n(box.top + box.height + 4)}"/>'
+            )
+            parts.append(
+                f'<text class="tick" x="{px}" y="{_n(box.top + box.height + 16)}" '
+                f'text-anchor="middle">{esc(label)}</text>'
+            )
+    parts.append(
+        f'<line class="axis" x1="{_n(box.left)}" x2="{_n(box.left + box.width)}" '
+        f'y1="{bottom}" y2="{bottom}"/>'
+    )
+    parts.append(
+        f'<text class="label" x="{_n(box.left + box.width / 2)}" '
+        f'y="{_n(box.top + box.height + 43)}" text-anchor="middle">{esc(x_label)}</text>'
+    )
     middle = _n(box.top + box.height / 2)
-    parts.append(f'<text class="label" x="12" y="{middle}" text-anchor="middle" '
-                 f'transform="rotate(-90 12 {middle})">{esc(y_label)}</text>')
+    parts.append(
+        f'<text class="label" x="12" y="{middle}" text-anchor="middle" '
+        f'transform="rotate(-90 12 {middle})">{esc(y_label)}</text>'
+    )
     return parts
 
 
 def _svg(parts: Sequence[str], title: str) -> str:
-    return (f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-            f'aria-label="{esc(title)}"><title>{esc(title)}</title>{"".join(parts)}</svg>')
+    return (
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{esc(title)}"><title>{esc(title)}</title>{"".join(parts)}</svg>'
+    )
 
 
 def _path(line: Line, box: Box, x: Axis, y: Axis) -> str:
@@ -228,8 +243,10 @@ def _path(line: Line, box: Box, x: Axis, y: Axis) -> str:
         return ""
     dash = f' stroke-dasharray="{line.dash}"' if line.dash else ""
     css = f' class="{esc(line.css)}"' if line.css else ""
-    return (f'<path{css} d="{"".join(commands)}" stroke="{line.colour}"{dash}>'
-            f'<title>{esc(line.label)}</title></path>')
+    return (
+        f'<path{css} d="{"".join(commands)}" stroke="{line.colour}"{dash}>'
+        f"<title>{esc(line.label)}</title></path>"
+    )
 
 
 def _values(lines: Sequence[Line], index: int) -> list[float]:
@@ -237,17 +254,21 @@ def _values(lines: Sequence[Line], index: int) -> list[float]:
     return [v for line in lines for p in line.points if (v := p[index]) is not None]
 
 
-def line_chart(lines: Sequence[Line], *, title: str, x_label: str, y_label: str,
-               x_axis: Axis | None = None) -> str:
+def line_chart(
+    lines: Sequence[Line], *, title: str, x_label: str, y_label: str, x_axis: Axis | None = None
+) -> str:
     """Lines over a shared x axis; a grey band marks negative x (the warm-up)."""
     x = x_axis or nice_axis(_values(lines, 0))
     y = nice_axis(_values(lines, 1))
     parts = _frame(BOX, x, y, x_label, y_label)
     if x.lo < 0 < x.hi:
         left, zero = BOX.x(x, x.lo), BOX.x(x, 0.0)
-        parts.insert(0, f'<rect class="warmup" x="{_n(left)}" y="{_n(BOX.top)}" '
-                        f'width="{_n(zero - left)}" height="{_n(BOX.height)}">'
-                        f'<title>warm-up (not counted)</title></rect>')
+        parts.insert(
+            0,
+            f'<rect class="warmup" x="{_n(left)}" y="{_n(BOX.top)}" '
+            f'width="{_n(zero - left)}" height="{_n(BOX.height)}">'
+            f"<title>warm-up (not counted)</title></rect>",
+        )
     drawn = [p for line in lines if (p := _path(line, BOX, x, y))]
     if drawn:
         parts.append(f'<g class="lines">{"".join(drawn)}</g>')
@@ -257,19 +278,25 @@ def line_chart(lines: Sequence[Line], *, title: str, x_label: str, y_label: str,
 
 
 def _no_data() -> str:
-    return (f'<text class="nodata" x="{_n(BOX.left + BOX.width / 2)}" '
-            f'y="{_n(BOX.top + BOX.height / 2)}" text-anchor="middle">no data</text>')
+    return (
+        f'<text class="nodata" x="{_n(BOX.left + BOX.width / 2)}" '
+        f'y="{_n(BOX.top + BOX.height / 2)}" text-anchor="middle">no data</text>'
+    )
 
 
 def _short(text: str, limit: int = 16) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def bar_chart(groups: Sequence[str], series: Sequence[Bars], *, title: str, x_label: str,
-              y_label: str) -> str:
+def bar_chart(
+    groups: Sequence[str], series: Sequence[Bars], *, title: str, x_label: str, y_label: str
+) -> str:
     """Grouped bars (one group per label, one bar per series), with ± spread whiskers."""
-    tops = [(v or 0.0) + (s or 0.0) for b in series
-            for v, s in zip(b.values, [*b.spreads, *[None] * len(b.values)], strict=False)]
+    tops = [
+        (v or 0.0) + (s or 0.0)
+        for b in series
+        for v, s in zip(b.values, [*b.spreads, *[None] * len(b.values)], strict=False)
+    ]
     y = nice_axis(tops)
     parts = _frame(BOX, None, y, x_label, y_label)
     slot = BOX.width / max(len(groups), 1)
@@ -295,25 +322,34 @@ def bar_chart(groups: Sequence[str], series: Sequence[Bars], *, title: str, x_la
 
 def _group_label(group: str, centre: float, chars: int) -> str:
     """A group's name under its bars: one line per ``\n``, each cut to the slot's width."""
-    lines = "".join(f'<tspan x="{_n(centre)}" dy="{0 if i == 0 else 12}">'
-                    f"{esc(_short(line, max(chars, 4)))}</tspan>"
-                    for i, line in enumerate(group.split("\n")))
-    return (f'<text class="tick" x="{_n(centre)}" y="{_n(BOX.top + BOX.height + 15)}" '
-            f'text-anchor="middle"><title>{esc(" ".join(group.split()))}</title>{lines}'
-            f'</text>')
+    lines = "".join(
+        f'<tspan x="{_n(centre)}" dy="{0 if i == 0 else 12}">'
+        f"{esc(_short(line, max(chars, 4)))}</tspan>"
+        for i, line in enumerate(group.split("\n"))
+    )
+    return (
+        f'<text class="tick" x="{_n(centre)}" y="{_n(BOX.top + BOX.height + 15)}" '
+        f'text-anchor="middle"><title>{esc(" ".join(group.split()))}</title>{lines}'
+        f"</text>"
+    )
 
 
-def _bar(left: float, width: float, y: Axis, value: float, *, spread: float | None, label: str,
-         fill: str) -> str:
+def _bar(
+    left: float, width: float, y: Axis, value: float, *, spread: float | None, label: str, fill: str
+) -> str:
     top, base = BOX.y(y, max(value, 0.0)), BOX.y(y, 0.0)
     text = f"{label}: {value:,.2f}" + (f" ± {spread:,.2f}" if spread else "")
-    out = (f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(max(width - 1, 0.5))}" '
-           f'height="{_n(max(base - top, 0.0))}" fill="{fill}"><title>{esc(text)}</title></rect>')
+    out = (
+        f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(max(width - 1, 0.5))}" '
+        f'height="{_n(max(base - top, 0.0))}" fill="{fill}"><title>{esc(text)}</title></rect>'
+    )
     if spread and math.isfinite(spread):
         mid = _n(left + width / 2)
         high, low = _n(BOX.y(y, value + spread)), _n(BOX.y(y, max(value - spread, 0.0)))
-        out += (f'<path class="whisker" d="M{mid} {low}V{high}M{_n(left + width / 4)} {high}'
-                f'H{_n(left + width * 3 / 4)}"/>')
+        out += (
+            f'<path class="whisker" d="M{mid} {low}V{high}M{_n(left + width / 4)} {high}'
+            f'H{_n(left + width * 3 / 4)}"/>'
+        )
     return out
 
 
@@ -322,8 +358,10 @@ def _bar(left: float, width: float, y: Axis, value: float, *, spread: float | No
 
 def _swatch(fill: str, dash: str = "") -> str:
     dashed = f' stroke-dasharray="{dash}"' if dash else ""
-    return (f'<svg class="swatch" viewBox="0 0 24 10" aria-hidden="true"><line x1="1" y1="5" '
-            f'x2="23" y2="5" stroke="{fill}"{dashed}/></svg>')
+    return (
+        f'<svg class="swatch" viewBox="0 0 24 10" aria-hidden="true"><line x1="1" y1="5" '
+        f'x2="23" y2="5" stroke="{fill}"{dashed}/></svg>'
+    )
 
 
 def legend(items: Sequence[tuple[str, str, str]]) -> str:
@@ -333,7 +371,7 @@ def legend(items: Sequence[tuple[str, str, str]]) -> str:
 
 
 def figure(title: str, svg: str, key: str = "") -> str:
-    return f'<figure><figcaption>{esc(title)}</figcaption>{svg}{key}</figure>'
+    return f"<figure><figcaption>{esc(title)}</figcaption>{svg}{key}</figure>"
 
 
 def rep_label(rep: Mapping[str, Any], index: int) -> str:
@@ -354,9 +392,12 @@ def _per_second(row: Mapping[str, Any], field: str) -> float | None:
     return value / elapsed if elapsed else value
 
 
-def _series_lines(reps: Sequence[Mapping[str, Any]], key: str,
-                  fields: Sequence[tuple[str, str, Callable[[Mapping[str, Any]], float | None]]],
-                  part: str | None = None) -> list[Line]:
+def _series_lines(
+    reps: Sequence[Mapping[str, Any]],
+    key: str,
+    fields: Sequence[tuple[str, str, Callable[[Mapping[str, Any]], float | None]]],
+    part: str | None = None,
+) -> list[Line]:
     """One line per repetition and field (field = a label, a dash and a getter)."""
     lines = []
     for i, rep in enumerate(reps):
@@ -368,8 +409,7 @@ def _series_lines(reps: Sequence[Mapping[str, Any]], key: str,
     return lines
 
 
-def _key(reps: Sequence[Mapping[str, Any]],
-         dashes: Sequence[tuple[str, str]] = ()) -> str:
+def _key(reps: Sequence[Mapping[str, Any]], dashes: Sequence[tuple[str, str]] = ()) -> str:
     """Legend: a colour per repetition, then a dash per field when there are several."""
     items = [(rep_label(rep, i), colour(i), "") for i, rep in enumerate(reps)]
     items += [(label, "#555", dash) for label, dash in dashes]
@@ -394,19 +434,28 @@ def load_charts(reps: Sequence[Mapping[str, Any]]) -> list[str]:
     rps = _series_lines(reps, "series", [("", "", lambda r: _per_second(r, "requests"))])
     pct = [(label, dash, _field(f)) for f, (label, dash) in PERCENTILE_STYLE.items()]
     latency = _series_lines(reps, "series", pct)
-    failures = [("errors", "", lambda r: _per_second(r, "errors")),
-                ("timeouts", "2 2", lambda r: _per_second(r, "timeouts"))]
+    failures = [
+        ("errors", "", lambda r: _per_second(r, "errors")),
+        ("timeouts", "2 2", lambda r: _per_second(r, "timeouts")),
+    ]
     errors = _series_lines(reps, "series", failures)
     time = "time (s, end of each second)"
     return [
-        figure("Requests per second", line_chart(rps, title="Requests per second",
-               x_label=time, y_label="req/s"), _key(reps)),
-        figure("Latency per second", line_chart(latency, title="Latency per second",
-               x_label=time, y_label="latency (ms)"),
-               _key(reps, [(label, dash) for label, dash in PERCENTILE_STYLE.values()])),
-        figure("Errors per second", line_chart(errors, title="Errors per second",
-               x_label=time, y_label="errors/s"),
-               _key(reps, [("errors", ""), ("timeouts", "2 2")])),
+        figure(
+            "Requests per second",
+            line_chart(rps, title="Requests per second", x_label=time, y_label="req/s"),
+            _key(reps),
+        ),
+        figure(
+            "Latency per second",
+            line_chart(latency, title="Latency per second", x_label=time, y_label="latency (ms)"),
+            _key(reps, [(label, dash) for label, dash in PERCENTILE_STYLE.values()]),
+        ),
+        figure(
+            "Errors per second",
+            line_chart(errors, title="Errors per second", x_label=time, y_label="errors/s"),
+            _key(reps, [("errors", ""), ("timeouts", "2 2")]),
+        ),
     ]
 
 
@@ -421,24 +470,68 @@ def resource_charts(reps: Sequence[Mapping[str, Any]]) -> list[str]:
         mem = [("RSS", "", _field("rss_mb"))]
         if _has(reps, "resources", "cgroup_memory_mb"):
             mem.append(("cgroup", "6 3", _field("cgroup_memory_mb")))
-        for title, fields, unit in ((f"Server CPU{suffix}", cpu, "CPU % (100 = one core)"),
-                                    (f"Server memory{suffix}", mem, "memory (MB)")):
+        for title, fields, unit in (
+            (f"Server CPU{suffix}", cpu, "CPU % (100 = one core)"),
+            (f"Server memory{suffix}", mem, "memory (MB)"),
+        ):
             lines = _series_lines(reps, "resources", fields, part)
             dashes = [(label, dash) for label, dash, _ in fields] if len(fields) > 1 else []
-            charts.append(figure(title, line_chart(lines, title=title, x_label=time,
-                                                   y_label=unit), _key(reps, dashes)))
+            charts.append(
+                figure(
+                    title,
+                    line_chart(lines, title=title, x_label=time, y_label=unit),
+                    _key(reps, dashes),
+                )
+            )
     if any(_rows(rep, "generator") for rep in reps):
         lines = _series_lines(reps, "generator", [("", "", _field("cpu_percent"))])
-        charts.append(figure("Load generator CPU", line_chart(
-            lines, title="Load generator CPU", x_label=time,
-            y_label="CPU % (100 = one core)"), _key(reps)))
+        charts.append(
+            figure(
+                "Load generator CPU",
+                line_chart(
+                    lines,
+                    title="Load generator CPU",
+                    x_label=time,
+                    y_label="CPU % (100 = one core)",
+                ),
+                _key(reps),
+            )
+        )
     return charts
 
 
 # Percentiles drawn on the latency distribution; the x axis is in "nines"
 # (-log10 of the fraction above), so 90 %, 99 %, 99.9 % are evenly spaced.
-CURVE_PERCENTILES = (0, 10, 20, 30, 40, 50, 60, 70, 75, 80, 85, 90, 92.5, 95, 96, 97, 98, 99,
-                     99.25, 99.5, 99.75, 99.9, 99.95, 99.99, 99.995, 99.999, 99.9995, 99.9999)
+CURVE_PERCENTILES = (
+    0,
+    10,
+    20,
+    30,
+    40,
+    50,
+    60,
+    70,
+    75,
+    80,
+    85,
+    90,
+    92.5,
+    95,
+    96,
+    97,
+    98,
+    99,
+    99.25,
+    99.5,
+    99.75,
+    99.9,
+    99.95,
+    99.99,
+    99.995,
+    99.999,
+    99.9995,
+    99.9999,
+)
 
 
 def nines(percent: float) -> float:
@@ -451,8 +544,7 @@ def _curve(histogram: Histogram) -> list[tuple[float, float | None]]:
         return []
     last = nines(100 * (1 - 1 / histogram.count)) if histogram.count > 1 else 0.0
     points: list[tuple[float, float | None]] = [
-        (nines(p), histogram.percentile(p) / 1000) for p in CURVE_PERCENTILES
-        if nines(p) < last
+        (nines(p), histogram.percentile(p) / 1000) for p in CURVE_PERCENTILES if nines(p) < last
     ]
     return [*points, (last, histogram.max() / 1000)]
 
@@ -460,8 +552,9 @@ def _curve(histogram: Histogram) -> list[tuple[float, float | None]]:
 def _nines_axis(lines: Sequence[Line]) -> Axis:
     top = max(1, math.ceil(max(_values(lines, 0), default=1.0)))
     ticks = tuple(float(k) for k in range(top + 1))
-    labels = tuple("0%" if k == 0 else f"{100 - 100 / 10**k:.{max(k - 2, 0)}f}%"
-                   for k in range(top + 1))
+    labels = tuple(
+        "0%" if k == 0 else f"{100 - 100 / 10**k:.{max(k - 2, 0)}f}%" for k in range(top + 1)
+    )
     return Axis(0.0, float(top), ticks, labels)
 
 
@@ -475,8 +568,13 @@ def distribution_chart(reps: Sequence[Mapping[str, Any]]) -> str:
             continue
         lines.append(Line(rep_label(rep, i), _curve(histogram), colour(i), css=f"rep-{i + 1}"))
     title = "Latency distribution"
-    svg = line_chart(lines, title=title, x_label="percentile of requests",
-                     y_label="latency (ms)", x_axis=_nines_axis(lines))
+    svg = line_chart(
+        lines,
+        title=title,
+        x_label="percentile of requests",
+        y_label="latency (ms)",
+        x_axis=_nines_axis(lines),
+    )
     return figure(title, svg, _key(reps))
 
 
@@ -502,20 +600,23 @@ def _verdict_list(entry: Entry) -> str:
 
 
 def summary_table(entries: Sequence[Entry]) -> str:
-    head = "".join(f'<th class="{"num" if n in NUMERIC else ""}">{esc(n)}</th>'
-                   for n, _ in COLUMNS)
+    head = "".join(f'<th class="{"num" if n in NUMERIC else ""}">{esc(n)}</th>' for n, _ in COLUMNS)
     rows = []
     for i, entry in enumerate(entries):
-        cells = [f'<td><a href="#m{i}" title="{esc(entry.get("nodeid", ""))}">'
-                 f'{esc(short_test(entry))}</a></td>']
+        cells = [
+            f'<td><a href="#m{i}" title="{esc(entry.get("nodeid", ""))}">'
+            f"{esc(short_test(entry))}</a></td>"
+        ]
         cells += [_cell(render(entry), name in NUMERIC) for name, render in COLUMNS[1:]]
         cells.append(f"<td>{verdict_badge(entry)}</td>")
-        rows.append(f'<tr>{"".join(cells)}</tr>')
+        rows.append(f"<tr>{''.join(cells)}</tr>")
         why = _verdict_list(entry)
         if why:  # reasons get a row of their own: a narrow verdict column cannot hold them
             rows.append(f'<tr class="why"><td></td><td colspan="{len(COLUMNS)}">{why}</td></tr>')
-    return _scroll(f'<table class="summary"><thead><tr>{head}<th>verdict</th></tr></thead>'
-                   f'<tbody>{"".join(rows)}</tbody></table>')
+    return _scroll(
+        f'<table class="summary"><thead><tr>{head}<th>verdict</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _scroll(table: str) -> str:
@@ -539,8 +640,10 @@ REP_COLUMNS: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
     ("p99 ms", lambda r: fmt(rep_latency(r, "p99_ms"), 2)),
     ("p99.9 ms", lambda r: fmt(rep_latency(r, "p999_ms"), 2)),
     ("max ms", lambda r: fmt(rep_latency(r, "max_ms"), 2)),
-    ("cpu % mean/max", lambda r: _pair(rep_nested(r, "cpu_percent", "mean"),
-                                       rep_nested(r, "cpu_percent", "max"))),
+    (
+        "cpu % mean/max",
+        lambda r: _pair(rep_nested(r, "cpu_percent", "mean"), rep_nested(r, "cpu_percent", "max")),
+    ),
     ("peak rss MB", lambda r: fmt(rep_nested(r, "rss_mb", "max"))),
     ("generator cpu %", lambda r: fmt(number(r.get("generator_cpu_percent")))),
     ("cpu/req µs", lambda r: fmt(number(r.get("cpu_per_req_us")))),
@@ -558,15 +661,19 @@ def repetitions_table(reps: Sequence[Mapping[str, Any]]) -> str:
     head = "".join(f'<th class="num">{esc(n)}</th>' for n, _ in REP_COLUMNS)
     rows = []
     for i, rep in enumerate(reps):
-        cells = [f'<td><span class="dot" style="background:{colour(i)}"></span>'
-                 f'{esc(rep_label(rep, i))}</td>']
+        cells = [
+            f'<td><span class="dot" style="background:{colour(i)}"></span>'
+            f"{esc(rep_label(rep, i))}</td>"
+        ]
         cells += [_cell(render(rep), True) for _, render in REP_COLUMNS]
         notes = rep.get("notes") if isinstance(rep.get("notes"), list) else []
         remarks = [_error_kinds(rep), *(str(n) for n in notes or ())]
         cells.append(_cell(" | ".join(r for r in remarks if r)))
         rows.append(f'<tr class="rep-{i + 1}">{"".join(cells)}</tr>')
-    return (f'<table class="reps"><thead><tr><th>repetition</th>{head}<th>errors by kind, '
-            f'notes</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    return (
+        f'<table class="reps"><thead><tr><th>repetition</th>{head}<th>errors by kind, '
+        f"notes</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _delivery(data: object) -> str:
@@ -597,23 +704,28 @@ def mqtt_table(reps: Sequence[Mapping[str, Any]]) -> str:
     for i, rep in enumerate(reps):
         data = rep.get("mqtt")
         if isinstance(data, Mapping):
-            cells = "".join(_cell(render(data), n not in {"observer", "store"})
-                            for n, render in MQTT_COLUMNS)
+            cells = "".join(
+                _cell(render(data), n not in {"observer", "store"}) for n, render in MQTT_COLUMNS
+            )
             rows.append(f'<tr class="rep-{i + 1}"><td>{esc(rep_label(rep, i))}</td>{cells}</tr>')
     if not rows:
         return ""
     head = "".join(f"<th>{esc(n)}</th>" for n, _ in MQTT_COLUMNS)
-    return (f'<h4>MQTT accounting</h4><table class="reps"><thead><tr><th>repetition</th>{head}'
-            f'</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    return (
+        f'<h4>MQTT accounting</h4><table class="reps"><thead><tr><th>repetition</th>{head}'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _toggles(reps: Sequence[Mapping[str, Any]]) -> str:
     """Checkboxes that hide a repetition everywhere in its section (script in the page)."""
     if len(reps) < 2:
         return ""
-    boxes = "".join(f'<label><input type="checkbox" checked data-rep="rep-{i + 1}">'
-                    f'{_swatch(colour(i))}{esc(rep_label(rep, i))}</label>'
-                    for i, rep in enumerate(reps))
+    boxes = "".join(
+        f'<label><input type="checkbox" checked data-rep="rep-{i + 1}">'
+        f"{_swatch(colour(i))}{esc(rep_label(rep, i))}</label>"
+        for i, rep in enumerate(reps)
+    )
     return f'<div class="toggles">Show: {boxes}</div>'
 
 
@@ -621,8 +733,11 @@ def _target(entry: Entry) -> str:
     target = entry.get("target")
     if not isinstance(target, Mapping):
         return ""
-    facts = [f"{k}: {v}" for k, v in target.items()
-             if isinstance(v, str | int | float) and not isinstance(v, bool)]
+    facts = [
+        f"{k}: {v}"
+        for k, v in target.items()
+        if isinstance(v, str | int | float) and not isinstance(v, bool)
+    ]
     parts = target.get("parts")
     if isinstance(parts, Mapping):
         for name, part in parts.items():
@@ -633,20 +748,28 @@ def _target(entry: Entry) -> str:
 
 def measurement_section(index: int, entry: Entry, open_charts: bool) -> str:
     reps = repetitions(entry)
-    heading = (f'<h3><span class="mono">{esc(entry.get("nodeid", MISSING))}</span> '
-               f'{verdict_badge(entry)}</h3>')
-    what = (f'<p class="facts">workload <b>{esc(entry.get("name", MISSING))}</b> · server '
-            f'<b>{esc(entry.get("server", MISSING))}</b> · users '
-            f'<b>{esc(fmt(number(entry.get("concurrency"))))}</b> · '
-            f'{len(reps)} repetition{"" if len(reps) == 1 else "s"}</p>')
+    heading = (
+        f'<h3><span class="mono">{esc(entry.get("nodeid", MISSING))}</span> '
+        f"{verdict_badge(entry)}</h3>"
+    )
+    what = (
+        f'<p class="facts">workload <b>{esc(entry.get("name", MISSING))}</b> · server '
+        f"<b>{esc(entry.get('server', MISSING))}</b> · users "
+        f"<b>{esc(fmt(number(entry.get('concurrency'))))}</b> · "
+        f"{len(reps)} repetition{'' if len(reps) == 1 else 's'}</p>"
+    )
     charts = [*load_charts(reps), distribution_chart(reps), *resource_charts(reps)]
-    body = (f'<details{" open" if open_charts else ""}><summary>Charts</summary>'
-            f'{_toggles(reps)}<div class="grid">{"".join(charts)}</div></details>')
+    body = (
+        f"<details{' open' if open_charts else ''}><summary>Charts</summary>"
+        f'{_toggles(reps)}<div class="grid">{"".join(charts)}</div></details>'
+    )
     if not reps:
         body = '<p class="nodata">No repetition was recorded.</p>'
     tables = _scroll(repetitions_table(reps)) + _scroll(mqtt_table(reps)) if reps else ""
-    return (f'<section class="measurement" id="m{index}">{heading}{what}{_target(entry)}'
-            f'{_verdict_list(entry)}{tables}{body}</section>')
+    return (
+        f'<section class="measurement" id="m{index}">{heading}{what}{_target(entry)}'
+        f"{_verdict_list(entry)}{tables}{body}</section>"
+    )
 
 
 # ---------------------------------------------------------------- comparisons
@@ -670,8 +793,10 @@ def _series_names(group: Sequence[Entry]) -> list[str]:
     pairs = [(name, e.get("concurrency")) for name, e in zip(plain, group, strict=True)]
     if len(set(pairs)) == len(pairs):
         return plain
-    return [f"{name} · {_test_function(e).split('::')[-1]}"
-            for name, e in zip(plain, group, strict=True)]
+    return [
+        f"{name} · {_test_function(e).split('::')[-1]}"
+        for name, e in zip(plain, group, strict=True)
+    ]
 
 
 Metric = Callable[[Entry], tuple[float | None, float | None]]  # value, spread
@@ -700,21 +825,37 @@ def _by_users(group: Sequence[Entry], metric: Metric, title: str, y_label: str) 
                 cells[int(c)] = metric(entry)
         values = [cells.get(u, (None, None)) for u in users]
         series.append(Bars(server, colour(s), [v for v, _ in values], [d for _, d in values]))
-    svg = bar_chart([f"{u} users" for u in users], series, title=title,
-                    x_label="concurrent users", y_label=y_label)
+    svg = bar_chart(
+        [f"{u} users" for u in users],
+        series,
+        title=title,
+        x_label="concurrent users",
+        y_label=y_label,
+    )
     return figure(title, svg, legend([(b.label, b.colour, "") for b in series]))
 
 
 def _percentiles(group: Sequence[Entry], title: str) -> str:
     """Grouped bars: one group per server and user count, bars p50 / p95 / p99."""
     names = _series_names(group)
-    labels = [f"{n}\n{fmt(number(e.get('concurrency')))} users"
-              for n, e in zip(names, group, strict=True)]
-    series = [Bars(label, PERCENTILE_COLOUR[field],
-                   [mean([rep_latency(r, field) for r in repetitions(e)]) for e in group])
-              for field, (label, _) in PERCENTILE_STYLE.items()]
-    svg = bar_chart(labels, series, title=title, x_label="server · users",
-                    y_label="latency (ms, mean of repetitions)")
+    labels = [
+        f"{n}\n{fmt(number(e.get('concurrency')))} users" for n, e in zip(names, group, strict=True)
+    ]
+    series = [
+        Bars(
+            label,
+            PERCENTILE_COLOUR[field],
+            [mean([rep_latency(r, field) for r in repetitions(e)]) for e in group],
+        )
+        for field, (label, _) in PERCENTILE_STYLE.items()
+    ]
+    svg = bar_chart(
+        labels,
+        series,
+        title=title,
+        x_label="server · users",
+        y_label="latency (ms, mean of repetitions)",
+    )
     return figure(title, svg, legend([(b.label, b.colour, "") for b in series]))
 
 
@@ -731,21 +872,36 @@ def _mqtt_tps(rep: Mapping[str, Any]) -> float | None:
     return number(data.get("tps")) if isinstance(data, Mapping) else None
 
 
-OPTIONAL_COMPARISONS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], float | None],
-                                  bool], ...] = (
-    ("Server CPU", "CPU % (mean, 100 = one core)",
-     lambda r: rep_nested(r, "cpu_percent", "mean"), False),
+OPTIONAL_COMPARISONS: tuple[
+    tuple[str, str, Callable[[Mapping[str, Any]], float | None], bool], ...
+] = (
+    (
+        "Server CPU",
+        "CPU % (mean, 100 = one core)",
+        lambda r: rep_nested(r, "cpu_percent", "mean"),
+        False,
+    ),
     ("Server peak memory", "peak RSS (MB)", lambda r: rep_nested(r, "rss_mb", "max"), True),
-    ("Server CPU per request", "CPU µs per request", lambda r: number(r.get("cpu_per_req_us")),
-     False),
+    (
+        "Server CPU per request",
+        "CPU µs per request",
+        lambda r: number(r.get("cpu_per_req_us")),
+        False,
+    ),
     ("MQTT throughput", "messages stored per second", _mqtt_tps, False),
 )
 
 
 def comparison(workload: str, group: Sequence[Entry]) -> str:
-    charts = [_by_users(group, _rep_metric(rep_rps), f"{workload}: Requests per second",
-                        "req/s (mean ± sd of repetitions)"),
-              _percentiles(group, f"{workload}: Latency percentiles")]
+    charts = [
+        _by_users(
+            group,
+            _rep_metric(rep_rps),
+            f"{workload}: Requests per second",
+            "req/s (mean ± sd of repetitions)",
+        ),
+        _percentiles(group, f"{workload}: Latency percentiles"),
+    ]
     for title, unit, get, peak in OPTIONAL_COMPARISONS:
         if any(get(r) is not None for e in group for r in repetitions(e)):
             metric = _peak(get) if peak else _rep_metric(get)
@@ -776,14 +932,18 @@ def _plain(value: object) -> str:
 
 
 def header(report: Mapping[str, Any], entries: Sequence[Entry]) -> str:
-    counts = " ".join(f'<span class="count">{n} {esc(state)}</span>'
-                      for state, n in status_counts(entries))
-    run = {k: v for k, v in report.items()
-           if k not in {"tests", "config", "machine"} and _scalar(v)}
-    return (f'<header><h1>pytest-webperf report</h1><p class="counts">{len(entries)} '
-            f'measurement{"" if len(entries) == 1 else "s"} {counts}</p>'
-            f'<div class="metas">{_facts("Run", run)}{_facts("Config", report.get("config"))}'
-            f'{_facts("Machine", report.get("machine"))}</div></header>')
+    counts = " ".join(
+        f'<span class="count">{n} {esc(state)}</span>' for state, n in status_counts(entries)
+    )
+    run = {
+        k: v for k, v in report.items() if k not in {"tests", "config", "machine"} and _scalar(v)
+    }
+    return (
+        f'<header><h1>pytest-webperf report</h1><p class="counts">{len(entries)} '
+        f"measurement{'' if len(entries) == 1 else 's'} {counts}</p>"
+        f'<div class="metas">{_facts("Run", run)}{_facts("Config", report.get("config"))}'
+        f"{_facts('Machine', report.get('machine'))}</div></header>"
+    )
 
 
 def render_body(report: Mapping[str, Any]) -> str:
@@ -793,11 +953,14 @@ def render_body(report: Mapping[str, Any]) -> str:
         return "".join([*parts, '<p class="nodata">Nothing was measured.</p>'])
     parts.append(f"<h2>Summary</h2>{summary_table(entries)}")
     groups = _workloads(entries)
-    parts.append("<h2>Comparison</h2>"
-                 + "".join(comparison(name, group) for name, group in groups.items()))
+    parts.append(
+        "<h2>Comparison</h2>" + "".join(comparison(name, group) for name, group in groups.items())
+    )
     open_charts = len(entries) <= OPEN_SECTIONS_UP_TO
-    parts.append("<h2>Measurements</h2>" + "".join(
-        measurement_section(i, e, open_charts) for i, e in enumerate(entries)))
+    parts.append(
+        "<h2>Measurements</h2>"
+        + "".join(measurement_section(i, e, open_charts) for i, e in enumerate(entries))
+    )
     return "".join(parts)
 
 

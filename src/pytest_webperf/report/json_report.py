@@ -22,7 +22,9 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
     cpu = [r["cpu_percent"] for r in resources]
     generator = [g["cpu_percent"] for g in run["generator"] if g["t"] >= 0]
     return {
-        "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"], "p99_ms": latency["p99_ms"],
+        "p50_ms": latency["p50_ms"],
+        "p95_ms": latency["p95_ms"],
+        "p99_ms": latency["p99_ms"],
         "mean_ms": latency["mean_ms"],
         "cpu_percent": {"mean": sum(cpu) / len(cpu), "max": max(cpu)} if cpu else None,
         "rss_mb": {"max": max(r["rss_mb"] for r in run["resources"])} if run["resources"] else None,
@@ -60,12 +62,15 @@ def read_report(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or "tests" not in data:
         raise WebperfError(f"{path}: not a pytest-webperf JSON report (no 'tests')")
     if data.get("schema") != REPORT_SCHEMA:
-        raise WebperfError(f"{path}: report schema {data.get('schema')!r} is not supported "
-                           f"(this version reads schema {REPORT_SCHEMA})")
+        raise WebperfError(
+            f"{path}: report schema {data.get('schema')!r} is not supported "
+            f"(this version reads schema {REPORT_SCHEMA})"
+        )
     return data
 
 
 def measurements(data: Mapping[str, Any]) -> list[Measurement]:
     """The measurements of a report, as models (for comparing two reports)."""
-    return [Measurement.from_dict({**entry, "runs": entry["repetitions"]})
-            for entry in data["tests"]]
+    return [
+        Measurement.from_dict({**entry, "runs": entry["repetitions"]}) for entry in data["tests"]
+    ]

@@ -59,8 +59,10 @@ def verdict_lines(entries: Sequence[Entry]) -> list[str]:
     lines = []
     for key, label in (("reasons", ""), ("notes", "note: ")):
         for entry in entries:
-            where = f"**{md_escape(str(entry.get('nodeid', MISSING)))}** " \
-                    f"\\[{md_escape(str(entry.get('name', MISSING)))}\\]"
+            where = (
+                f"**{md_escape(str(entry.get('nodeid', MISSING)))}** "
+                f"\\[{md_escape(str(entry.get('name', MISSING)))}\\]"
+            )
             for text in verdict_texts(entry, key):
                 lines.append(f"- {_verdict_cell(entry)} {where}: {label}{md_escape(text)}")
     return lines
@@ -71,8 +73,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     entries = tests(report)
     counts = ", ".join(f"{n} {md_escape(state)}" for state, n in status_counts(entries))
     plural = "" if len(entries) == 1 else "s"
-    lines = [f"## pytest-webperf: {len(entries)} measurement{plural}"
-             + (f" ({counts})" if counts else ""), ""]
+    lines = [
+        f"## pytest-webperf: {len(entries)} measurement{plural}"
+        + (f" ({counts})" if counts else ""),
+        "",
+    ]
     created = report.get("created")
     if created:
         lines += [f"Report created {md_escape(str(created))}.", ""]

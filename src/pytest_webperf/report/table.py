@@ -156,12 +156,16 @@ def _delivery(mqtt: Mapping[str, Any], consumer: str, label: str) -> str | None:
     d = mqtt.get(consumer)
     if not isinstance(d, Mapping):
         return None
-    text = (f"{label} {fmt(number(d.get('delivered')))} (lost {fmt(number(d.get('lost')))}, "
-            f"dup {fmt(number(d.get('duplicates')))}, backlog {fmt(number(d.get('backlog')))})")
+    text = (
+        f"{label} {fmt(number(d.get('delivered')))} (lost {fmt(number(d.get('lost')))}, "
+        f"dup {fmt(number(d.get('duplicates')))}, backlog {fmt(number(d.get('backlog')))})"
+    )
     latency = d.get("latency")
     if isinstance(latency, Mapping):
-        text += (f" p50/p99 {fmt(number(latency.get('p50_ms')), 1)}/"
-                 f"{fmt(number(latency.get('p99_ms')), 1)} ms")
+        text += (
+            f" p50/p99 {fmt(number(latency.get('p50_ms')), 1)}/"
+            f"{fmt(number(latency.get('p99_ms')), 1)} ms"
+        )
     return text
 
 

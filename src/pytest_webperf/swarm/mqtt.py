@@ -40,11 +40,17 @@ READ, WRITE = 1, 2  # libev event masks
 
 def payload(client_id: int, seq: int, sent_at: float, rng: random.Random) -> bytes:
     """Seed 002's JSON message, with the generator's sequence number and send time."""
-    return json.dumps({
-        "clientId": client_id, "seq": seq, "sentAt": sent_at,
-        "temp": round(rng.uniform(20, 40), 1), "humidity": round(rng.uniform(10, 90), 1),
-        "light": round(rng.uniform(0, 100), 1),
-    }, separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "clientId": client_id,
+            "seq": seq,
+            "sentAt": sent_at,
+            "temp": round(rng.uniform(20, 40), 1),
+            "humidity": round(rng.uniform(10, 90), 1),
+            "light": round(rng.uniform(0, 100), 1),
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
 class HubDriver:
@@ -86,10 +92,12 @@ class HubDriver:
     @staticmethod
     def _guard(step: Callable[[], Any]) -> Callable[[], None]:
         """A watcher callback must never raise into the hub."""
+
         def call() -> None:
             # paho reports a broken connection through on_disconnect
             with contextlib.suppress(Exception):
                 step()
+
         return call
 
     def _misc_forever(self) -> None:
@@ -135,11 +143,16 @@ class Ledger:
             return
         self.written = True
         report = {
-            "clients": [[cid, n, sorted(self.outstanding.get(cid, {}))]
-                        for cid, n in sorted(self.published.items())],
-            "pace_lag": self.pace_lag.to_dict(), "late": self.late,
-            "connect_failures": self.connect_failures, "disconnects": self.disconnects,
-            "publish_errors": self.publish_errors, "first_sent": self.first_sent,
+            "clients": [
+                [cid, n, sorted(self.outstanding.get(cid, {}))]
+                for cid, n in sorted(self.published.items())
+            ],
+            "pace_lag": self.pace_lag.to_dict(),
+            "late": self.late,
+            "connect_failures": self.connect_failures,
+            "disconnects": self.disconnects,
+            "publish_errors": self.publish_errors,
+            "first_sent": self.first_sent,
             "stopped_at": time.time(),
         }
         tmp = self.load.report_path + ".tmp"
@@ -194,8 +207,10 @@ def make_user(spec: SwarmSpec) -> type[Any]:
 
         def _client(self) -> Client:
             client = Client(
-                CallbackAPIVersion.VERSION2, client_id=f"{load.client_prefix}-{self.client_id}",
-                clean_session=load.clean_session, protocol=MQTTv311,
+                CallbackAPIVersion.VERSION2,
+                client_id=f"{load.client_prefix}-{self.client_id}",
+                clean_session=load.clean_session,
+                protocol=MQTTv311,
             )
             client.on_connect = self._on_connect
             client.on_disconnect = self._on_disconnect

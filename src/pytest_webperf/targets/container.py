@@ -151,11 +151,14 @@ class ServerContainer:
     def _wait_healthy(self) -> None:
         spec = self.spec
         if spec.health == "tcp":
+
             def ready() -> bool:
                 return tcp_ready("127.0.0.1", self.port)
         else:
+
             def ready() -> bool:
                 return http_ready("127.0.0.1", self.port, spec.health)
+
         if not wait_until(ready, self.check_alive, spec.startup_timeout):
             raise TargetError(
                 f"{self.part} did not become healthy within {spec.startup_timeout:.0f}s "
@@ -207,8 +210,14 @@ class ServerContainer:
 class ContainerTarget:
     """A catalogue server and everything it depends on, each in its own container."""
 
-    def __init__(self, catalog: Catalog, name: str, *, limits: Limits | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        name: str,
+        *,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.catalog = catalog
         self.spec = catalog.get(name)
         self.name = name
@@ -244,7 +253,8 @@ class ContainerTarget:
             dep_part = self._part_name(dep.server, index)
             dep_limits = Limits(cpus=dep_spec.cpus, memory=dep_spec.memory, cpuset=limits.cpuset)
             env[dep.port_env] = str(
-                self._start(dep_spec, dep_part, dep_limits, self.part_env.get(dep.server, {})))
+                self._start(dep_spec, dep_part, dep_limits, self.part_env.get(dep.server, {}))
+            )
         port = free_port()
         env[spec.port_env] = str(port)
         for name in spec.extra_ports:
@@ -267,7 +277,8 @@ class ContainerTarget:
             if dot and part not in names:
                 raise OptionError(
                     f"env {key!r} for {self.name}: no part {part!r} (its parts: "
-                    f"{', '.join(sorted(names))})")
+                    f"{', '.join(sorted(names))})"
+                )
             split.setdefault(part if dot else self.name, {})[name] = str(value)
         return split
 

@@ -13,8 +13,9 @@ class ExternalTarget:
     """Loads ``url`` as it is. Non-loopback hosts need an explicit opt-in: a load test
     aimed at someone else's server is an attack."""
 
-    def __init__(self, url: str, *, name: str = "external", allow_remote: bool = False,
-                 health: str = "/") -> None:
+    def __init__(
+        self, url: str, *, name: str = "external", allow_remote: bool = False, health: str = "/"
+    ) -> None:
         try:
             scheme, host, port = split_url(url)
         except ValueError as exc:

@@ -1,0 +1,80 @@
+import tarfile
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from pytest_webperf.catalog import Catalog, build_context, context_hash, default_directories
+from pytest_webperf.errors import CatalogError
+
+
+def server(base: Path, name: str, toml: str = "", dockerfile: bool = True) -> Path:
+    directory = base / name
+    directory.mkdir(parents=True)
+    (directory / "server.toml").write_text(f'name = "{name}"\n{toml}')
+    if dockerfile:
+        (directory / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    return directory
+
+
+def test_include_adds_shared_files_to_the_context_and_the_hash(tmp_path):
+    shared = tmp_path / "_shared" / "lib"
+    shared.mkdir(parents=True)
+    (shared / "routes.py").write_text("ROUTES = 1\n")
+    server(tmp_path, "app", 'include = ["../_shared/lib"]\n')
+    spec = Catalog([tmp_path]).get("app")
+    with tarfile.open(fileobj=BytesIO(build_context(spec))) as archive:
+        names = archive.getnames()
+    assert "include/lib/routes.py" in names and "assets/file.png" in names
+    before = context_hash(spec)
+    (shared / "routes.py").write_text("ROUTES = 2\n")
+    assert context_hash(spec) != before  # a change in shared code rebuilds the image
+
+
+def test_include_outside_the_catalogue_is_refused(tmp_path):
+    server(tmp_path / "cat", "app", 'include = ["../../elsewhere"]\n')
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(CatalogError, match="not a directory of this catalogue"):
+        Catalog([tmp_path / "cat"])
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('kind = "ftp"\n', "kind must be one of"),
+        ('colour = "blue"\n', "unknown key 'colour'"),
+        ("[[depends]]\nserver = 1\n", "exactly 'server' and 'port_env'"),
+        ("routes = 3\n", "'routes' must be a list of strings"),
+        ("startup_timeout = [\n", "cannot read"),
+    ],
+)
+def test_bad_server_toml_names_the_file(tmp_path, toml, message):
+    directory = server(tmp_path, "bad", toml)
+    with pytest.raises(CatalogError, match=message) as info:
+        Catalog([tmp_path])
+    assert str(directory / "server.toml") in str(info.value)
+
+
+def test_unknown_server_lists_the_known_ones(tmp_path):
+    server(tmp_path, "one")
+    with pytest.raises(CatalogError, match="known: one"):
+        Catalog([tmp_path]).get("two")
+
+
+def test_dependency_cycle_is_an_error(tmp_path):
+    server(tmp_path, "a", '[[depends]]\nserver = "b"\nport_env = "B"\n')
+    server(tmp_path, "b", '[[depends]]\nserver = "a"\nport_env = "A"\n')
+    with pytest.raises(CatalogError, match="cycle"):
+        Catalog([tmp_path]).closure("a")
+
+
+def test_image_from_needs_no_dockerfile_and_builds_the_other(tmp_path):
+    server(tmp_path, "base")
+    server(tmp_path, "variant", 'image_from = "base"\n', dockerfile=False)
+    catalog = Catalog([tmp_path])
+    assert catalog.image_spec(catalog.get("variant")).name == "base"
+
+
+def test_the_builtin_catalogue_loads():
+    names = Catalog(default_directories()).names()
+    assert {"nginx", "apache-php", "node", "go", "tomcat", "varnish", "mosquitto"} <= set(names)
