@@ -88,7 +88,7 @@ class WebperfSession:
 
         A broken baseline file raises ``BaselineError`` (it fails this test only),
         except under --webperf-save, which replaces it (the fix its message names)."""
-        unreadable = None
+        notes: list[str] = []
         try:
             stored = self.store.load(measurement.nodeid, measurement.name)
         except baseline.NewerSchemaError:
@@ -97,27 +97,24 @@ class WebperfSession:
             if not self.config.save:
                 raise
             stored = None
-            unreadable = f"the stored baseline is unreadable, this run replaces it: {exc}"
+            notes.append(f"the stored baseline is unreadable, this run replaces it: {exc}")
+        if stored is None:
+            notes += self._other_machines_note(measurement)
         verdict = compare.decide(
             measurement, stored, checks or self.checks, generator_bound=generator_bound
         )
-        if unreadable is not None:
-            verdict = dataclasses.replace(verdict, notes=(*verdict.notes, unreadable))
-        if stored is None:
-            others = self.store.other_machines(measurement.nodeid, measurement.name)
-            if others:
-                verdict = dataclasses.replace(
-                    verdict,
-                    notes=(
-                        *verdict.notes,
-                        (
-                            f"baselines exist for other machines ({', '.join(others)}), not for "
-                            f"{self.store.machine_id}: performance differs across machines, so they "
-                            "are not compared (--webperf-machine-id=NAME names a fleet)"
-                        ),
-                    ),
-                )
+        verdict = dataclasses.replace(verdict, notes=(*verdict.notes, *notes))
         return dataclasses.replace(measurement, verdict=verdict)
+
+    def _other_machines_note(self, measurement: Measurement) -> list[str]:
+        others = self.store.other_machines(measurement.nodeid, measurement.name)
+        if not others:
+            return []
+        return [
+            f"baselines exist for other machines ({', '.join(others)}), not for "
+            f"{self.store.machine_id}: performance differs across machines, so they are "
+            "not compared (--webperf-machine-id=NAME names a fleet)"
+        ]
 
     def record(self, measurements: Sequence[Measurement]) -> None:
         self.measurements.extend(measurements)
