@@ -9,7 +9,7 @@ cd "$root"
 step() { printf '\n[webperf test] %s\n' "$*" >&2; }
 step "ruff"
 .venv/bin/ruff check src tests suites benchmarks
-.venv/bin/ruff format --check src
+.venv/bin/ruff format --check src tests suites benchmarks
 step "mypy (strict)"
 .venv/bin/mypy
 step "CI workflow schema"
