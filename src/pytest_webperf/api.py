@@ -26,6 +26,7 @@ from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
+from pytest_webperf.targets.process import ProcessTarget
 
 
 class Judge(Protocol):
@@ -96,6 +97,30 @@ class Webperf:
             cpuset=cpuset or self.placement.target_cpuset,
         )
         target = ContainerTarget(self._catalog(), name, limits=limits, env=env)
+        return self._stack.enter_context(target)
+
+    def process(
+        self,
+        command: str | Sequence[str],
+        *,
+        name: str | None = None,
+        port_env: str = "PORT",
+        health: str = "/health",
+        startup_timeout: float = 60.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Target:
+        """Start a local command as the target (no containers): it gets a free loopback
+        port in ``port_env`` and must answer ``health``; killed with its process group."""
+        target = ProcessTarget(
+            command,
+            name=name,
+            port_env=port_env,
+            health=health,
+            startup_timeout=startup_timeout,
+            env=env,
+            cwd=cwd,
+        )
         return self._stack.enter_context(target)
 
     def http(

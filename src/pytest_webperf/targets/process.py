@@ -1,0 +1,121 @@
+"""A server started as a local command: no engine, no image, its own process group."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
+
+from pytest_webperf.errors import TargetError
+from pytest_webperf.targets.base import free_port, http_ready, tcp_ready, wait_until
+
+
+class ProcessTarget:
+    """``command`` run with a free loopback port in ``port_env``, health-checked, and
+    killed with its whole process group at exit. Sampled by its process tree (it shares
+    this process's cgroup, so there is no cgroup counter to cross-check)."""
+
+    def __init__(
+        self,
+        command: str | Sequence[str],
+        *,
+        name: str | None = None,
+        port_env: str = "PORT",
+        health: str = "/health",
+        startup_timeout: float = 60.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.argv = shlex.split(command) if isinstance(command, str) else list(command)
+        if not self.argv:
+            raise TargetError("an empty command cannot be a target")
+        self.name = name or os.path.basename(self.argv[0])
+        self.host, self.port = "127.0.0.1", 0
+        self.port_env, self.health, self.startup_timeout = port_env, health, startup_timeout
+        self.env, self.cwd = dict(env or {}), cwd
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> ProcessTarget:
+        self.port = free_port()
+        self._log = tempfile.TemporaryFile(mode="w+", prefix="webperf-target-")
+        try:
+            self.process = subprocess.Popen(
+                self.argv,
+                env={**os.environ, **self.env, self.port_env: str(self.port)},
+                cwd=self.cwd,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own group: killed whole, spared our Ctrl-C
+            )
+        except OSError as exc:
+            self._close_log()
+            raise TargetError(f"cannot start {self.argv[0]!r}: {exc}") from None
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wait_healthy(self) -> None:
+        if self.health == "tcp":
+
+            def ready() -> bool:
+                return tcp_ready(self.host, self.port)
+        else:
+
+            def ready() -> bool:
+                return http_ready(self.host, self.port, self.health)
+
+        if not wait_until(ready, self.check_alive, self.startup_timeout):
+            raise TargetError(
+                f"{self.name} did not become healthy within {self.startup_timeout:.0f}s "
+                f"(health check: {self.health} on {self.host}:{self.port})",
+                self.logs(),
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def parts(self) -> Mapping[str, int]:
+        return {self.name: self.process.pid} if self.process is not None else {}
+
+    def check_alive(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            code = None if self.process is None else self.process.returncode
+            raise TargetError(f"{self.name} is not running (exit code {code})", self.logs())
+
+    def logs(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        text = self._log.read()
+        self._log.seek(0, os.SEEK_END)
+        return text
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "process", "url": self.url, "command": self.argv}

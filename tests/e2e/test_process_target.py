@@ -1,0 +1,68 @@
+"""A local command as the target: measured, sampled, its logs shown when it fails."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest_plugins = ["pytester"]
+SERVER = """
+import http.server, os
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = b"<h1>Hello World</h1>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""
+TEST = """
+import sys
+
+def test_local(webperf):
+    target = webperf.process([sys.executable, "server.py"], name="local-py")
+    result = webperf.http(target, path="/hello")
+    assert result.requests > 0
+
+def test_broken(webperf):
+    webperf.process([sys.executable, "-c", "import sys; print('no port for me'); sys.exit(7)"])
+"""
+
+
+def test_a_local_command_is_measured_and_a_broken_one_shows_its_output(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(server=SERVER, test_local=TEST)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:locust",
+        "-W",
+        "error",
+        "--webperf-concurrency=5",
+        "--webperf-duration=1s",
+        "--webperf-warmup=0.5s",
+        "--webperf-repeat=1",
+        "--webperf-json=out.json",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*TargetError: python* is not running (exit code 7)*",
+            "*no port for me*",
+            "test_local[[]c5[]] * GET /hello * local-py * 5 *",
+        ]
+    )
+    (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    (run,) = test["repetitions"]
+    assert test["target"]["kind"] == "process" and run["errors"] == 0
+    assert {s["part"] for s in run["resources"]} == {"local-py"}  # sampled by its tree
+    assert all(s["cgroup_cpu_percent"] is None for s in run["resources"])
