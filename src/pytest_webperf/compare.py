@@ -164,6 +164,7 @@ class Metric:
     count: bool = False
     throughput: bool = False
     load_sensitive: bool = False  # moves when other processes take the CPU (rps, latency)
+    speed_normalized: bool = False  # a CPU time: compared at equal machine speed
     aliases: tuple[str, ...] = ()  # the first one is how absolute limits are written
     exposure: Callable[[RunResult], float] = field(default=_requests, compare=False)
 
@@ -230,7 +231,14 @@ METRICS: Mapping[str, Metric] = {
         Metric("error_rate", "", "up", lambda r: r.errors, combine="rate", count=True),
         Metric("cpu", "%", "up", _server_cpu_mean, _server_cpu_series, aliases=("cpu_percent",)),
         Metric("rss", "MB", "up", _server_rss_peak, combine="max", aliases=("rss_mb",)),
-        Metric("cpu_per_req", "us", "up", _cpu_per_req, aliases=("cpu_per_req_us",)),
+        Metric(
+            "cpu_per_req",
+            "us",
+            "up",
+            _cpu_per_req,
+            aliases=("cpu_per_req_us",),
+            speed_normalized=True,
+        ),
         Metric(
             "lost",
             "",
@@ -501,6 +509,9 @@ def _level_estimate(
         return f"{metric.name} was not measured in {side}"
     if stats.mean(ys) <= 0:
         return f"the baseline's {metric.name} is 0, no relative change exists"
+    speed_note = ""
+    if metric.speed_normalized:
+        xs, ys, speed_note = _at_equal_speed(runs, xs, base_runs, ys)
     series = metric.series
     est = stats.ratio_change(
         xs,
@@ -525,7 +536,30 @@ def _level_estimate(
         est.high,
         worse,
         better,
-        partial=("; measured in " + " and ".join(partial) if partial else ""),
+        partial=("; measured in " + " and ".join(partial) if partial else "") + speed_note,
+    )
+
+
+def _at_equal_speed(
+    runs: Sequence[RunResult], xs: list[float], base_runs: Sequence[RunResult], ys: list[float]
+) -> tuple[list[float], list[float], str]:
+    """CPU times at the baseline's mean machine speed: a repetition on a machine running
+    7 % faster (the same work in 7 % less CPU time; see ``sampler.cpu_speed_sample``) is
+    scaled up by 7 %. Unchanged when a repetition lacks the speed probe."""
+    speeds = [r.cpu_speed for r in (*runs, *base_runs)]
+    if any(s is None or s <= 0 for s in speeds):
+        return xs, ys, ""
+    reference = stats.mean([r.cpu_speed for r in base_runs if r.cpu_speed])
+    scaled = [x * (r.cpu_speed or reference) / reference for x, r in zip(xs, runs, strict=True)]
+    base = [y * (r.cpu_speed or reference) / reference for y, r in zip(ys, base_runs, strict=True)]
+    drift = stats.mean([r.cpu_speed for r in runs if r.cpu_speed]) / reference - 1
+    if abs(drift) < 0.02:
+        return scaled, base, ""
+    how = "faster" if drift > 0 else "slower"
+    return (
+        scaled,
+        base,
+        f"; at the baseline's machine speed (this run's CPU ran {abs(drift):.0%} {how})",
     )
 
 
@@ -562,7 +596,7 @@ def _count_estimate(
 CONTENDED_CPU_PERCENT = 25.0
 
 
-def _foreign_cpu(m: Measurement) -> float:
+def foreign_cpu(m: Measurement) -> float:
     """Mean CPU other processes used during the measurement's runs (0 when unknown)."""
     values = [r.foreign_cpu_percent for r in m.runs if r.foreign_cpu_percent is not None]
     return sum(values) / len(values) if values else 0.0
@@ -617,13 +651,13 @@ def _relative(
         return result(
             "generator-bound", f"{line}: not a measure of the server (generator-bound run)"
         )
-    busy = max(_foreign_cpu(current), _foreign_cpu(baseline))
+    busy = max(foreign_cpu(current), foreign_cpu(baseline))
     if metric.load_sensitive and busy > CONTENDED_CPU_PERCENT and sign * est.change > limit:
         return result(
             "contended",
             (
-                f"{line}: not judged, other processes used {_foreign_cpu(current):.0f}% of a "
-                f"core during this run and {_foreign_cpu(baseline):.0f}% during the baseline's "
+                f"{line}: not judged, other processes used {foreign_cpu(current):.0f}% of a "
+                f"core during this run and {foreign_cpu(baseline):.0f}% during the baseline's "
                 f"(limit {CONTENDED_CPU_PERCENT:g}%): rps and latency followed the machine, not "
                 "the server; cpu_per_req is still judged"
             ),

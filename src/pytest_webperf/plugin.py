@@ -153,15 +153,19 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if session is None or not session.measurements:
         return
     terminalreporter.write_sep("=", "webperf")
-    for line in session.summary():
-        terminalreporter.write_line(line)
-    for line in session.finish():
+    for line in [*session.summary(), *session.finished]:
         terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Containers go with the run, however it ended (Ctrl-C included)."""
+    """Baselines and reports are written, and containers go, however the run ended
+    (Ctrl-C included); the terminal summary only shows what was done."""
     from pytest_webperf.targets.container import remove_session_containers
 
-    with contextlib.suppress(WebperfError):
-        remove_session_containers()
+    webperf = session.config.stash.get(session_key, None)
+    try:
+        if webperf is not None:
+            webperf.finish()
+    finally:
+        with contextlib.suppress(WebperfError):
+            remove_session_containers()

@@ -27,6 +27,7 @@ class WebperfSession:
         self.config = config
         self.rootdir = rootdir
         self.measurements: list[Measurement] = []
+        self.finished: list[str] = []  # what finish() did, for the terminal summary
 
     @functools.cached_property
     def catalog(self) -> Catalog:
@@ -146,30 +147,42 @@ class WebperfSession:
             "placement": self.cpu_placement.to_dict(),
         }
 
-    def finish(self) -> list[str]:
-        """Save baselines if asked, write the reports; lines to show the user."""
-        lines = []
+    def finish(self) -> None:
+        """Save baselines if asked and write the reports (once, at the end of the run)."""
         if self.config.save and self.measurements:
-            metadata = {
-                "machine": self.machine.to_dict(),
-                "git": baseline.git_commit(self.rootdir),
-                "plugin_version": __version__,
-            }
-            paths = self.store.save(self.measurements, metadata)
-            where = self.store.base_dir / self.store.machine_id
-            lines.append(
-                f"webperf: saved {len(self.measurements)} baseline(s) in "
-                f"{len(paths)} file(s) under {where}"
-            )
-        data = report(self.measurements, self.meta())
+            self._save()
         config = self.config
-        if config.json is not None:
-            write_json(config.json, data)
-            lines.append(f"webperf: JSON report written to {config.json}")
-        if config.html is not None:
-            write_html(config.html, data)
-            lines.append(f"webperf: HTML report written to {config.html}")
-        if config.markdown is not None:
-            write_markdown(config.markdown, data)
-            lines.append(f"webperf: Markdown summary written to {config.markdown}")
-        return lines
+        writers = (
+            (config.json, write_json, "JSON report"),
+            (config.html, write_html, "HTML report"),
+            (config.markdown, write_markdown, "Markdown summary"),
+        )
+        wanted = [(path, write, what) for path, write, what in writers if path is not None]
+        if wanted:
+            data = report(self.measurements, self.meta())
+            for path, write, what in wanted:
+                write(path, data)
+                self.finished.append(f"webperf: {what} written to {path}")
+
+    def _save(self) -> None:
+        metadata = {
+            "machine": self.machine.to_dict(),
+            "git": baseline.git_commit(self.rootdir),
+            "plugin_version": __version__,
+        }
+        paths = self.store.save(self.measurements, metadata)
+        where = self.store.base_dir / self.store.machine_id
+        self.finished.append(
+            f"webperf: saved {len(self.measurements)} baseline(s) in {len(paths)} file(s) "
+            f"under {where}"
+        )
+        busy = [
+            m for m in self.measurements if compare.foreign_cpu(m) > compare.CONTENDED_CPU_PERCENT
+        ]
+        if busy:
+            worst = max(compare.foreign_cpu(m) for m in busy)
+            self.finished.append(
+                f"webperf: warning: {len(busy)} of these baselines were measured while other "
+                f"processes used up to {worst:.0f}% of a core; a baseline taken on a busy "
+                "machine shifts every later comparison: re-save it on a quiet one"
+            )
