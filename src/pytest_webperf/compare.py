@@ -543,24 +543,21 @@ def _level_estimate(
 def _at_equal_speed(
     runs: Sequence[RunResult], xs: list[float], base_runs: Sequence[RunResult], ys: list[float]
 ) -> tuple[list[float], list[float], str]:
-    """CPU times at the baseline's mean machine speed: a repetition on a machine running
-    7 % faster (the same work in 7 % less CPU time; see ``sampler.cpu_speed_sample``) is
-    scaled up by 7 %. Unchanged when a repetition lacks the speed probe."""
-    speeds = [r.cpu_speed for r in (*runs, *base_runs)]
-    if any(s is None or s <= 0 for s in speeds):
+    """CPU times of this run at the baseline's machine speed, when the machine's speed
+    (``sampler.cpu_speed_sample``, averaged over every repetition of each side) moved by
+    at least ``SPEED_DRIFT``: a run on a machine 7 % faster did the same work in 7 % less
+    CPU time, so its values are scaled up by 7 %. One factor for the whole run: scaling
+    each repetition by its own few probes would add the probe's noise to every value."""
+    speeds = [r.cpu_speed for r in runs if r.cpu_speed]
+    base_speeds = [r.cpu_speed for r in base_runs if r.cpu_speed]
+    if len(speeds) < len(runs) or len(base_speeds) < len(base_runs):
         return xs, ys, ""
-    reference = stats.mean([r.cpu_speed for r in base_runs if r.cpu_speed])
-    scaled = [x * (r.cpu_speed or reference) / reference for x, r in zip(xs, runs, strict=True)]
-    base = [y * (r.cpu_speed or reference) / reference for y, r in zip(ys, base_runs, strict=True)]
-    drift = stats.mean([r.cpu_speed for r in runs if r.cpu_speed]) / reference - 1
-    if abs(drift) < 0.02:
-        return scaled, base, ""
+    drift = stats.mean(speeds) / stats.mean(base_speeds) - 1
+    if abs(drift) < SPEED_DRIFT:
+        return xs, ys, ""
     how = "faster" if drift > 0 else "slower"
-    return (
-        scaled,
-        base,
-        f"; at the baseline's machine speed (this run's CPU ran {abs(drift):.0%} {how})",
-    )
+    note = f"; at the baseline's machine speed (this run's CPU ran {abs(drift):.0%} {how})"
+    return [x * (1 + drift) for x in xs], ys, note
 
 
 def _exposure(metric: Metric, m: Measurement) -> float:
@@ -589,6 +586,10 @@ def _count_estimate(
         (events, base_events),
     )
 
+
+# The machine's speed moved (more than the speed probe's own noise): CPU times are then
+# compared at equal speed.
+SPEED_DRIFT = 0.03
 
 # A quarter of a core used by other processes while measuring: above it, throughput and
 # latency changes are not the server's (measured here: rps moved -11..-28% on an unchanged
