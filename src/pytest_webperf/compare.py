@@ -164,7 +164,6 @@ class Metric:
     count: bool = False
     throughput: bool = False
     load_sensitive: bool = False  # moves when other processes take the CPU (rps, latency)
-    speed_normalized: bool = False  # a CPU time: compared at equal machine speed
     aliases: tuple[str, ...] = ()  # the first one is how absolute limits are written
     exposure: Callable[[RunResult], float] = field(default=_requests, compare=False)
 
@@ -237,7 +236,6 @@ METRICS: Mapping[str, Metric] = {
             "up",
             _cpu_per_req,
             aliases=("cpu_per_req_us",),
-            speed_normalized=True,
         ),
         Metric(
             "lost",
@@ -509,9 +507,6 @@ def _level_estimate(
         return f"{metric.name} was not measured in {side}"
     if stats.mean(ys) <= 0:
         return f"the baseline's {metric.name} is 0, no relative change exists"
-    speed_note = ""
-    if metric.speed_normalized:
-        xs, ys, speed_note = _at_equal_speed(runs, xs, base_runs, ys)
     series = metric.series
     est = stats.ratio_change(
         xs,
@@ -536,28 +531,8 @@ def _level_estimate(
         est.high,
         worse,
         better,
-        partial=("; measured in " + " and ".join(partial) if partial else "") + speed_note,
+        partial=("; measured in " + " and ".join(partial) if partial else ""),
     )
-
-
-def _at_equal_speed(
-    runs: Sequence[RunResult], xs: list[float], base_runs: Sequence[RunResult], ys: list[float]
-) -> tuple[list[float], list[float], str]:
-    """CPU times of this run at the baseline's machine speed, when the machine's speed
-    (``sampler.cpu_speed_sample``, averaged over every repetition of each side) moved by
-    at least ``SPEED_DRIFT``: a run on a machine 7 % faster did the same work in 7 % less
-    CPU time, so its values are scaled up by 7 %. One factor for the whole run: scaling
-    each repetition by its own few probes would add the probe's noise to every value."""
-    speeds = [r.cpu_speed for r in runs if r.cpu_speed]
-    base_speeds = [r.cpu_speed for r in base_runs if r.cpu_speed]
-    if len(speeds) < len(runs) or len(base_speeds) < len(base_runs):
-        return xs, ys, ""
-    drift = stats.mean(speeds) / stats.mean(base_speeds) - 1
-    if abs(drift) < SPEED_DRIFT:
-        return xs, ys, ""
-    how = "faster" if drift > 0 else "slower"
-    note = f"; at the baseline's machine speed (this run's CPU ran {abs(drift):.0%} {how})"
-    return [x * (1 + drift) for x in xs], ys, note
 
 
 def _exposure(metric: Metric, m: Measurement) -> float:
@@ -586,10 +561,6 @@ def _count_estimate(
         (events, base_events),
     )
 
-
-# The machine's speed moved (more than the speed probe's own noise): CPU times are then
-# compared at equal speed.
-SPEED_DRIFT = 0.03
 
 # A quarter of a core used by other processes while measuring: above it, throughput and
 # latency changes are not the server's (measured here: rps moved -11..-28% on an unchanged

@@ -36,8 +36,6 @@ class Monitor(Protocol):
 
     def mark_end(self) -> None: ...
 
-    def cpu_speed(self) -> float | None: ...
-
     @property
     def errors(self) -> list[str]: ...
 
@@ -116,7 +114,6 @@ def run_result(
         server_cores=server_cores or float(os.cpu_count() or 1),
         generator_processes=tuple(g.to_dict() for g in outcome.generators),
         foreign_cpu_percent=foreign,
-        cpu_speed=monitor.cpu_speed() if monitor else None,
         notes=tuple(notes),
     )
 

@@ -225,9 +225,6 @@ class RunResult:
     # CPU other processes used on the machine during the measured phase (100 = one core):
     # what made rps and latency move without the server changing
     foreign_cpu_percent: float | None = None
-    # the machine's speed while measuring (calibration work per CPU ms): CPU-time figures
-    # of two runs are compared at equal speed
-    cpu_speed: float | None = None
     notes: tuple[str, ...] = ()
     mqtt: MqttResult | None = None  # MQTT runs only
 
@@ -274,7 +271,6 @@ class RunResult:
             "server_cores": self.server_cores,
             "generator_processes": [dict(g) for g in self.generator_processes],
             "foreign_cpu_percent": self.foreign_cpu_percent,
-            "cpu_speed": self.cpu_speed,
             "capacity_rps": self.capacity_rps,
             "series": [s.to_dict() for s in self.series],
             "resources": [r.to_dict() for r in self.resources],
@@ -306,7 +302,6 @@ class RunResult:
             server_cores=data.get("server_cores"),
             generator_processes=tuple(dict(g) for g in data.get("generator_processes", ())),
             foreign_cpu_percent=data.get("foreign_cpu_percent"),
-            cpu_speed=data.get("cpu_speed"),
             notes=tuple(data.get("notes", ())),
             mqtt=MqttResult.from_dict(data["mqtt"]) if data.get("mqtt") else None,
         )

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -618,55 +617,6 @@ class GeneratorMonitor(_PeriodicMonitor):
             )
 
 
-CALIBRATION_LOOPS = 20_000  # about 1.5 ms of one core: 0.5 % of a core at 3 probes a second
-
-
-def _calibration_work(loops: int) -> int:
-    x = 1
-    for _ in range(loops):
-        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
-    return x
-
-
-def cpu_speed_sample(loops: int = CALIBRATION_LOOPS) -> float | None:
-    """This machine's speed now: fixed work per CPU millisecond of the calling thread.
-
-    On shared and virtual machines the same work takes more or less CPU time from one
-    minute to the next (measured here on an idle machine: 24 ms, then 30-34 ms for
-    seconds, then 24 ms again), and every CPU-time figure, the server's service demand
-    included, moves with it. The thread's own CPU clock leaves out waits for the GIL
-    and for a core, so only the speed of the work itself is measured."""
-    start = time.thread_time()
-    _calibration_work(loops)
-    spent = time.thread_time() - start
-    return loops / (spent * 1000) if spent > 0 else None
-
-
-class SpeedMonitor(_PeriodicMonitor):
-    """``cpu_speed_sample`` every ``interval`` (the best of 3 probes: an interrupt can only
-    make a probe slower, never faster)."""
-
-    def __init__(
-        self, *, interval: float = 1.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        super().__init__(interval, clock)
-        self._speeds: list[tuple[float, float]] = []
-
-    def speeds(self, since: float | None = None, until: float | None = None) -> list[float]:
-        with self._lock:
-            return [
-                s
-                for at, s in self._speeds
-                if (since is None or at >= since) and (until is None or at <= until)
-            ]
-
-    def _tick(self, now: float) -> None:
-        probes = [s for s in (cpu_speed_sample() for _ in range(3)) if s is not None]
-        if probes:
-            with self._lock:
-                self._speeds.append((now, max(probes)))
-
-
 class _HasParts(Protocol):
     def parts(self) -> Mapping[str, int]: ...
 
@@ -697,9 +647,7 @@ class RunMonitor:
             else None
         )
         self._generator: GeneratorMonitor | None = None
-        self._speed = SpeedMonitor(interval=interval, clock=clock)
         self._origin: float | None = None
-        self._end: float | None = None
         self._ended = False
         self._lock = threading.Lock()
 
@@ -710,7 +658,6 @@ class RunMonitor:
     def __enter__(self) -> RunMonitor:
         if self._resources is not None:
             self._resources.start()
-        self._speed.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -721,7 +668,6 @@ class RunMonitor:
             generator.stop()
         if self._resources is not None:
             self._resources.stop()
-        self._speed.stop()
 
     def watch_generator(self, pid: int) -> None:
         """Sample the generator's process tree (rooted at ``pid``) from now on."""
@@ -754,7 +700,6 @@ class RunMonitor:
             if self._ended or self._origin is None:
                 return
             self._ended = True
-            self._end = self._clock()
         if self._resources is not None:
             self._resources.mark("end")
 
@@ -765,11 +710,6 @@ class RunMonitor:
         with self._lock:
             generator = self._generator
         return [] if generator is None else generator.samples()
-
-    def cpu_speed(self) -> float | None:
-        """The machine's median speed over the measured phase (see ``cpu_speed_sample``)."""
-        speeds = self._speed.speeds(self._origin, self._end)
-        return statistics.median(speeds) if speeds else None
 
     def server_cpu_seconds(self) -> float | None:
         """CPU seconds of all parts over the measured phase; None if not measured."""
