@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -138,7 +139,12 @@ def test_server_that_fails_to_start_shows_its_logs(pytester: pytest.Pytester, en
     assert our_containers(os.getpid()) == []
 
 
-def test_server_dying_mid_run_fails_the_test_with_logs(pytester: pytest.Pytester, engine: None):
+@contextlib.contextmanager
+def pytest_in_background(
+    pytester: pytest.Pytester, duration: str
+) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """A pytest run of HELLO in a subprocess, once its swarm is running: (process, its
+    containers). The process is always reaped."""
     pytester.makepyfile(test_static=HELLO)
     process = subprocess.Popen(
         [
@@ -146,7 +152,7 @@ def test_server_dying_mid_run_fails_the_test_with_logs(pytester: pytest.Pytester
             "-m",
             "pytest",
             *QUICK,
-            "--webperf-duration=8s",
+            f"--webperf-duration={duration}",
             "--webperf-repeat=1",
             "--webperf-concurrency=5",
         ],
@@ -157,15 +163,11 @@ def test_server_dying_mid_run_fails_the_test_with_logs(pytester: pytest.Pytester
     )
     try:
         names = wait_for_containers(process.pid)
-        time.sleep(2)
-        docker_client().containers.get(names[0]).kill()
-        output, _ = process.communicate(timeout=120)
+        time.sleep(2)  # the swarm is running now
+        yield process, names
     finally:
         process.kill()
         process.wait()
-    assert process.returncode == pytest.ExitCode.TESTS_FAILED, output
-    assert "TargetError: nginx is not running" in output
-    assert our_containers(process.pid) == []
 
 
 def wait_for_containers(pid: int, timeout: float = 120) -> list[str]:
@@ -178,31 +180,19 @@ def wait_for_containers(pid: int, timeout: float = 120) -> list[str]:
     raise AssertionError(f"no container of pid {pid} appeared within {timeout}s")
 
 
+def test_server_dying_mid_run_fails_the_test_with_logs(pytester: pytest.Pytester, engine: None):
+    with pytest_in_background(pytester, "8s") as (process, names):
+        docker_client().containers.get(names[0]).kill()
+        output, _ = process.communicate(timeout=120)
+    assert process.returncode == pytest.ExitCode.TESTS_FAILED, output
+    assert "TargetError: nginx is not running" in output
+    assert our_containers(process.pid) == []
+
+
 def test_ctrl_c_mid_run_leaves_no_container(pytester: pytest.Pytester, engine: None):
-    pytester.makepyfile(test_static=HELLO)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            *QUICK,
-            "--webperf-duration=30s",
-            "--webperf-repeat=1",
-            "--webperf-concurrency=5",
-        ],
-        cwd=pytester.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_for_containers(process.pid)
-        time.sleep(2)  # the swarm is running now
+    with pytest_in_background(pytester, "30s") as (process, _):
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
-    finally:
-        process.kill()
-        process.wait()
     assert "KeyboardInterrupt" in output
     assert our_containers(process.pid) == [], output
 
