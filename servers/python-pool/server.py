@@ -14,35 +14,19 @@ import socket
 from concurrent.futures import Future, ProcessPoolExecutor
 from http.server import BaseHTTPRequestHandler
 from multiprocessing.sharedctypes import Synchronized
-from pathlib import Path
 from typing import Any
 
-WWW = Path("/srv/www")
+from webperf_http import (  # the catalogue's routes: servers/_shared/python
+    ARRAY,
+    FIELDS,
+    FILES,
+    MAX_BODY,
+    WWW,
+    quick_sort,
+)
+
 BACKLOG = 65535  # seed 003 ran wrk -c 1000; the kernel caps this at somaxconn
 WORKERS = int(os.environ.get("WORKERS", "20"))
-MAX_BODY = 64 * 1024
-FIELDS = ("clientId", "temp", "humidity", "light")
-ARRAY = (
-    89, 47, 62, 36, 78, 22, 51, 11, 100, 94, 57, 63, 42, 76, 31, 85, 99, 55, 5, 17,
-    68, 28, 45, 71, 8, 60, 83, 79, 48, 92, 43, 12, 61, 23, 87, 54, 3, 72, 37, 80,
-    98, 26, 65, 53, 16, 25, 95, 39, 74, 20, 50, 91, 69, 40, 75, 30, 86, 4, 58, 19,
-    77, 13, 70, 24, 46, 14, 96, 7, 49, 64, 38, 56, 82, 15, 84, 9, 21, 34, 97, 27,
-    67, 52, 66, 90, 41, 6, 35, 10, 73, 18, 81, 44, 29, 59, 88, 2, 32, 1, 33, 93,
-)  # fmt: skip
-FILES = {"/file": ("file.png", "image/png"), "/500b": ("500b.html", "text/html"),
-         "/20kb": ("20kb.html", "text/html")}
-
-
-def quick_sort(array: list[int]) -> list[int]:
-    """Seed 000's recursive quicksort (first element as pivot)."""
-    if len(array) < 2:
-        return array
-    pivot = array[0]
-    left: list[int] = []
-    right: list[int] = []
-    for value in array[1:]:
-        (left if value < pivot else right).append(value)
-    return [*quick_sort(left), pivot, *quick_sort(right)]
 
 
 class Worker:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import resource
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
@@ -309,7 +308,5 @@ class ContainerTarget:
 @contextmanager
 def start_target(catalog: Catalog, name: str, **kwargs: Any) -> Iterator[ContainerTarget]:
     """``with start_target(catalog, "nginx") as target:`` — up, healthy, removed on exit."""
-    started = time.monotonic()
     with ContainerTarget(catalog, name, **kwargs) as target:
-        target.startup_seconds = time.monotonic() - started  # type: ignore[attr-defined]
         yield target
