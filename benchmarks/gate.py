@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import compare
+from pytest_webperf import checks, compare, metrics
 from pytest_webperf.baseline import BaselineStore
 from pytest_webperf.config import parse_duration
 from pytest_webperf.models import Measurement
@@ -61,7 +61,7 @@ def test_work(webperf):
     target = webperf.server("costly", env={{"COST_US": os.environ["{COST_ENV}"]}})
     webperf.http(target, path="/work")
 """
-SINGLE_CHECKS = [str(c) for c in compare.DEFAULT_CHECKS]
+SINGLE_CHECKS = [str(c) for c in checks.DEFAULT_CHECKS]
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def mean_of(values: Sequence[float | None]) -> float | None:
 
 
 def change(current: Measurement, reference: Measurement, metric: str) -> float | None:
-    per_run = compare.METRICS[metric].per_run
+    per_run = metrics.METRICS[metric].per_run
     now = mean_of([per_run(r) for r in current.runs])
     then = mean_of([per_run(r) for r in reference.runs])
     return None if now is None or then is None or then == 0 else now / then - 1
@@ -220,7 +220,7 @@ def one_run(
     )
     current = stored(scratch / "bl", reference.nodeid)  # this run, as the save stored it
     fired = {
-        spec: compare.decide(current, reference, compare.parse_checks(spec)).failed
+        spec: compare.decide(current, reference, checks.parse_checks(spec)).failed
         for spec in SINGLE_CHECKS
     }
     rps = change(current, reference, "rps")

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from pytest_webperf import placement
 from pytest_webperf.catalog import Catalog
-from pytest_webperf.compare import DEFAULT_MQTT_CHECKS
+from pytest_webperf.checks import DEFAULT_MQTT_CHECKS
 from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
 from pytest_webperf.errors import OptionError
 from pytest_webperf.measure import MonitorFactory, RunPlan, run_repetitions, sampling_monitor

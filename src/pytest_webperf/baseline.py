@@ -37,9 +37,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_webperf.compare import METRICS
 from pytest_webperf.errors import BaselineError
 from pytest_webperf.fileio import write_text_atomic
+from pytest_webperf.metrics import METRICS
 from pytest_webperf.models import Measurement
 
 SCHEMA = 1

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pytest_webperf import compare
 from pytest_webperf.catalog import Catalog, default_directories
+from pytest_webperf.checks import DEFAULT_CHECKS, parse_checks
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.images import ensure_images
 from pytest_webperf.report import terminal
@@ -49,13 +50,13 @@ def cmd_html(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Judge every measurement of NEW against the same one in BASE, as the gate would."""
     base = {m.key: m for m in measurements(read_report(Path(args.base)))}
-    checks = compare.parse_checks(args.compare_fail) if args.compare_fail else None
+    checks = parse_checks(args.compare_fail) if args.compare_fail else None
     judged = []
     for current in measurements(read_report(Path(args.new))):
         verdict = compare.decide(
             current,
             base.get(current.key),
-            checks or compare.DEFAULT_CHECKS,
+            checks or DEFAULT_CHECKS,
             generator_bound=any(r.generator_bound for r in current.runs),
         )
         judged.append(dataclasses.replace(current, verdict=verdict))

@@ -1,6 +1,7 @@
-"""Parsed checks, and the one place a verdict is decided.
+"""The one place a verdict is decided, from parsed checks (``checks``) on the metric table
+(``metrics``).
 
-Grammar of ``--webperf-compare-fail`` (comma-separated, spaces allowed)::
+Grammar of ``--webperf-compare-fail`` (comma-separated, spaces allowed; parsed in ``checks``)::
 
     METRIC:N%        relative to the baseline: fail when METRIC got worse by more
                      than N %, credibly (rps:5%, p95:10%, cpu_per_req:5%). The bad
@@ -34,18 +35,20 @@ does. Improvements beyond the threshold become notes, never failures.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pytest_webperf import stats
-from pytest_webperf.errors import OptionError
-from pytest_webperf.models import Delivery, Measurement, RunResult, Status, Verdict
-
-Direction = Literal["up", "down"]  # the direction that is bad
-Combine = Literal["mean", "max", "sum", "rate"]
-Op = Literal["<", "<=", ">", ">="]
+from pytest_webperf.checks import DEFAULT_CHECKS, AbsoluteCheck, Check, RelativeCheck, num
+from pytest_webperf.metrics import (
+    CONTENDED_CPU_PERCENT,
+    METRICS,
+    Metric,
+    foreign_cpu,
+    requests_exposure,
+)
+from pytest_webperf.models import Measurement, RunResult, Status, Verdict
 
 NO_BASELINE = "no baseline (run with --webperf-save)"
 GENERATOR_BOUND = (
@@ -54,348 +57,6 @@ GENERATOR_BOUND = (
     "(--webperf-concurrency), or limit the target's CPU so that the server saturates first"
 )
 
-
-# --- what can be measured ----------------------------------------------------------------
-
-
-def _server_cpu_series(run: RunResult) -> list[float]:
-    """Server CPU % per sample time in the measured phase, summed over the parts."""
-    per_t: dict[float, float] = {}
-    for sample in run.resources:
-        if sample.t >= 0:
-            key = round(sample.t, 3)
-            per_t[key] = per_t.get(key, 0.0) + sample.cpu_percent
-    return [per_t[t] for t in sorted(per_t)]
-
-
-def _server_cpu_mean(run: RunResult) -> float | None:
-    series = _server_cpu_series(run)
-    return stats.mean(series) if series else None
-
-
-def _server_rss_peak(run: RunResult) -> float | None:
-    per_t: dict[float, float] = {}
-    for sample in run.resources:
-        if sample.t >= 0:
-            key = round(sample.t, 3)
-            per_t[key] = per_t.get(key, 0.0) + sample.rss_mb
-    return max(per_t.values()) if per_t else None
-
-
-def _cpu_per_req(run: RunResult) -> float | None:
-    """Service demand in µs: the cgroup counter when there is one, else the sampled
-    CPU % integrated over the measured phase (loses processes that died between polls)."""
-    if run.cpu_per_req_us is not None:
-        return run.cpu_per_req_us
-    cpu = _server_cpu_mean(run)
-    if cpu is None or not run.requests:
-        return None
-    return cpu / 100 * run.duration_s * 1e6 / run.requests
-
-
-def _rps_series(run: RunResult) -> list[float]:
-    return [s.rps for s in run.series if s.elapsed > 0]
-
-
-def _latency(name: str) -> Callable[[RunResult], float | None]:
-    return lambda run: float(getattr(run.latency, name))
-
-
-def _snapshot_latency(name: str) -> Callable[[RunResult], list[float]]:
-    def series(run: RunResult) -> list[float]:
-        values = (getattr(s, name) for s in run.series)
-        return [float(v) for v in values if v is not None]
-
-    return series
-
-
-def _delivery(run: RunResult) -> Delivery | None:
-    """Where an MQTT run's messages ended: the server's store (what seed 002 counts)
-    when it was read back, else the observer subscriber."""
-    if run.mqtt is None:
-        return None
-    return run.mqtt.store or run.mqtt.observer
-
-
-def _tps(run: RunResult) -> float | None:
-    return run.mqtt.tps if run.mqtt is not None and run.mqtt.tps is not None else run.rps
-
-
-def _delivery_count(name: str) -> Callable[[RunResult], float | None]:
-    def count(run: RunResult) -> float | None:
-        delivery = _delivery(run)
-        return None if delivery is None else float(getattr(delivery, name))
-
-    return count
-
-
-def _e2e_p99(run: RunResult) -> float | None:
-    delivery = _delivery(run)
-    return None if delivery is None or delivery.latency is None else delivery.latency.p99_ms
-
-
-def _published(run: RunResult) -> float:
-    return float(run.mqtt.published) if run.mqtt is not None else 0.0
-
-
-def _requests(run: RunResult) -> float:
-    return float(run.requests)
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One thing a check can look at.
-
-    ``per_run`` gives the value of one repetition (None: not measured); ``series``
-    its per-second values (for the within-run spread); ``combine`` says how the
-    repetitions make the value an absolute limit is held against. ``count`` metrics
-    are event counts compared as rates per request. ``throughput`` metrics measure
-    the generator when it is the bottleneck. ``load_sensitive`` metrics (throughput and
-    latency) move when other processes take the machine's CPU, so a relative check on
-    them is not judged when either run was contended; service demand is not affected.
-    """
-
-    name: str
-    unit: str
-    bad: Direction
-    per_run: Callable[[RunResult], float | None] = field(compare=False)
-    series: Callable[[RunResult], list[float]] | None = field(default=None, compare=False)
-    combine: Combine = "mean"
-    count: bool = False
-    throughput: bool = False
-    load_sensitive: bool = False  # moves when other processes take the CPU (rps, latency)
-    aliases: tuple[str, ...] = ()  # the first one is how absolute limits are written
-    exposure: Callable[[RunResult], float] = field(default=_requests, compare=False)
-
-    @property
-    def limit_name(self) -> str:
-        return self.aliases[0] if self.aliases else self.name
-
-
-# Adding a metric is one line.
-METRICS: Mapping[str, Metric] = {
-    m.name: m
-    for m in (
-        Metric(
-            "rps", "", "down", lambda r: r.rps, _rps_series, throughput=True, load_sensitive=True
-        ),
-        Metric(
-            "tps",
-            "",
-            "down",
-            _tps,
-            _rps_series,
-            throughput=True,  # seed 002's msgs/s
-            load_sensitive=True,
-        ),
-        Metric(
-            "p50",
-            "ms",
-            "up",
-            _latency("p50_ms"),
-            _snapshot_latency("p50_ms"),
-            aliases=("p50_ms",),
-            load_sensitive=True,
-        ),
-        Metric("p90", "ms", "up", _latency("p90_ms"), aliases=("p90_ms",), load_sensitive=True),
-        Metric(
-            "p95",
-            "ms",
-            "up",
-            _latency("p95_ms"),
-            _snapshot_latency("p95_ms"),
-            aliases=("p95_ms",),
-            load_sensitive=True,
-        ),
-        Metric(
-            "p99",
-            "ms",
-            "up",
-            _latency("p99_ms"),
-            _snapshot_latency("p99_ms"),
-            aliases=("p99_ms",),
-            load_sensitive=True,
-        ),
-        Metric("p999", "ms", "up", _latency("p999_ms"), aliases=("p999_ms",), load_sensitive=True),
-        Metric(
-            "latency_mean",
-            "ms",
-            "up",
-            _latency("mean_ms"),
-            aliases=("mean_ms",),
-            load_sensitive=True,
-        ),
-        Metric("errors", "", "up", lambda r: r.errors, combine="sum", count=True),
-        Metric("timeouts", "", "up", lambda r: r.timeouts, combine="sum", count=True),
-        Metric("error_rate", "", "up", lambda r: r.errors, combine="rate", count=True),
-        Metric("cpu", "%", "up", _server_cpu_mean, _server_cpu_series, aliases=("cpu_percent",)),
-        Metric("rss", "MB", "up", _server_rss_peak, combine="max", aliases=("rss_mb",)),
-        Metric(
-            "cpu_per_req",
-            "us",
-            "up",
-            _cpu_per_req,
-            aliases=("cpu_per_req_us",),
-        ),
-        Metric(
-            "lost",
-            "",
-            "up",
-            _delivery_count("lost"),
-            combine="sum",
-            count=True,
-            exposure=_published,
-        ),
-        Metric(
-            "dup",
-            "",
-            "up",
-            _delivery_count("duplicates"),
-            combine="sum",
-            count=True,
-            exposure=_published,
-            aliases=("duplicates",),
-        ),
-        Metric("e2e_p99", "ms", "up", _e2e_p99, aliases=("e2e_p99_ms",), load_sensitive=True),
-    )
-}
-_BY_SPELLING: Mapping[str, Metric] = {
-    spelling: m for m in METRICS.values() for spelling in (m.name, *m.aliases)
-}
-
-
-# --- checks and their parser -------------------------------------------------------------
-
-
-def _num(value: float) -> str:
-    """A number as the parser reads it back exactly."""
-    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
-
-
-def _finite(value: float, metric: str) -> float:
-    if metric not in METRICS:
-        raise OptionError(f"unknown metric {metric!r}: {GRAMMAR}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise OptionError(f"the number in a {metric} check must be finite and >= 0, not {value}")
-    return value
-
-
-@dataclass(frozen=True)
-class RelativeCheck:
-    """Fail when ``metric`` got worse than the baseline by more than ``percent`` %."""
-
-    metric: str
-    percent: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "percent", _finite(self.percent, str(self.metric)))
-
-    def __str__(self) -> str:
-        return f"{self.metric}:{_num(self.percent)}%"
-
-
-@dataclass(frozen=True)
-class AbsoluteCheck:
-    """Fail when the current value of ``metric`` is not ``op limit``."""
-
-    metric: str
-    op: Op
-    limit: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "limit", _finite(self.limit, str(self.metric)))
-
-    def __str__(self) -> str:
-        return f"{METRICS[self.metric].limit_name}{self.op}{_num(self.limit)}"
-
-    def holds(self, value: float) -> bool:
-        return {
-            "<": value < self.limit,
-            "<=": value <= self.limit,
-            ">": value > self.limit,
-            ">=": value >= self.limit,
-        }[self.op]
-
-
-Check = RelativeCheck | AbsoluteCheck
-
-GRAMMAR = (
-    "expected a comma-separated list of METRIC:N% (worse than the baseline by more than "
-    "N %, e.g. rps:5%), METRIC<V / METRIC<=V / METRIC>V / METRIC>=V (a limit on this run, "
-    "e.g. p99_ms<500) or COUNT:N (at most N errors/timeouts/lost/dup); metrics: "
-    + ", ".join(sorted(_BY_SPELLING))
-)
-_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_CHECK = re.compile(
-    rf"(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?:(?P<op><=|>=|<|>)\s*(?P<limit>{_NUMBER})"
-    rf"|:\s*(?P<sign>[+-]?)\s*(?P<num>{_NUMBER})\s*(?P<pct>%?))"
-)
-
-
-def parse_check(text: str) -> Check:
-    """One check from its text; raises OptionError naming the bad part."""
-    part = text.strip()
-    match = _CHECK.fullmatch(part)
-    if match is None:
-        raise OptionError(f"bad check {part!r} in --webperf-compare-fail: {GRAMMAR}")
-    metric = _BY_SPELLING.get(match["name"].lower())
-    if metric is None:
-        raise OptionError(f"unknown metric {match['name']!r} in check {part!r}: {GRAMMAR}")
-    if match["op"]:
-        return AbsoluteCheck(metric.name, match["op"], float(match["limit"]))  # type: ignore[arg-type]
-    value = float(match["num"])
-    if not match["pct"]:
-        if metric.count and value.is_integer():
-            return AbsoluteCheck(metric.name, "<=", value)
-        raise OptionError(
-            f"check {part!r} needs a unit: write {metric.name}:{match['num']}% for a change "
-            f"relative to the baseline, or {metric.limit_name}<{match['num']} for a limit "
-            f"({GRAMMAR})"
-        )
-    sign = match["sign"]
-    if sign and (sign == "+") != (metric.bad == "up"):
-        worse = "rises" if metric.bad == "up" else "falls"
-        raise OptionError(
-            f"check {part!r} points the wrong way: {metric.name} is worse when it {worse}; "
-            f"write {metric.name}:{match['num']}% (the direction is known per metric)"
-        )
-    return RelativeCheck(metric.name, value)
-
-
-def parse_checks(spec: str) -> tuple[Check, ...]:
-    """All checks of a ``--webperf-compare-fail`` value; '' or 'none' means no check."""
-    if spec.strip().lower() in ("", "none"):
-        return ()
-    checks: list[Check] = []
-    for part in spec.split(","):
-        if not part.strip():
-            raise OptionError(f"empty check in --webperf-compare-fail={spec!r}: {GRAMMAR}")
-        check = parse_check(part)
-        if check in checks:
-            raise OptionError(f"check {str(check)!r} given twice in {spec!r}")
-        checks.append(check)
-    return tuple(checks)
-
-
-def format_checks(checks: Iterable[Check]) -> str:
-    return ",".join(str(c) for c in checks) or "none"
-
-
-# A 10 % slower server shows as -10 % rps when the server is the bottleneck, and as
-# +10 % CPU per request whether or not it is (service demand does not depend on who
-# saturates). Latency percentiles are far noisier than means, hence 20 %. Errors are
-# compared as a rate: one stray timeout passes, a 1.5x rise that is credible fails.
-DEFAULT_CHECKS: tuple[Check, ...] = parse_checks("rps:5%,cpu_per_req:5%,p95:20%,errors:50%")
-# MQTT: QoS 2 promises every message exactly once, so a loss or a duplicate fails
-# whatever the baseline says; throughput (seed 002's tps), the server's CPU per
-# message and the end-to-end p99 are compared with the baseline.
-DEFAULT_MQTT_CHECKS: tuple[Check, ...] = parse_checks(
-    "tps:5%,cpu_per_req:5%,e2e_p99:20%,lost:0,dup:0"
-)
-
-
-# --- evaluation --------------------------------------------------------------------------
 
 Outcome = Literal[
     "pass", "fail", "improved", "not-credible", "skipped", "generator-bound", "contended"
@@ -562,18 +223,6 @@ def _count_estimate(
     )
 
 
-# A quarter of a core used by other processes while measuring: above it, throughput and
-# latency changes are not the server's (measured here: rps moved -11..-28% on an unchanged
-# server under other agents' load, while cpu_per_req stayed within +-4%).
-CONTENDED_CPU_PERCENT = 25.0
-
-
-def foreign_cpu(m: Measurement) -> float:
-    """Mean CPU other processes used during the measurement's runs (0 when unknown)."""
-    values = [r.foreign_cpu_percent for r in m.runs if r.foreign_cpu_percent is not None]
-    return sum(values) / len(values) if values else 0.0
-
-
 def _relative(
     check: RelativeCheck,
     current: Measurement,
@@ -599,12 +248,12 @@ def _relative(
     if est.counts is not None:
         shown = (
             f"{est.counts[1]} -> {est.counts[0]} ({est.baseline:.3%} -> {est.current:.3%}"
-            f" of {'requests' if metric.exposure is _requests else 'messages'})"
+            f" of {'requests' if metric.exposure is requests_exposure else 'messages'})"
         )
     else:
         shown = f"{_fmt(est.baseline, unit)} -> {_fmt(est.current, unit)}"
     line = f"{metric.name} {shown} ({_pct(est.change)}{ci}{est.partial})"
-    bound = f"{'+' if sign > 0 else '-'}{_num(check.percent)}%"
+    bound = f"{'+' if sign > 0 else '-'}{num(check.percent)}%"
     numbers = dict(
         check=str(check),
         metric=metric.name,
@@ -650,7 +299,7 @@ def _relative(
         )
     if -sign * est.change > limit and (not has_interval or est.p_better < alpha):
         return result(
-            "improved", f"{line}: better than the baseline by more than {_num(check.percent)}%"
+            "improved", f"{line}: better than the baseline by more than {num(check.percent)}%"
         )
     return result("pass", f"{line} within {bound}")
 

@@ -105,7 +105,7 @@ def parse_user_class(text: str) -> str:
 
 
 def parse_checks(text: str) -> tuple[Any, ...]:
-    from pytest_webperf.compare import parse_checks as parse
+    from pytest_webperf.checks import parse_checks as parse
 
     return tuple(parse(text))
 

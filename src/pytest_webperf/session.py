@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import __version__, baseline, compare, machine, placement
+from pytest_webperf import __version__, baseline, compare, machine, metrics, placement
 from pytest_webperf.catalog import Catalog, default_directories
+from pytest_webperf.checks import DEFAULT_CHECKS, Check, format_checks
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import BaselineError, EngineUnavailable
 from pytest_webperf.models import Measurement
@@ -75,14 +76,14 @@ class WebperfSession:
         )
 
     @property
-    def checks(self) -> Sequence[compare.Check]:
-        return self.config.compare_fail or compare.DEFAULT_CHECKS
+    def checks(self) -> Sequence[Check]:
+        return self.config.compare_fail or DEFAULT_CHECKS
 
     def judge(
         self,
         measurement: Measurement,
         *,
-        checks: Sequence[compare.Check] | None = None,
+        checks: Sequence[Check] | None = None,
         generator_bound: bool = False,
     ) -> Measurement:
         """The measurement with its verdict against this machine's baseline.
@@ -133,7 +134,7 @@ class WebperfSession:
             "python": sys.version.split()[0],
             "machine_id": self.store.machine_id,
             "machine": self.machine.to_dict(),
-            "checks": compare.format_checks(self.checks),
+            "checks": format_checks(self.checks),
             "config": {
                 "concurrency": list(config.concurrency),
                 "duration_s": config.duration,
@@ -177,10 +178,10 @@ class WebperfSession:
             f"under {where}"
         )
         busy = [
-            m for m in self.measurements if compare.foreign_cpu(m) > compare.CONTENDED_CPU_PERCENT
+            m for m in self.measurements if metrics.foreign_cpu(m) > metrics.CONTENDED_CPU_PERCENT
         ]
         if busy:
-            worst = max(compare.foreign_cpu(m) for m in busy)
+            worst = max(metrics.foreign_cpu(m) for m in busy)
             self.finished.append(
                 f"webperf: warning: {len(busy)} of these baselines were measured while other "
                 f"processes used up to {worst:.0f}% of a core; a baseline taken on a busy "

@@ -10,18 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf import compare
-from pytest_webperf.compare import (
+from pytest_webperf import checks as checks_module
+from pytest_webperf.checks import (
     DEFAULT_CHECKS,
-    METRICS,
     AbsoluteCheck,
     RelativeCheck,
-    decide,
-    evaluate,
     parse_check,
     parse_checks,
 )
+from pytest_webperf.compare import decide, evaluate
 from pytest_webperf.errors import OptionError
+from pytest_webperf.metrics import METRICS
 from pytest_webperf.models import (
     Latency,
     Measurement,
@@ -131,7 +130,7 @@ def test_str_uses_the_unit_suffixed_name_for_limits() -> None:
     assert str(AbsoluteCheck("p99", "<", 500)) == "p99_ms<500"
     assert str(AbsoluteCheck("errors", "<=", 0)) == "errors<=0"
     assert str(RelativeCheck("cpu_per_req", 2.5)) == "cpu_per_req:2.5%"
-    assert compare.format_checks(DEFAULT_CHECKS) == "rps:5%,cpu_per_req:5%,p95:20%,errors:50%"
+    assert checks_module.format_checks(DEFAULT_CHECKS) == "rps:5%,cpu_per_req:5%,p95:20%,errors:50%"
 
 
 @pytest.mark.parametrize(
@@ -172,13 +171,13 @@ checks = st.one_of(
 
 
 @given(checks)
-def test_str_round_trips_through_the_parser(check: compare.Check) -> None:
+def test_str_round_trips_through_the_parser(check: checks_module.Check) -> None:
     assert parse_check(str(check)) == check
 
 
 @given(st.lists(checks, min_size=1, max_size=6, unique_by=str))
-def test_a_list_round_trips(items: list[compare.Check]) -> None:
-    assert parse_checks(compare.format_checks(items)) == tuple(items)
+def test_a_list_round_trips(items: list[checks_module.Check]) -> None:
+    assert parse_checks(checks_module.format_checks(items)) == tuple(items)
 
 
 # --- verdicts ----------------------------------------------------------------------------

@@ -5,8 +5,10 @@ import dataclasses
 
 import pytest
 
-from pytest_webperf.compare import CONTENDED_CPU_PERCENT, decide, parse_checks
+from pytest_webperf.checks import parse_checks
+from pytest_webperf.compare import decide
 from pytest_webperf.histogram import Histogram
+from pytest_webperf.metrics import CONTENDED_CPU_PERCENT
 from pytest_webperf.models import Latency, Measurement, RunResult, Snapshot, Workload
 from pytest_webperf.sampler import foreign_cpu_percent
 

@@ -1,0 +1,236 @@
+"""What a check can look at: one ``Metric`` per measurable figure, read from a ``RunResult``.
+
+The metric table is the one place that says how a figure is read from a repetition,
+which direction is worse, and how repetitions combine; ``checks`` parses what users
+write about them, ``compare`` decides. Adding a metric is one entry in ``METRICS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pytest_webperf import stats
+from pytest_webperf.models import Delivery, Measurement, RunResult
+
+Direction = Literal["up", "down"]  # the direction that is bad
+Combine = Literal["mean", "max", "sum", "rate"]
+
+
+def _server_cpu_series(run: RunResult) -> list[float]:
+    """Server CPU % per sample time in the measured phase, summed over the parts."""
+    per_t: dict[float, float] = {}
+    for sample in run.resources:
+        if sample.t >= 0:
+            key = round(sample.t, 3)
+            per_t[key] = per_t.get(key, 0.0) + sample.cpu_percent
+    return [per_t[t] for t in sorted(per_t)]
+
+
+def _server_cpu_mean(run: RunResult) -> float | None:
+    series = _server_cpu_series(run)
+    return stats.mean(series) if series else None
+
+
+def _server_rss_peak(run: RunResult) -> float | None:
+    per_t: dict[float, float] = {}
+    for sample in run.resources:
+        if sample.t >= 0:
+            key = round(sample.t, 3)
+            per_t[key] = per_t.get(key, 0.0) + sample.rss_mb
+    return max(per_t.values()) if per_t else None
+
+
+def _cpu_per_req(run: RunResult) -> float | None:
+    """Service demand in µs: the cgroup counter when there is one, else the sampled
+    CPU % integrated over the measured phase (loses processes that died between polls)."""
+    if run.cpu_per_req_us is not None:
+        return run.cpu_per_req_us
+    cpu = _server_cpu_mean(run)
+    if cpu is None or not run.requests:
+        return None
+    return cpu / 100 * run.duration_s * 1e6 / run.requests
+
+
+def _rps_series(run: RunResult) -> list[float]:
+    return [s.rps for s in run.series if s.elapsed > 0]
+
+
+def _latency(name: str) -> Callable[[RunResult], float | None]:
+    return lambda run: float(getattr(run.latency, name))
+
+
+def _snapshot_latency(name: str) -> Callable[[RunResult], list[float]]:
+    def series(run: RunResult) -> list[float]:
+        values = (getattr(s, name) for s in run.series)
+        return [float(v) for v in values if v is not None]
+
+    return series
+
+
+def _delivery(run: RunResult) -> Delivery | None:
+    """Where an MQTT run's messages ended: the server's store (what seed 002 counts)
+    when it was read back, else the observer subscriber."""
+    if run.mqtt is None:
+        return None
+    return run.mqtt.store or run.mqtt.observer
+
+
+def _tps(run: RunResult) -> float | None:
+    return run.mqtt.tps if run.mqtt is not None and run.mqtt.tps is not None else run.rps
+
+
+def _delivery_count(name: str) -> Callable[[RunResult], float | None]:
+    def count(run: RunResult) -> float | None:
+        delivery = _delivery(run)
+        return None if delivery is None else float(getattr(delivery, name))
+
+    return count
+
+
+def _e2e_p99(run: RunResult) -> float | None:
+    delivery = _delivery(run)
+    return None if delivery is None or delivery.latency is None else delivery.latency.p99_ms
+
+
+def _published(run: RunResult) -> float:
+    return float(run.mqtt.published) if run.mqtt is not None else 0.0
+
+
+def requests_exposure(run: RunResult) -> float:
+    return float(run.requests)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One thing a check can look at.
+
+    ``per_run`` gives the value of one repetition (None: not measured); ``series``
+    its per-second values (for the within-run spread); ``combine`` says how the
+    repetitions make the value an absolute limit is held against. ``count`` metrics
+    are event counts compared as rates per request. ``throughput`` metrics measure
+    the generator when it is the bottleneck. ``load_sensitive`` metrics (throughput and
+    latency) move when other processes take the machine's CPU, so a relative check on
+    them is not judged when either run was contended; service demand is not affected.
+    """
+
+    name: str
+    unit: str
+    bad: Direction
+    per_run: Callable[[RunResult], float | None] = field(compare=False)
+    series: Callable[[RunResult], list[float]] | None = field(default=None, compare=False)
+    combine: Combine = "mean"
+    count: bool = False
+    throughput: bool = False
+    load_sensitive: bool = False  # moves when other processes take the CPU (rps, latency)
+    aliases: tuple[str, ...] = ()  # the first one is how absolute limits are written
+    exposure: Callable[[RunResult], float] = field(default=requests_exposure, compare=False)
+
+    @property
+    def limit_name(self) -> str:
+        return self.aliases[0] if self.aliases else self.name
+
+
+# Adding a metric is one line.
+METRICS: Mapping[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric(
+            "rps", "", "down", lambda r: r.rps, _rps_series, throughput=True, load_sensitive=True
+        ),
+        Metric(
+            "tps",
+            "",
+            "down",
+            _tps,
+            _rps_series,
+            throughput=True,  # seed 002's msgs/s
+            load_sensitive=True,
+        ),
+        Metric(
+            "p50",
+            "ms",
+            "up",
+            _latency("p50_ms"),
+            _snapshot_latency("p50_ms"),
+            aliases=("p50_ms",),
+            load_sensitive=True,
+        ),
+        Metric("p90", "ms", "up", _latency("p90_ms"), aliases=("p90_ms",), load_sensitive=True),
+        Metric(
+            "p95",
+            "ms",
+            "up",
+            _latency("p95_ms"),
+            _snapshot_latency("p95_ms"),
+            aliases=("p95_ms",),
+            load_sensitive=True,
+        ),
+        Metric(
+            "p99",
+            "ms",
+            "up",
+            _latency("p99_ms"),
+            _snapshot_latency("p99_ms"),
+            aliases=("p99_ms",),
+            load_sensitive=True,
+        ),
+        Metric("p999", "ms", "up", _latency("p999_ms"), aliases=("p999_ms",), load_sensitive=True),
+        Metric(
+            "latency_mean",
+            "ms",
+            "up",
+            _latency("mean_ms"),
+            aliases=("mean_ms",),
+            load_sensitive=True,
+        ),
+        Metric("errors", "", "up", lambda r: r.errors, combine="sum", count=True),
+        Metric("timeouts", "", "up", lambda r: r.timeouts, combine="sum", count=True),
+        Metric("error_rate", "", "up", lambda r: r.errors, combine="rate", count=True),
+        Metric("cpu", "%", "up", _server_cpu_mean, _server_cpu_series, aliases=("cpu_percent",)),
+        Metric("rss", "MB", "up", _server_rss_peak, combine="max", aliases=("rss_mb",)),
+        Metric(
+            "cpu_per_req",
+            "us",
+            "up",
+            _cpu_per_req,
+            aliases=("cpu_per_req_us",),
+        ),
+        Metric(
+            "lost",
+            "",
+            "up",
+            _delivery_count("lost"),
+            combine="sum",
+            count=True,
+            exposure=_published,
+        ),
+        Metric(
+            "dup",
+            "",
+            "up",
+            _delivery_count("duplicates"),
+            combine="sum",
+            count=True,
+            exposure=_published,
+            aliases=("duplicates",),
+        ),
+        Metric("e2e_p99", "ms", "up", _e2e_p99, aliases=("e2e_p99_ms",), load_sensitive=True),
+    )
+}
+BY_SPELLING: Mapping[str, Metric] = {
+    spelling: m for m in METRICS.values() for spelling in (m.name, *m.aliases)
+}
+
+
+# A quarter of a core used by other processes while measuring: above it, throughput and
+# latency changes are not the server's (measured here: rps moved -11..-28% on an unchanged
+# server under other agents' load, while cpu_per_req stayed within +-4%).
+CONTENDED_CPU_PERCENT = 25.0
+
+
+def foreign_cpu(m: Measurement) -> float:
+    """Mean CPU other processes used during the measurement's runs (0 when unknown)."""
+    values = [r.foreign_cpu_percent for r in m.runs if r.foreign_cpu_percent is not None]
+    return sum(values) / len(values) if values else 0.0
