@@ -5,32 +5,51 @@
         result = webperf.http(target, path="/hello")
         assert result.rps > 0
 
+With ``--webperf-against=REF`` the same test measures the change against its base:
+``server()`` and ``process()`` start each target twice (B from the working tree, A from
+REF) and ``http()``/``mqtt()`` run interleaved pairs (``ab.py``); a target that did not
+change is not measured and the test is reported ``unchanged``.
+
 Plain Python: the fixture in plugin.py only builds this object and closes it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_webperf import placement
+from pytest_webperf import compare, placement
+from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
-from pytest_webperf.checks import DEFAULT_MQTT_CHECKS
+from pytest_webperf.checks import DEFAULT_CHECKS, DEFAULT_MQTT_CHECKS, Check
 from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
-from pytest_webperf.errors import OptionError
-from pytest_webperf.measure import MonitorFactory, RunPlan, run_repetitions, sampling_monitor
-from pytest_webperf.models import Measurement, Workload
-from pytest_webperf.mqtt.run import MqttPlan, measure_mqtt
-from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.gitref import map_command
+from pytest_webperf.measure import (
+    HttpRequests,
+    Label,
+    LoadKind,
+    MonitorFactory,
+    RunPlan,
+    TargetDied,
+    run_repetitions,
+    sampling_monitor,
+)
+from pytest_webperf.models import Measurement, RunResult, Verdict, Workload
+from pytest_webperf.mqtt.run import MqttTelemetry
+from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
+from pytest_webperf.targets.paired import PairedTarget
 from pytest_webperf.targets.process import ProcessTarget
 
 
 class Judge(Protocol):
-    """Decides a measurement's verdict (``WebperfSession.judge``)."""
+    """Decides a measurement's verdict against the stored baseline (``WebperfSession.judge``)."""
 
     def __call__(
         self,
@@ -38,6 +57,8 @@ class Judge(Protocol):
         *,
         checks: Sequence[Any] | None = None,
         generator_bound: bool = False,
+        max_error_rate: float | None = None,
+        require_power: bool = False,
     ) -> Measurement: ...
 
 
@@ -53,6 +74,8 @@ class Webperf:
         catalog: Callable[[], Catalog],
         judge: Judge,
         monitor_factory: MonitorFactory = sampling_monitor,
+        against: Callable[[], Against] | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.nodeid = nodeid
         self.concurrency = concurrency
@@ -60,6 +83,8 @@ class Webperf:
         self._catalog = catalog
         self._judge = judge
         self._monitor_factory = monitor_factory
+        self._against = against  # the base of an A/B run (--webperf-against), made on demand
+        self._progress = progress or NoProgress()
         self._stack = ExitStack()
         self.measurements: list[Measurement] = []
         self.placement = placement.plan(
@@ -96,8 +121,16 @@ class Webperf:
             memory=memory or config.target_memory or spec.memory,
             cpuset=cpuset or self.placement.target_cpuset,
         )
-        target = ContainerTarget(self._catalog(), name, limits=limits, env=env)
-        return self._stack.enter_context(target)
+        change = ContainerTarget(self._catalog(), name, limits=limits, env=env)
+        if self._against is None:
+            return self._stack.enter_context(change)
+        against = self._against()
+        changed = against.server_changed(name)
+        started = self._stack.enter_context(change)
+        if not changed and not against.always:
+            return PairedTarget(started, None, changed=False)
+        base = ContainerTarget(against.base_catalog, name, limits=limits, env=env)
+        return PairedTarget(started, self._stack.enter_context(base), changed=changed)
 
     def process(
         self,
@@ -111,17 +144,39 @@ class Webperf:
         cwd: str | None = None,
     ) -> Target:
         """Start a local command as the target (no containers): it gets a free loopback
-        port in ``port_env`` and must answer ``health``; killed with its process group."""
-        target = ProcessTarget(
-            command,
-            name=name,
-            port_env=port_env,
-            health=health,
-            startup_timeout=startup_timeout,
-            env=env,
-            cwd=cwd,
-        )
-        return self._stack.enter_context(target)
+        port in ``port_env`` and must answer ``health``; killed with its process group.
+
+        With --webperf-against=REF the base runs the same command in the repository's
+        tree at REF: its working directory (``cwd``, default the current one) and every
+        absolute path inside the repository, in the command and in ``env``, point into
+        that tree. Write paths relative to ``cwd``, or absolute inside the repository."""
+
+        def start(argv: str | Sequence[str], at: str | None, environ: Mapping[str, str]) -> Target:
+            target = ProcessTarget(
+                argv,
+                name=name,
+                port_env=port_env,
+                health=health,
+                startup_timeout=startup_timeout,
+                env=environ,
+                cwd=at,
+            )
+            return self._stack.enter_context(target)
+
+        change = start(command, cwd, env or {})
+        if self._against is None:
+            return change
+        against = self._against()
+        where = Path(cwd or os.getcwd())
+        changed = against.path_changed(where)
+        if not changed and not against.always:
+            return PairedTarget(change, None, changed=False)
+        tree = against.tree
+        mapped = tree.map(where)
+        argv = map_command(tree, command.split() if isinstance(command, str) else command)
+        environ = {k: tree.map_arg(v) for k, v in (env or {}).items()}
+        base = start(argv, str(mapped) if mapped is not None else cwd, environ)
+        return PairedTarget(change, base, changed=changed)
 
     def http(
         self,
@@ -146,42 +201,10 @@ class Webperf:
             headers=tuple((headers or {}).items()),
         )
         plan = self._plan(
-            target,
-            concurrency=concurrency,
-            duration=duration,
-            warmup=warmup,
-            repeat=repeat,
-            user=user,
+            target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
-        try:
-            spec = SwarmSpec(
-                host=target.url,
-                users=plan.concurrency,
-                duration_s=plan.duration_s,
-                warmup_s=plan.warmup_s,
-                workload=workload,
-                user_class=plan.user_class,
-                timeout_s=plan.timeout_s,
-                workers=plan.workers,
-                spawn_rate=plan.spawn_rate,
-                cpus=self.placement.generator_cpus,
-            )
-        except ValueError as exc:
-            raise OptionError(f"{self.nodeid}: {exc}") from None
-        runs = run_repetitions(target, spec, plan, self._monitor_factory)
-        measurement = Measurement(
-            nodeid=self.nodeid,
-            name=name or f"{method.upper()} {path}",
-            server=target.name,
-            concurrency=plan.concurrency,
-            workload=workload,
-            runs=tuple(runs),
-            target=target.describe(),
-        )
-        bound = sum(r.generator_bound for r in runs) * 2 > len(runs)  # most repetitions
-        judged = self._judge(measurement, checks=self.config.compare_fail, generator_bound=bound)
-        self.measurements.append(judged)
-        return judged
+        kind = HttpRequests(workload, user_class=user or self.config.user)
+        return self._measure(target, kind, plan, name or f"{method.upper()} {path}", workload)
 
     def mqtt(
         self,
@@ -206,26 +229,173 @@ class Webperf:
         and stored by the server; lost, duplicated, late). Judged with the MQTT checks
         (``lost:0``, ``dup:0``, ``tps:5%``, ...) unless the test gives its own."""
         config = self.config
-        plan = MqttPlan(
-            users=users or self.concurrency,
-            duration_s=parse_duration(duration) if duration is not None else config.duration,
-            warmup_s=parse_duration(warmup) if warmup is not None else config.warmup,
-            repeat=repeat or config.repeat,
+        telemetry = MqttTelemetry(
             interval_s=parse_duration(interval),
             qos=qos,
-            spawn_rate=config.spawn_rate if spawn_rate is None else spawn_rate,
-            timeout_s=config.timeout,
             drain_s=parse_duration(drain),
             quiet_s=parse_duration(quiet),
             observe=observe,
             topic=topic,
         )
-        measurement = measure_mqtt(
-            target, plan, nodeid=self.nodeid, name=name, monitor_factory=self._monitor_factory
+        plan = dataclasses.replace(
+            self._plan(
+                target,
+                concurrency=users or self.concurrency,
+                duration=duration,
+                warmup=warmup,
+                repeat=repeat,
+            ),
+            workers=1,  # one generator process: MQTT client ids must not collide
+            spawn_rate=config.spawn_rate if spawn_rate is None else spawn_rate,
         )
-        bound = sum(r.generator_bound for r in measurement.runs) * 2 > len(measurement.runs)
+        return self._measure(
+            target,
+            telemetry,
+            plan,
+            name or telemetry.name,
+            telemetry.workload,
+            checks=config.compare_fail or DEFAULT_MQTT_CHECKS,
+        )
+
+    def _measure(
+        self,
+        target: Target,
+        kind: LoadKind,
+        plan: RunPlan,
+        name: str,
+        workload: Workload,
+        *,
+        checks: Sequence[Check] | None = None,
+    ) -> Measurement:
+        """All repetitions (or A/B pairs) of one kind of load, judged and recorded."""
+        measurement = Measurement(
+            nodeid=self.nodeid,
+            name=name,
+            server=target.name,
+            concurrency=plan.concurrency,
+            workload=workload,
+            runs=(),
+            target=target.describe(),
+        )
+        label = Label(self.nodeid, name)
+        if isinstance(target, PairedTarget):
+            return self._measure_pairs(
+                target, kind, plan, measurement=measurement, label=label, checks=checks
+            )
+        try:
+            runs = run_repetitions(
+                target,
+                kind,
+                plan,
+                monitor_factory=self._monitor_factory,
+                progress=self._progress,
+                label=label,
+                restart_every=self.config.restart_every,
+            )
+        except TargetDied as exc:
+            self._died(measurement, exc)
+            raise
         judged = self._judge(
-            measurement, checks=config.compare_fail or DEFAULT_MQTT_CHECKS, generator_bound=bound
+            dataclasses.replace(measurement, runs=tuple(runs)),
+            checks=checks or self.config.compare_fail,
+            generator_bound=_mostly_bound(runs),
+            max_error_rate=self.config.max_error_rate,
+            require_power=self.config.require_power,
+        )
+        self.measurements.append(judged)
+        return judged
+
+    def _died(self, measurement: Measurement, exc: TargetDied) -> None:
+        """The repetitions measured before the target died go into the reports."""
+        reason = str(exc.args[0]).split("\n")[0]
+        self.measurements.append(
+            dataclasses.replace(
+                measurement,
+                runs=exc.runs,
+                verdict=Verdict(
+                    "broken",
+                    (reason,),
+                    (f"incomplete: {len(exc.runs)} repetition(s) measured before it died",),
+                ),
+            )
+        )
+
+    def _measure_pairs(
+        self,
+        target: PairedTarget,
+        kind: LoadKind,
+        plan: RunPlan,
+        *,
+        measurement: Measurement,
+        label: Label,
+        checks: Sequence[Check] | None,
+    ) -> Measurement:
+        assert self._against is not None
+        config = self.config
+        against = self._against()
+        described: dict[str, Any] = {**against.describe(), "changed": target.changed}
+        if target.base is None:
+            message = (
+                f"{target.name} is the same as at {against.tree.ref} "
+                f"({against.tree.commit[:12]}): not measured (--webperf-against-always "
+                "measures it)"
+            )
+            self.measurements.append(
+                dataclasses.replace(
+                    measurement, against=described, verdict=Verdict("unchanged", notes=(message,))
+                )
+            )
+            raise Unchanged(message)
+        chosen = tuple(checks or config.compare_fail or DEFAULT_CHECKS)
+
+        def verdict(pairs: Pairs) -> Verdict:
+            bound = _mostly_bound(pairs.change) or _mostly_bound(pairs.base)
+            return compare.decide(
+                dataclasses.replace(measurement, runs=tuple(pairs.change)),
+                dataclasses.replace(measurement, runs=tuple(pairs.base)),
+                chosen,
+                generator_bound=bound,
+                max_error_rate=config.max_error_rate,
+                require_power=config.require_power,
+                instances=pairs.instances,
+                look=max(1, pairs.looks),
+            )
+
+        def settled(pairs: Pairs) -> bool:
+            checks = verdict(pairs).checks
+            return not any(compare.unsettled(c["outcome"], c["metric"]) for c in checks)
+
+        schedule = Schedule(plan.repeat, config.against_budget, config.restart_every)
+        measurement = dataclasses.replace(measurement, against=described)
+        try:
+            pairs = run_pairs(
+                target,
+                kind,
+                plan,
+                schedule,
+                settled,
+                monitor_factory=self._monitor_factory,
+                progress=self._progress,
+                label=label,
+            )
+        except TargetDied as exc:
+            self._died(measurement, exc)
+            raise
+        judged = dataclasses.replace(
+            measurement,
+            runs=tuple(pairs.change),
+            base_runs=tuple(pairs.base),
+            against={
+                **described,
+                "base_target": target.side("A").describe(),
+                "restart_every": schedule.restart_every,
+                "pairs": len(pairs.order),
+                "order": list(pairs.order),
+                "instances": list(pairs.instances),
+                "looks": pairs.looks,
+                "stopped": pairs.stopped,
+            },
+            verdict=verdict(pairs),
         )
         self.measurements.append(judged)
         return judged
@@ -238,7 +408,6 @@ class Webperf:
         duration: Any,
         warmup: Any,
         repeat: int | None,
-        user: str | None,
     ) -> RunPlan:
         config = self.config
         limits = target.describe().get("limits") or {}
@@ -247,12 +416,17 @@ class Webperf:
             duration_s=parse_duration(duration) if duration is not None else config.duration,
             warmup_s=parse_duration(warmup) if warmup is not None else config.warmup,
             repeat=repeat or config.repeat,
-            user_class=user or config.user,
             timeout_s=config.timeout,
             workers=config.workers,
             spawn_rate=config.spawn_rate,
             server_cores=limits.get("cpus") or _cpuset_size(limits.get("cpuset")),
+            generator_cpus=self.placement.generator_cpus,
         )
+
+
+def _mostly_bound(runs: Sequence[RunResult]) -> bool:
+    """Whether most repetitions were generator-bound."""
+    return sum(r.generator_bound for r in runs) * 2 > len(runs)
 
 
 def _cpuset_size(cpuset: str | None) -> float | None:

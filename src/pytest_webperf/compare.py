@@ -35,7 +35,7 @@ does. Improvements beyond the threshold become notes, never failures.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -56,11 +56,29 @@ GENERATOR_BOUND = (
     "measured the generator; give it more processes (--webperf-workers=N), use fewer users "
     "(--webperf-concurrency), or limit the target's CPU so that the server saturates first"
 )
-
+# A run where at least this share of requests failed is broken, whatever else it shows.
+BROKEN_ERROR_RATE = 0.5
+# The power at which "could detect >= N %" is stated: a regression of N % is caught by
+# the significance test 4 times in 5.
+POWER = 0.8
 
 Outcome = Literal[
-    "pass", "fail", "improved", "not-credible", "skipped", "generator-bound", "contended"
+    "pass",
+    "fail",
+    "improved",
+    "not-credible",
+    "undecided",
+    "skipped",
+    "generator-bound",
+    "contended",
 ]
+UNSETTLED: frozenset[str] = frozenset({"not-credible", "undecided"})
+
+
+def unsettled(outcome: str, metric: str) -> bool:
+    """Whether a check's outcome leaves the question open. A count (errors, lost) whose
+    rise is within the noise is settled: one stray error never holds a gate open."""
+    return outcome in UNSETTLED and not (metric in METRICS and METRICS[metric].count)
 
 
 @dataclass(frozen=True)
@@ -72,11 +90,13 @@ class CheckResult:
     outcome: Outcome
     message: str
     current: float | None = None
-    baseline: float | None = None
+    baseline: float | None = None  # the stored baseline's value, or side A's in an A/B run
     change: float | None = None  # relative, -0.162 for -16.2 %
     low: float | None = None
     high: float | None = None
     p_value: float | None = None  # one-sided, for "worse"
+    detectable: float | None = None  # smallest regression this run would catch (POWER)
+    threshold: float | None = None  # the check's threshold as a fraction (rps:5% -> 0.05)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,11 +177,16 @@ class _Estimate:
     p_better: float
     counts: tuple[int, int] | None = None  # events (current, baseline) of a count metric
     partial: str = ""  # which repetitions did not measure the metric, if any
+    se: float | None = None  # standard error of the log ratio (None: no spread known)
+    df: float | None = None
 
 
-def _level_estimate(
-    metric: Metric, current: Measurement, baseline: Measurement, confidence: float
-) -> _Estimate | str:
+def _directed(metric: Metric, est: stats.RatioEstimate) -> tuple[float, float]:
+    """(p for "worse", p for "better")."""
+    return (est.p_greater, est.p_less) if metric.bad == "up" else (est.p_less, est.p_greater)
+
+
+def _level_estimate(metric: Metric, current: Measurement, baseline: Measurement) -> _Estimate | str:
     (runs, xs), (base_runs, ys) = _measured_runs(metric, current), _measured_runs(metric, baseline)
     if not xs or not ys:
         side = "this run" if not xs else "the baseline"
@@ -172,12 +197,8 @@ def _level_estimate(
     est = stats.ratio_change(
         xs,
         ys,
-        confidence=confidence,
         current_series=[series(r) for r in runs] if series else (),
         baseline_series=[series(r) for r in base_runs] if series else (),
-    )
-    worse, better = (
-        (est.p_greater, est.p_less) if metric.bad == "up" else (est.p_less, est.p_greater)
     )
     partial = [
         f"{len(found)} of {len(m.runs)} repetitions of {side}"
@@ -190,9 +211,53 @@ def _level_estimate(
         est.change,
         est.low,
         est.high,
-        worse,
-        better,
+        *_directed(metric, est),
         partial=("; measured in " + " and ".join(partial) if partial else ""),
+        se=est.se,
+        df=est.df,
+    )
+
+
+def _paired_estimate(
+    metric: Metric, change: Measurement, base: Measurement, instances: Sequence[int]
+) -> _Estimate | str:
+    """B against A pair by pair (``change.runs[i]`` against ``base.runs[i]``)."""
+    pairs = [
+        (metric.per_run(b), metric.per_run(a), instance)
+        for b, a, instance in zip(change.runs, base.runs, instances, strict=False)
+    ]
+    kept = [(float(b), float(a), i) for b, a, i in pairs if b is not None and a is not None]
+    if not kept:
+        return f"{metric.name} was not measured in both sides of any pair"
+    if any(a <= 0 for _, a, _ in kept) or any(b < 0 for b, _, _ in kept):
+        return f"the base's {metric.name} is 0 in a pair, no relative change exists"
+    if any(b == 0 for b, _, _ in kept):
+        bs, as_ = [b for b, _, _ in kept], [a for _, a, _ in kept]
+        return _Estimate(stats.mean(bs), stats.mean(as_), -1.0, -1.0, -1.0, 0.0, 1.0)
+    floor = None
+    if metric.series is not None:
+        series = metric.series
+        spreads = [
+            stats.within_run_spread([series(r) for r in side.runs]) for side in (change, base)
+        ]
+        if all(s is not None for s in spreads):
+            floor = stats.Spread(
+                sum(s.rel_var for s in spreads if s), min(s.df for s in spreads if s)
+            )
+    est = stats.paired_change(
+        [math.log(b / a) for b, a, _ in kept], [i for _, _, i in kept], floor=floor
+    )
+    skipped = len(pairs) - len(kept)
+    return _Estimate(
+        stats.mean([b for b, _, _ in kept]),
+        stats.mean([a for _, a, _ in kept]),
+        est.change,
+        est.low,
+        est.high,
+        *_directed(metric, est),
+        partial=f"; {skipped} of {len(pairs)} pairs not measured" if skipped else "",
+        se=est.se,
+        df=est.df,
     )
 
 
@@ -200,9 +265,7 @@ def _exposure(metric: Metric, m: Measurement) -> float:
     return math.fsum(metric.exposure(r) for r in m.runs)
 
 
-def _count_estimate(
-    metric: Metric, current: Measurement, baseline: Measurement, confidence: float
-) -> _Estimate | str:
+def _count_estimate(metric: Metric, current: Measurement, baseline: Measurement) -> _Estimate | str:
     xs, ys = _values(metric, current), _values(metric, baseline)
     if xs is None or ys is None:
         return f"{metric.name} was not measured in {'this run' if xs is None else 'the baseline'}"
@@ -210,7 +273,7 @@ def _count_estimate(
     if exposure <= 0 or base_exposure <= 0:
         return "nothing was sent" + (" in this run" if exposure <= 0 else " in the baseline")
     events, base_events = round(math.fsum(xs)), round(math.fsum(ys))
-    est = stats.rate_ratio(events, exposure, base_events, base_exposure, confidence=confidence)
+    est = stats.rate_ratio(events, exposure, base_events, base_exposure)
     return _Estimate(
         events / exposure,
         base_events / base_exposure,
@@ -223,28 +286,42 @@ def _count_estimate(
     )
 
 
+Estimator = Callable[[Metric], "_Estimate | str"]
+
+
+def _interval(est: _Estimate, confidence: float) -> tuple[float | None, float | None]:
+    """The two-sided interval at ``confidence`` (the estimators compute 95 %)."""
+    if est.se is None or est.df is None or est.counts is not None:
+        return est.low, est.high
+    if est.se == 0:
+        return est.change, est.change
+    q = stats.t_ppf(0.5 + confidence / 2, est.df)
+    centre = math.log1p(est.change)
+    return math.expm1(centre - q * est.se), math.expm1(centre + q * est.se)
+
+
 def _relative(
     check: RelativeCheck,
-    current: Measurement,
-    baseline: Measurement,
+    estimate: Estimator,
+    busy: tuple[float, float],
+    *,
     confidence: float,
+    alpha: float,
     generator_bound: bool,
+    words: tuple[str, str] = ("this run", "the baseline's"),
 ) -> CheckResult:
+    """One relative check. ``alpha`` is the one-sided level a failure must reach (an A/B
+    run that looks several times spends a smaller one per look)."""
     metric = METRICS[check.metric]
-    estimator = _count_estimate if metric.count else _level_estimate
-    est = estimator(metric, current, baseline, confidence)
+    est = estimate(metric)
     if isinstance(est, str):
         return _skipped(check, metric, est)
     sign = 1 if metric.bad == "up" else -1
     limit = check.percent / 100
-    alpha = (1 - confidence) / 2
-    has_interval = est.low is not None and est.high is not None
+    low, high = _interval(est, confidence)
+    has_interval = low is not None and high is not None
     unit = "" if metric.count else metric.unit
-    ci = (
-        f", {confidence * 100:g}% CI {_pct(est.low)}..{_pct(est.high)}"  # type: ignore[arg-type]
-        if has_interval
-        else ""
-    )
+    ci = f", {confidence * 100:g}% CI {_pct(low)}..{_pct(high)}" if has_interval else ""  # type: ignore[arg-type]
     if est.counts is not None:
         shown = (
             f"{est.counts[1]} -> {est.counts[0]} ({est.baseline:.3%} -> {est.current:.3%}"
@@ -254,15 +331,23 @@ def _relative(
         shown = f"{_fmt(est.baseline, unit)} -> {_fmt(est.current, unit)}"
     line = f"{metric.name} {shown} ({_pct(est.change)}{ci}{est.partial})"
     bound = f"{'+' if sign > 0 else '-'}{num(check.percent)}%"
+    detectable = (
+        None
+        if est.se is None or metric.count
+        else stats.detectable_change(est.se, est.df, alpha=alpha, power=POWER)
+    )
+    could = "" if detectable is None else f"; could detect >= {detectable * 100:.1f}%"
     numbers = dict(
         check=str(check),
         metric=metric.name,
         current=est.current,
         baseline=est.baseline,
         change=est.change,
-        low=est.low,
-        high=est.high,
+        low=low,
+        high=high,
         p_value=est.p_worse,
+        detectable=detectable,
+        threshold=limit,
     )
 
     def result(outcome: Outcome, message: str) -> CheckResult:
@@ -272,15 +357,14 @@ def _relative(
         return result(
             "generator-bound", f"{line}: not a measure of the server (generator-bound run)"
         )
-    busy = max(foreign_cpu(current), foreign_cpu(baseline))
-    if metric.load_sensitive and busy > CONTENDED_CPU_PERCENT and sign * est.change > limit:
+    if metric.load_sensitive and max(busy) > CONTENDED_CPU_PERCENT and sign * est.change > limit:
         return result(
             "contended",
             (
-                f"{line}: not judged, other processes used {foreign_cpu(current):.0f}% of a "
-                f"core during this run and {foreign_cpu(baseline):.0f}% during the baseline's "
-                f"(limit {CONTENDED_CPU_PERCENT:g}%): rps and latency followed the machine, not "
-                "the server; cpu_per_req is still judged"
+                f"{line}: not judged, other processes used {busy[0]:.0f}% of a core during "
+                f"{words[0]} and {busy[1]:.0f}% during {words[1]} (limit "
+                f"{CONTENDED_CPU_PERCENT:g}%): rps and latency followed the machine, not the "
+                "server; cpu_per_req is still judged"
             ),
         )
     if sign * est.change > limit:
@@ -295,13 +379,55 @@ def _relative(
             return result("fail", f"{line} beyond {bound}")
         return result(
             "not-credible",
-            f"{line} beyond {bound} but within the noise of the two runs: not failed",
+            f"{line} beyond {bound} but within the noise of the two runs: not failed{could}",
         )
     if -sign * est.change > limit and (not has_interval or est.p_better < alpha):
         return result(
-            "improved", f"{line}: better than the baseline by more than {num(check.percent)}%"
+            "improved",
+            f"{line}: better than {words[1].removesuffix(chr(39) + 's')} by more "
+            f"than {num(check.percent)}%",
         )
-    return result("pass", f"{line} within {bound}")
+    worst = high if sign > 0 else (None if low is None else -low)
+    if detectable is not None and detectable > limit and (worst is None or worst >= limit):
+        return result(
+            "undecided",
+            f"{metric.name}: too noisy to judge {num(check.percent)}%: could detect >= "
+            f"{detectable * 100:.1f}% ({line})",
+        )
+    return result("pass", f"{line} within {bound}{could}")
+
+
+def _error_health(current: Measurement, max_error_rate: float | None) -> CheckResult | None:
+    """The absolute limit on failed requests that holds baseline or not; None within it."""
+    requests = sum(r.requests for r in current.runs)
+    errors = sum(r.errors for r in current.runs)
+    if max_error_rate is None or not current.runs:
+        return None
+    rate = errors / requests if requests else 1.0
+    if requests and rate <= max_error_rate:
+        return None
+    kinds: dict[str, int] = {}
+    for run in current.runs:
+        for kind, count in run.error_kinds.items():
+            kinds[kind] = kinds.get(kind, 0) + count
+    top = ", ".join(f"{k}: {n:,}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:3])
+    what = (
+        f"no request completed ({top or 'nothing answered'})"
+        if not requests
+        else f"{errors:,} of {requests:,} requests failed ({rate:.1%}; {top or 'no kinds'})"
+    )
+    broken = not requests or rate >= BROKEN_ERROR_RATE
+    prefix = "broken: " if broken else ""
+    return CheckResult(
+        f"error_rate<={num(max_error_rate * 100)}%",
+        "error_rate",
+        "fail",
+        f"{prefix}{what}, over the limit of {max_error_rate:.1%} that holds with or "
+        "without a baseline (raise it for a test that studies overload: "
+        "@pytest.mark.webperf(max_error_rate=...))",
+        current=rate,
+        threshold=max_error_rate,
+    )
 
 
 def evaluate(
@@ -311,31 +437,84 @@ def evaluate(
     *,
     generator_bound: bool = False,
     confidence: float = 0.95,
+    instances: Sequence[int] | None = None,
+    look: int = 0,
 ) -> tuple[CheckResult, ...]:
-    """Every check's result. Relative checks need a baseline; absolute limits do not."""
+    """Every check's result. Relative checks need a baseline; absolute limits do not.
+
+    With ``instances`` the baseline is side A of an A/B run, paired run by run with
+    ``current`` (``instances[i]``: which process instances pair i ran on), and ``look``
+    (1, 2, ...) says how many times the run has looked at the data: the level of a
+    failure at look k is (1 - confidence) / 2 / 2**k, so that all looks together keep
+    the false-alarm rate at or below the one-sided (1 - confidence) / 2."""
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence {confidence} outside [0.5, 1)")
+    alpha = (1 - confidence) / 2 / 2**look
+    busy = (foreign_cpu(current), foreign_cpu(baseline) if baseline is not None else 0.0)
+    words = (
+        ("the change (B)", "the base (A)'s")
+        if instances is not None
+        else ("this run", "the baseline's")
+    )
+
+    def estimate(metric: Metric) -> _Estimate | str:
+        assert baseline is not None
+        if metric.count:
+            return _count_estimate(metric, current, baseline)
+        if instances is not None:
+            return _paired_estimate(metric, current, baseline, instances)
+        return _level_estimate(metric, current, baseline)
+
     results = []
     for check in checks:
         if isinstance(check, AbsoluteCheck):
             results.append(_absolute(check, current))
         elif baseline is not None:
-            results.append(_relative(check, current, baseline, confidence, generator_bound))
+            results.append(
+                _relative(
+                    check,
+                    estimate,
+                    busy,
+                    confidence=confidence,
+                    alpha=alpha,
+                    generator_bound=generator_bound,
+                    words=words,
+                )
+            )
     return tuple(results)
 
 
+def settled(results: Sequence[CheckResult]) -> bool:
+    """Whether every check is decided either way (an A/B run may stop adding pairs)."""
+    return not any(unsettled(r.outcome, r.metric) for r in results)
+
+
 def verdict_of(
-    results: Sequence[CheckResult], *, has_baseline: bool, generator_bound: bool
+    results: Sequence[CheckResult],
+    *,
+    has_baseline: bool,
+    generator_bound: bool,
+    health: CheckResult | None = None,
+    saving: bool = False,
+    require_power: bool = False,
 ) -> Verdict:
-    """The status from check results: a failure wins, then generator-bound, then no
-    baseline. Reasons are the failures (and why a run is not a pass); the rest is notes."""
+    """The status from check results: broken first, then a failure, then generator-bound,
+    undecided and no baseline. Reasons are the failures (and why a run is not a pass);
+    the rest is notes."""
     reasons = [r.message for r in results if r.outcome == "fail"]
+    open_ = [r.message for r in results if unsettled(r.outcome, r.metric)]
     notes = [
         r.message
         for r in results
-        if r.outcome in ("improved", "not-credible", "skipped", "contended")
+        if r.outcome in ("improved", "skipped", "contended")
+        or (r.outcome in UNSETTLED and not unsettled(r.outcome, r.metric))
     ]
     status: Status = "regression" if reasons else "pass"
+    if require_power and open_:
+        reasons += [f"{m} (--webperf-require-power)" for m in open_]
+        status = "regression"
+    else:
+        notes += open_
     if generator_bound:
         throughput = [r.metric for r in results if r.outcome == "generator-bound"]
         notes += [r.message for r in results if r.outcome == "generator-bound"]
@@ -343,11 +522,18 @@ def verdict_of(
             GENERATOR_BOUND.format(checks=" and ".join(throughput) if throughput else "throughput")
         )
         status = "regression" if status == "regression" else "generator-bound"
-    if not has_baseline:
+    if open_ and status == "pass":
+        status = "undecided"
+    if not has_baseline and not saving:
         reasons.append(NO_BASELINE)
         if status == "pass":
             status = "no-baseline"
-    return Verdict(status, tuple(reasons), tuple(notes))
+    checks = [r.to_dict() for r in results]
+    if health is not None:
+        reasons.insert(0, health.message)
+        status = "broken" if health.message.startswith("broken") else "regression"
+        checks.insert(0, health.to_dict())
+    return Verdict(status, tuple(reasons), tuple(notes), tuple(checks))
 
 
 def decide(
@@ -357,9 +543,28 @@ def decide(
     *,
     generator_bound: bool = False,
     confidence: float = 0.95,
+    max_error_rate: float | None = None,
+    saving: bool = False,
+    require_power: bool = False,
+    instances: Sequence[int] | None = None,
+    look: int = 0,
 ) -> Verdict:
-    """The verdict for one measurement: the one place a gate decides."""
+    """The verdict for one measurement: the one place a gate decides. With ``instances``
+    (an A/B run) ``baseline`` is side A, paired run by run (see ``evaluate``)."""
     results = evaluate(
-        current, baseline, checks, generator_bound=generator_bound, confidence=confidence
+        current,
+        baseline,
+        checks,
+        generator_bound=generator_bound,
+        confidence=confidence,
+        instances=instances,
+        look=look,
     )
-    return verdict_of(results, has_baseline=baseline is not None, generator_bound=generator_bound)
+    return verdict_of(
+        results,
+        has_baseline=baseline is not None,
+        generator_bound=generator_bound,
+        health=_error_health(current, max_error_rate),
+        saving=saving,
+        require_power=require_power,
+    )

@@ -81,6 +81,36 @@ def parse_cpuset(text: str) -> str:
     return str(text)
 
 
+def parse_count(text: str | int) -> int:
+    """A whole number >= 0."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise ValueError(f"{text!r} must not be negative")
+    return value
+
+
+def parse_fraction(text: str | float) -> float:
+    """``1%``, ``0.01`` -> 0.01; between 0 and 1."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a fraction (examples: 1%, 0.01)") from None
+    if not 0 <= value <= 1:
+        raise ValueError(f"{text!r} must be between 0 and 1 (0 and 100 percent)")
+    return value
+
+
+def parse_ref(text: str) -> str:
+    ref = str(text).strip()
+    if not ref or ref.startswith("-") or any(c.isspace() for c in ref):
+        raise ValueError(f"{text!r} is not a git ref (examples: origin/main, HEAD~1, v1.2)")
+    return ref
+
+
 def parse_rate(text: str | float) -> float:
     try:
         value = float(text)
@@ -229,6 +259,49 @@ SETTINGS: tuple[Setting, ...] = (
         "CPU placement: split (target and generator on disjoint cores), none, or auto "
         "(split on 4+ cores)",
     ),
+    Setting(
+        "against",
+        parse_ref,
+        None,
+        "measure the change against git ref REF (e.g. origin/main), interleaved, in this run: "
+        "every target is started from the working tree (B) and from REF (A); no stored "
+        "baseline is read",
+    ),
+    Setting(
+        "against_always",
+        parse_bool,
+        False,
+        "with --webperf-against: measure targets that did not change too (an A/A run)",
+        flag=True,
+    ),
+    Setting(
+        "against_budget",
+        parse_positive_duration,
+        60.0,
+        "with --webperf-against: time a test may take adding pairs beyond --webperf-repeat "
+        "while a check is undecided (e.g. 60s)",
+    ),
+    Setting(
+        "restart_every",
+        parse_count,
+        1,
+        "start targets afresh every N repetitions (A/B: every N pairs), so that results "
+        "average over process instances; 0: never",
+    ),
+    Setting(
+        "require_power",
+        parse_bool,
+        False,
+        "fail a check that was too noisy to detect a regression of its own threshold",
+        flag=True,
+    ),
+    Setting(
+        "max_error_rate",
+        parse_fraction,
+        0.01,
+        "failed requests allowed in any run, baseline or not (e.g. 0.01, or 2%); "
+        "a run where most fail is broken",
+    ),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -258,6 +331,12 @@ class RunConfig:
     target_cpuset: str | None = None
     generator_cpus: tuple[int, ...] = ()
     placement: str = "auto"
+    against: str | None = None
+    against_always: bool = False
+    against_budget: float = 60.0
+    restart_every: int = 1
+    require_power: bool = False
+    max_error_rate: float = 0.01
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # name -> origin
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str) -> RunConfig:
@@ -301,4 +380,10 @@ def resolve(cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, An
                 setting, ini[setting.name], f"ini option {setting.ini} = "
             )
             sources[setting.name] = setting.ini
-    return RunConfig(**values, sources=sources)
+    config = RunConfig(**values, sources=sources)
+    if config.against and config.target_url:
+        raise OptionError(
+            f"{sources['against']} and {sources['target_url']} cannot go together: a server "
+            "that is already running cannot be started again from another git ref"
+        )
+    return config

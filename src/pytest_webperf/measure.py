@@ -1,14 +1,30 @@
-"""One measurement: repetitions of a swarm against a target, resources sampled alongside."""
+"""The one measurement loop: repetitions of a swarm against a target, resources sampled
+alongside. HTTP and MQTT differ in the load (a ``LoadKind``), not in the loop.
+
+    kind = HttpRequests(workload, user_class="lean")          # or mqtt.run.MqttTelemetry(...)
+    runs = run_repetitions(target, kind, plan, monitor_factory=sampling_monitor)
+
+A repetition: the kind sets up what surrounds it (MQTT: an observer subscribed before
+anything is published) and says what swarm to start against the target as it is now
+(its port may change when it is restarted); the monitor samples the target and the
+generator while the swarm runs; the target must still be alive afterwards; then the
+kind accounts (MQTT: drain, read back, count every message). One policy for a target
+that dies (``TargetDied``, with the repetitions measured until then), one
+generator-bound rule, one ``RunResult`` construction. The A/B schedule (``ab.py``) is
+a layer above ``run_repetition``, not a copy of it.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, replace
 from typing import Protocol
 
-from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
+from pytest_webperf.errors import TargetError
+from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult, Workload
+from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
 from pytest_webperf.sampler import (
     RunMonitor,
     foreign_cpu_percent,
@@ -16,6 +32,7 @@ from pytest_webperf.sampler import (
     machine_busy_seconds,
     own_tree_seconds,
 )
+from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
@@ -54,33 +71,97 @@ def sampling_monitor(target: Target) -> AbstractContextManager[Monitor | None]:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """How to run each repetition."""
+    """How to run each repetition, whatever the kind of load."""
 
     concurrency: int
     duration_s: float
     warmup_s: float
     repeat: int
-    user_class: str = "fast"
     timeout_s: float = 10.0
     workers: int = 1
     spawn_rate: float = 0.0
     server_cores: float | None = None  # the target's CPU limit, for the generator-bound rule
+    generator_cpus: tuple[int, ...] = ()  # pin the generator here (split placement)
+
+    def swarm(self, host: str, **load: object) -> SwarmSpec:
+        """The swarm of one repetition: this plan's users and times, the kind's load."""
+        return SwarmSpec(
+            host=host,
+            users=self.concurrency,
+            duration_s=self.duration_s,
+            warmup_s=self.warmup_s,
+            spawn_rate=self.spawn_rate,
+            timeout_s=self.timeout_s,
+            workers=self.workers,
+            cpus=self.generator_cpus,
+            **load,  # type: ignore[arg-type]
+        )
+
+
+class Round(Protocol):
+    """One repetition of one kind of load: its swarm, and what it adds to the result."""
+
+    @property
+    def spec(self) -> SwarmSpec: ...
+
+    def account(self, result: RunResult) -> RunResult: ...
+
+
+class LoadKind(Protocol):
+    """What load a repetition runs (HTTP requests, MQTT telemetry) and what surrounds it."""
+
+    def check(self, target: Target) -> None:
+        """Raise a ``WebperfError`` now if this load cannot run against ``target``."""
+        ...
+
+    def round(
+        self, target: Target, plan: RunPlan, repetition: int
+    ) -> AbstractContextManager[Round]: ...
+
+
+@dataclass(frozen=True)
+class _HttpRound:
+    spec: SwarmSpec
+
+    def account(self, result: RunResult) -> RunResult:
+        return result
+
+
+@dataclass(frozen=True)
+class HttpRequests:
+    """A closed-loop HTTP swarm: every user sends its next request when the last completes."""
+
+    workload: Workload
+    user_class: str = "lean"
+
+    def check(self, target: Target) -> None:
+        pass
+
+    @contextmanager
+    def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:
+        yield _HttpRound(plan.swarm(target.url, workload=self.workload, user_class=self.user_class))
+
+
+class TargetDied(TargetError):
+    """The target died during a measurement; ``runs`` are the repetitions measured before."""
+
+    def __init__(self, message: str, logs: str, runs: Sequence[RunResult]) -> None:
+        super().__init__(message, logs)
+        self.runs = tuple(runs)
 
 
 def run_result(
     outcome: SwarmOutcome,
     repetition: int,
-    concurrency: int,
+    plan: RunPlan,
     monitor: Monitor | None,
     *,
-    workers: int = 1,
-    server_cores: float | None = None,
     other_cpu_s: float | None = None,
 ) -> RunResult:
     total = outcome.total
     resources = tuple(monitor.resource_samples()) if monitor else ()
     generator = tuple(monitor.generator_samples()) if monitor else ()
-    bound = generator_bound(generator, resources, workers, server_cores=server_cores)
+    bound = generator_bound(generator, resources, plan.workers, server_cores=plan.server_cores)
     notes = list(outcome.notes)
     if monitor is not None:
         notes += [f"sampler: {error}" for error in dict.fromkeys(monitor.errors)]
@@ -96,7 +177,7 @@ def run_result(
     )
     return RunResult(
         repetition=repetition,
-        concurrency=concurrency,
+        concurrency=plan.concurrency,
         duration_s=outcome.duration_s,
         requests=total.requests,
         errors=total.errors,
@@ -111,7 +192,7 @@ def run_result(
         error_kinds=dict(total.error_kinds),
         server_cpu_seconds=server_cpu,
         generator_bound=bound,
-        server_cores=server_cores or float(os.cpu_count() or 1),
+        server_cores=plan.server_cores or float(os.cpu_count() or 1),
         generator_processes=tuple(g.to_dict() for g in outcome.generators),
         foreign_cpu_percent=foreign,
         notes=tuple(notes),
@@ -141,11 +222,60 @@ class MachineClock:
         return None if self.start is None or self.end is None else self.end - self.start
 
 
-def events_to(monitor: Monitor | None, clock: MachineClock) -> Callable[[Event], None]:
-    """What the swarm's events tell the monitor (generator pid, measured phase) and clock."""
+@dataclass(frozen=True)
+class Label:
+    """Who is measuring, for progress lines: test, measurement, side, repetition i/N."""
+
+    nodeid: str = ""
+    name: str = ""
+    side: str = ""
+    repetitions: int = 1
+
+
+class _Ticker:
+    """Turns the swarm's interval events into progress ticks."""
+
+    def __init__(self, progress: Progress, label: Label, plan: RunPlan, repetition: int) -> None:
+        self.progress, self.label, self.plan, self.repetition = progress, label, plan, repetition
+        self.elapsed = {"warmup": 0.0, "measure": 0.0}
+        self.errors = 0
+
+    def on_event(self, event: Event) -> None:
+        if event["type"] != "interval":
+            return
+        phase = str(event["phase"])
+        interval = Interval.from_dict(event)
+        elapsed = float(event["elapsed"])
+        self.elapsed[phase] = self.elapsed.get(phase, 0.0) + elapsed
+        if phase == "measure":
+            self.errors += interval.errors
+        label = self.label
+        self.progress.update(
+            Tick(
+                nodeid=label.nodeid,
+                name=label.name,
+                side=label.side,
+                repetition=self.repetition,
+                repetitions=label.repetitions,
+                phase="measuring" if phase == "measure" else "warm-up",
+                elapsed_s=self.elapsed[phase],
+                total_s=self.plan.duration_s if phase == "measure" else self.plan.warmup_s,
+                rps=interval.requests / elapsed if elapsed > 0 else 0.0,
+                errors=self.errors,
+            )
+        )
+
+
+def events_to(
+    monitor: Monitor | None, clock: MachineClock, ticker: _Ticker | None = None
+) -> Callable[[Event], None]:
+    """What the swarm's events tell the monitor (generator pid, measured phase), the
+    clock and the progress display."""
 
     def on_event(event: Event) -> None:
         clock.on_event(event)
+        if ticker is not None:
+            ticker.on_event(event)
         if monitor is None:
             return
         if event["type"] == "started":
@@ -160,25 +290,100 @@ def events_to(monitor: Monitor | None, clock: MachineClock) -> Callable[[Event],
     return on_event
 
 
-def run_repetitions(
-    target: Target, spec: SwarmSpec, plan: RunPlan, monitor_factory: MonitorFactory = no_monitor
-) -> list[RunResult]:
-    """Every repetition against a live target; raises TargetError if it dies mid-run."""
-    results = []
-    for repetition in range(1, plan.repeat + 1):
-        clock = MachineClock()
-        with monitor_factory(target) as monitor:
-            outcome = run_swarm(spec, events_to(monitor, clock))
+def died(target: Target, runs: Sequence[RunResult]) -> TargetDied | None:
+    """A ``TargetDied`` if the target is no longer alive, else None."""
+    try:
         target.check_alive()
+    except TargetError as exc:
+        first = str(exc.args[0]).split("\n--- last lines")[0]
+        return TargetDied(
+            f"{target.name} died during the measurement: {first}", getattr(exc, "logs", ""), runs
+        )
+    return None
+
+
+def run_repetition(
+    target: Target,
+    kind: LoadKind,
+    plan: RunPlan,
+    repetition: int,
+    *,
+    monitor_factory: MonitorFactory = no_monitor,
+    progress: Progress | None = None,
+    label: Label | None = None,
+    before: Sequence[RunResult] = (),
+) -> RunResult:
+    """One repetition against a live target; raises ``TargetDied`` (carrying ``before``)
+    if the target died during it."""
+    label = label or Label()
+    clock = MachineClock()
+    ticker = _Ticker(progress, label, plan, repetition) if progress is not None else None
+    with kind.round(target, plan, repetition) as round_:
+        with monitor_factory(target) as monitor:
+            outcome = run_swarm(round_.spec, events_to(monitor, clock, ticker))
+        dead = died(target, before)
+        if dead is not None:
+            raise dead
+        result = round_.account(
+            run_result(outcome, repetition, plan, monitor, other_cpu_s=clock.other_seconds)
+        )
+    if progress is not None:
+        progress.done(
+            RepetitionDone(
+                nodeid=label.nodeid,
+                name=label.name,
+                side=label.side,
+                repetition=repetition,
+                repetitions=label.repetitions,
+                requests=result.requests,
+                rps=result.rps,
+                errors=result.errors,
+                p95_ms=result.latency.p95_ms if result.requests else None,
+            )
+        )
+    return result
+
+
+def run_repetitions(
+    target: Target,
+    kind: LoadKind,
+    plan: RunPlan,
+    *,
+    monitor_factory: MonitorFactory = no_monitor,
+    progress: Progress | None = None,
+    label: Label | None = None,
+    restart_every: int = 0,
+) -> list[RunResult]:
+    """Every repetition against a live target, restarting it (a fresh process or
+    container instance) every ``restart_every`` repetitions when it can be restarted."""
+    kind.check(target)
+    dead = died(target, ())  # fail fast, and refreshes the parts' pids for the monitor
+    if dead is not None:
+        raise dead
+    label = replace(label or Label(), repetitions=plan.repeat)
+    results: list[RunResult] = []
+    for repetition in range(1, plan.repeat + 1):
+        if restart_every and repetition > 1 and (repetition - 1) % restart_every == 0:
+            restart(target)
         results.append(
-            run_result(
-                outcome,
+            run_repetition(
+                target,
+                kind,
+                plan,
                 repetition,
-                plan.concurrency,
-                monitor,
-                workers=plan.workers,
-                server_cores=plan.server_cores,
-                other_cpu_s=clock.other_seconds,
+                monitor_factory=monitor_factory,
+                progress=progress or NoProgress(),
+                label=label,
+                before=results,
             )
         )
     return results
+
+
+def restart(target: Target) -> bool:
+    """Restart ``target`` as a fresh instance if it can be; whether it was."""
+    method = getattr(target, "restart", None)
+    if method is None:
+        return False
+    method()
+    return True

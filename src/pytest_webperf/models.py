@@ -14,7 +14,16 @@ from pytest_webperf.histogram import Histogram
 
 SCHEMA_VERSION = 1
 
-Status = Literal["pass", "regression", "no-baseline", "generator-bound"]
+Status = Literal[
+    "pass",
+    "regression",  # a check failed: the test fails
+    "broken",  # most requests failed, baseline or not: the test fails
+    "no-baseline",
+    "generator-bound",
+    "unchanged",  # A/B: the target is the same at the base ref, not measured
+    "undecided",  # a check could not tell a regression of its size from noise
+]
+FAILING: frozenset[str] = frozenset({"regression", "broken"})
 
 
 def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -341,13 +350,20 @@ class Verdict:
     status: Status
     reasons: tuple[str, ...] = ()  # one readable line per failed check
     notes: tuple[str, ...] = ()  # improvements and other remarks, never failures
+    # every evaluated check with its numbers (compare.CheckResult.to_dict()), for reports
+    checks: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def failed(self) -> bool:
-        return self.status == "regression"
+        return self.status in FAILING
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "reasons": list(self.reasons), "notes": list(self.notes)}
+        return {
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "notes": list(self.notes),
+            "checks": [dict(c) for c in self.checks],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
@@ -355,6 +371,7 @@ class Verdict:
             status=data["status"],
             reasons=tuple(data.get("reasons", ())),
             notes=tuple(data.get("notes", ())),
+            checks=tuple(dict(c) for c in data.get("checks", ())),
         )
 
 
@@ -370,6 +387,10 @@ class Measurement:
     runs: tuple[RunResult, ...]
     target: Mapping[str, Any] = field(default_factory=dict)  # image, limits, url
     verdict: Verdict | None = None
+    # A/B runs: the base side's repetitions (pair i is base_runs[i] against runs[i]) and
+    # what the base was (ref, commit, base target, order and instance of each pair)
+    base_runs: tuple[RunResult, ...] = ()
+    against: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -408,6 +429,8 @@ class Measurement:
             "target": dict(self.target),
             "runs": [r.to_dict() for r in self.runs],
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
+            "base_runs": [r.to_dict() for r in self.base_runs],
+            "against": None if self.against is None else dict(self.against),
         }
 
     @classmethod
@@ -422,4 +445,6 @@ class Measurement:
             runs=tuple(RunResult.from_dict(r) for r in data["runs"]),
             target=dict(data.get("target", {})),
             verdict=None if verdict is None else Verdict.from_dict(verdict),
+            base_runs=tuple(RunResult.from_dict(r) for r in data.get("base_runs") or ()),
+            against=None if data.get("against") is None else dict(data["against"]),
         )

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_webperf.ab import Unchanged
 from pytest_webperf.api import Webperf
 from pytest_webperf.config import SETTINGS, RunConfig, Setting, resolve
 from pytest_webperf.errors import OptionError, WebperfError
@@ -71,7 +72,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "@pytest.mark.webperf(concurrency=[10, 50], duration='5s', compare_fail='rps:3%')",
     )
     run_config = _resolve(config)
-    config.stash[session_key] = WebperfSession(run_config, Path(str(config.rootpath)))
+    try:
+        session = WebperfSession(run_config, Path(str(config.rootpath)))
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[session_key] = session
 
 
 def _session(config: pytest.Config) -> WebperfSession:
@@ -118,6 +123,7 @@ def webperf(request: pytest.FixtureRequest, webperf_concurrency: int) -> Generat
         config=_test_config(request.node, session.config),
         catalog=lambda: session.catalog,
         judge=session.judge,
+        against=session.against if session.config.against else None,
     )
     try:
         yield handle
@@ -131,6 +137,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """A regression fails the test that measured it, one line per failed check."""
     try:
         result = yield
+    except Unchanged as exc:
+        pytest.skip(f"webperf: unchanged: {exc}")
     except WebperfError as exc:
         # a user-caused problem (server did not start, bad option): no traceback
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)

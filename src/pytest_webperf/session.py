@@ -6,10 +6,11 @@ import dataclasses
 import functools
 import sys
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import __version__, baseline, compare, machine, metrics, placement
+from pytest_webperf import __version__, ab, baseline, compare, gitref, machine, metrics, placement
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.checks import DEFAULT_CHECKS, Check, format_checks
 from pytest_webperf.config import RunConfig
@@ -29,6 +30,24 @@ class WebperfSession:
         self.rootdir = rootdir
         self.measurements: list[Measurement] = []
         self.finished: list[str] = []  # what finish() did, for the terminal summary
+        self._stack = ExitStack()  # what lives as long as the run (the A/B base tree)
+        self._against: ab.Against | None = None
+        if config.against:  # a bad ref or no repository: a usage error before anything runs
+            gitref.resolve_commit(gitref.toplevel(rootdir), config.against)
+
+    def against(self) -> ab.Against:
+        """The base of an A/B run, extracted from git the first time a test asks."""
+        if self._against is None:
+            assert self.config.against is not None
+            self._against = self._stack.enter_context(
+                ab.against(
+                    self.rootdir,
+                    self.config.against,
+                    self.catalog,
+                    always=self.config.against_always,
+                )
+            )
+        return self._against
 
     @functools.cached_property
     def catalog(self) -> Catalog:
@@ -85,6 +104,8 @@ class WebperfSession:
         *,
         checks: Sequence[Check] | None = None,
         generator_bound: bool = False,
+        max_error_rate: float | None = None,
+        require_power: bool = False,
     ) -> Measurement:
         """The measurement with its verdict against this machine's baseline.
 
@@ -103,7 +124,13 @@ class WebperfSession:
         if stored is None:
             notes += self._other_machines_note(measurement)
         verdict = compare.decide(
-            measurement, stored, checks or self.checks, generator_bound=generator_bound
+            measurement,
+            stored,
+            checks or self.checks,
+            generator_bound=generator_bound,
+            max_error_rate=max_error_rate,
+            saving=self.config.save,
+            require_power=require_power,
         )
         verdict = dataclasses.replace(verdict, notes=(*verdict.notes, *notes))
         return dataclasses.replace(measurement, verdict=verdict)
@@ -146,10 +173,17 @@ class WebperfSession:
                 "spawn_rate": config.spawn_rate,
             },
             "placement": self.cpu_placement.to_dict(),
+            **({"against": self._against.describe()} if self._against is not None else {}),
         }
 
     def finish(self) -> None:
         """Save baselines if asked and write the reports (once, at the end of the run)."""
+        try:
+            self._finish()
+        finally:
+            self._stack.close()
+
+    def _finish(self) -> None:
         if self.config.save and self.measurements:
             self._save()
         config = self.config

@@ -230,6 +230,7 @@ class RatioEstimate:
     p_greater: float
     p_less: float
     df: float | None
+    se: float | None = None  # standard error of the log ratio
 
     @property
     def has_interval(self) -> bool:
@@ -274,18 +275,84 @@ def ratio_change(
     if se == 0:
         p_gt = 0.0 if log_ratio > 0 else 1.0
         p_lt = 0.0 if log_ratio < 0 else 1.0
-        return RatioEstimate(change, change, change, confidence, p_gt, p_lt, df)
+        return RatioEstimate(change, change, change, confidence, p_gt, p_lt, df, 0.0)
+    return _estimate(log_ratio, se, df, confidence)
+
+
+def _estimate(log_ratio: float, se: float, df: float, confidence: float) -> RatioEstimate:
     q = t_ppf(0.5 + confidence / 2, df)
     t = log_ratio / se
     return RatioEstimate(
-        change,
+        math.expm1(log_ratio),
         math.expm1(log_ratio - q * se),
         math.expm1(log_ratio + q * se),
         confidence,
         1 - t_cdf(t, df),
         t_cdf(t, df),
         df,
+        se,
     )
+
+
+# --- paired runs (A/B): the change against its base, measured interleaved --------------
+
+
+def paired_change(
+    log_ratios: Sequence[float],
+    instances: Sequence[int],
+    *,
+    floor: Spread | None = None,
+    confidence: float = 0.95,
+) -> RatioEstimate:
+    """The change of B against A from paired repetitions, ``log(B_i / A_i)`` per pair.
+
+    Pairs that ran on the same process instances (no restart between them) share that
+    instance's bias (memory layout, hash seed, ASLR: several per cent, measured), so
+    they are not independent evidence: the unit of evidence is the instance, and the
+    estimate is the mean over instances of their mean log ratio, with the t-interval
+    over instances (df = instances - 1). With a single instance (never restarted) the
+    pairs are the units, and the interval says nothing about instance bias.
+
+    ``floor`` is the relative variance of one pair's log ratio implied by the runs'
+    own per-second series (A's plus B's within-run spread): two or three instances can
+    agree by luck, the series say how noisy a pair is at least."""
+    if len(log_ratios) != len(instances):
+        raise ValueError("one instance number per pair")
+    if not log_ratios:
+        raise ValueError("no pairs")
+    groups: dict[int, list[float]] = {}
+    for ratio, instance in zip(log_ratios, instances, strict=True):
+        groups.setdefault(instance, []).append(ratio)
+    units = [mean(g) for g in groups.values()] if len(groups) > 1 else list(log_ratios)
+    centre = mean(units)
+    candidates: list[tuple[float, float]] = []  # (variance of the centre, df)
+    if len(units) > 1:
+        candidates.append((variance(units) / len(units), len(units) - 1))
+    if floor is not None and floor.df > 0:
+        candidates.append((floor.rel_var / len(log_ratios), floor.df))
+    if not candidates:
+        change = math.expm1(centre)
+        return RatioEstimate(change, None, None, confidence, 0.5, 0.5, None)
+    var, df = max(candidates)
+    if var == 0:
+        change = math.expm1(centre)
+        p_gt, p_lt = (0.0 if centre > 0 else 1.0), (0.0 if centre < 0 else 1.0)
+        return RatioEstimate(change, change, change, confidence, p_gt, p_lt, df, 0.0)
+    return _estimate(centre, math.sqrt(var), df, confidence)
+
+
+def detectable_change(
+    se: float, df: float | None, *, alpha: float = 0.025, power: float = 0.8
+) -> float:
+    """The smallest relative change a one-sided test at level ``alpha`` detects with
+    probability ``power``, given the standard error ``se`` of the log ratio:
+    ``expm1((t[1-alpha] + t[power]) * se)`` (the textbook minimum detectable effect).
+    It shrinks as pairs or repetitions are added (``se`` ~ 1/sqrt(n)) and grows with
+    the spread."""
+    if se < 0 or not 0 < alpha < 0.5 or not 0.5 <= power < 1:
+        raise ValueError("se >= 0, 0 < alpha < 0.5, 0.5 <= power < 1")
+    dof = math.inf if df is None else df
+    return math.expm1((t_ppf(1 - alpha, dof) + t_ppf(power, dof)) * se)
 
 
 def bootstrap_ratio_ci(

@@ -208,12 +208,15 @@ def test_a_credible_drop_fails_with_one_readable_line() -> None:
     ), line
 
 
-def test_a_change_within_the_noise_is_a_note_not_a_failure() -> None:
+def test_a_change_within_the_noise_is_undecided_not_a_failure() -> None:
     baseline = of_rps([1000, 1100, 900])
     current = of_rps([880, 1050, 800])  # -9 % on average, repetitions all over the place
     verdict = decide(current, baseline, parse_checks("rps:5%"))
-    assert verdict.status == "pass"
+    assert verdict.status == "undecided"
+    assert not verdict.failed
     assert "within the noise" in verdict.notes[0]
+    assert "could detect >=" in verdict.notes[0]
+    assert verdict.checks[0]["detectable"] > 0.05
 
 
 def test_improvements_are_notes() -> None:
@@ -322,7 +325,8 @@ def test_identical_measurements_never_regress(
             for i, v in enumerate(values)
         ]
     )
-    assert decide(m, m, parse_checks(spec)).status == "pass"
+    # never a failure; with few repetitions it may be "undecided" (too noisy to judge)
+    assert decide(m, m, parse_checks(spec)).status in ("pass", "undecided")
 
 
 @settings(max_examples=60, deadline=None)

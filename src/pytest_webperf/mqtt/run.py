@@ -4,12 +4,14 @@
     m = webperf.mqtt(target, users=200, interval="500ms", qos=2)
     run = m.runs[0].mqtt   # MqttResult: published, acked, observer/store Delivery, tps
 
-Per repetition: start the observer (its own process, subscribed before anything is
-published), run the swarm (warm-up + measured phase; the swarm stops publishing and gives
-outstanding acknowledgements a grace), then wait until the observer and the store have
-everything that was acknowledged or nothing has arrived for ``quiet`` seconds (bounded by
-``drain``), and account. A server that dies mid-run shows up as lost messages and a note,
-never as a hang.
+``MqttTelemetry`` is a ``measure.LoadKind``: its repetitions go through the same loop
+as HTTP's (placement, the generator-bound rule, a target that dies). Per repetition:
+start the observer (its own process, subscribed before anything is published), run the
+swarm (warm-up + measured phase; the swarm stops publishing and gives outstanding
+acknowledgements a grace), then wait until the observer and the store have everything
+that was acknowledged or nothing has arrived for ``quiet`` seconds (bounded by
+``drain``), and account. A server that dies mid-run fails the measurement as an HTTP
+target does (``measure.TargetDied``), never a hang.
 """
 
 from __future__ import annotations
@@ -29,32 +31,23 @@ from typing import Any, Protocol
 
 from pytest_webperf.errors import SwarmError, TargetError
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.measure import (
-    MachineClock,
-    MonitorFactory,
-    events_to,
-    no_monitor,
-    run_result,
-)
+from pytest_webperf.measure import MonitorFactory, RunPlan, no_monitor, run_repetitions
 from pytest_webperf.models import Latency, Measurement, MqttResult, RunResult, Workload
 from pytest_webperf.mqtt.accounting import Published, account, seed_tps
 from pytest_webperf.mqtt.load import MqttLoad
 from pytest_webperf.mqtt.store import TelemetryStore, container_sql
-from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
 
 
 @dataclass(frozen=True)
-class MqttPlan:
-    users: int
-    duration_s: float
-    warmup_s: float = 2.0
-    repeat: int = 1
+class MqttTelemetry:
+    """Seed 002's load as a ``measure.LoadKind``: every user one MQTT client publishing
+    telemetry at ``qos``, one message per ``interval_s`` (0: flat out), every message
+    accounted for after the swarm (observer, the server's store)."""
+
     interval_s: float = 0.5
     qos: int = 2
-    spawn_rate: float = 0.0  # connects per second; 0: all within about a second
-    timeout_s: float = 10.0
     drain_s: float = 60.0  # longest wait for deliveries after the swarm stopped
     # Nothing new for this long while messages are missing: they are lost, not late. Long
     # enough for a JVM's pause or a reconnect; a stalled broker (seed 002: minutes) shows
@@ -63,6 +56,80 @@ class MqttPlan:
     grace_s: float = 5.0
     observe: bool = True
     topic: str = "telemetry"
+
+    @property
+    def name(self) -> str:
+        pace = f"every {self.interval_s * 1000:g}ms" if self.interval_s > 0 else "flat out"
+        return f"MQTT qos{self.qos} {pace}"
+
+    @property
+    def workload(self) -> Workload:
+        return Workload(path=f"{self.topic}/<clientId>", method=f"MQTT-QOS{self.qos}")
+
+    def check(self, target: Target) -> None:
+        wiring(target)
+
+    @contextmanager
+    def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[MqttRound]:
+        wired = wiring(target)
+        since = time.time()
+        with tempfile.TemporaryDirectory(prefix="webperf-mqtt-") as tmp:
+            directory = Path(tmp)
+            load = MqttLoad(
+                port=wired.broker_port,
+                topic=self.topic,
+                qos=self.qos,
+                interval_s=self.interval_s,
+                grace_s=self.grace_s,
+                client_prefix=f"webperf-{os.getpid()}-{repetition}",
+                report_path=str(directory / "publishers.json"),
+            )
+            spec = replace(
+                plan.swarm(f"mqtt://127.0.0.1:{wired.broker_port}", user_class="mqtt", mqtt=load),
+                timeout_s=plan.timeout_s + self.grace_s,
+            )
+            longest = plan.warmup_s + plan.duration_s + self.drain_s + plan.concurrency / 10 + 120
+            with observing(self, wired.broker_port, directory, longest, plan.timeout_s) as seen:
+                yield MqttRound(spec, self, plan.concurrency, wired, seen, since, load)
+
+
+@dataclass
+class MqttRound:
+    """One MQTT repetition: after the swarm, drain and account every message."""
+
+    spec: SwarmSpec
+    telemetry: MqttTelemetry
+    users: int
+    wired: Wiring
+    observer: Observer | None
+    since: float
+    load: MqttLoad
+
+    def account(self, result: RunResult) -> RunResult:
+        report = json.loads(Path(self.load.report_path).read_text())
+        published = published_from(report)
+        probes: dict[str, Probe] = {}
+        if self.observer is not None:
+            probes["observer"] = self.observer.received
+        store, since = self.wired.store, self.since
+        if store is not None:
+            probes["store"] = lambda: store.count(since)
+        acked = published.total - published.unacked_total
+        telemetry = self.telemetry
+        waited, arriving = drain(acked, probes, telemetry.drain_s, telemetry.quiet_s)
+        seen = self.observer.finish() if self.observer is not None else None
+        mqtt = mqtt_result(
+            telemetry,
+            self.users,
+            report,
+            published,
+            seen=seen,
+            store=store,
+            since=since,
+            arriving=arriving,
+            waited=waited,
+        )
+        return replace(result, mqtt=mqtt)
 
 
 @dataclass(frozen=True)
@@ -176,14 +243,15 @@ class Observer:
 
 
 @contextmanager
-def observing(plan: MqttPlan, port: int, directory: Path) -> Iterator[Observer | None]:
-    if not plan.observe:
+def observing(
+    telemetry: MqttTelemetry, port: int, directory: Path, longest_s: float, timeout_s: float
+) -> Iterator[Observer | None]:
+    if not telemetry.observe:
         yield None
         return
-    longest = plan.warmup_s + plan.duration_s + plan.drain_s + plan.users / 10 + 120
-    observer = Observer(port, plan.topic, plan.qos, directory, longest)
+    observer = Observer(port, telemetry.topic, telemetry.qos, directory, longest_s)
     try:
-        observer.wait_subscribed(plan.timeout_s)
+        observer.wait_subscribed(timeout_s)
         yield observer
     finally:
         observer.kill()
@@ -222,75 +290,9 @@ def published_from(report: Mapping[str, Any]) -> Published:
     return Published(counts, unacked)
 
 
-def _still_alive(target: Target) -> str | None:
-    try:
-        target.check_alive()
-    except TargetError as exc:
-        return f"the target died during the run: {exc.args[0]}"
-    return None
-
-
-def run_once(
-    target: Target,
-    wired: Wiring,
-    plan: MqttPlan,
-    repetition: int,
-    monitor_factory: MonitorFactory = no_monitor,
-) -> RunResult:
-    since = time.time()
-    with tempfile.TemporaryDirectory(prefix="webperf-mqtt-") as tmp:
-        directory = Path(tmp)
-        load = MqttLoad(
-            port=wired.broker_port,
-            topic=plan.topic,
-            qos=plan.qos,
-            interval_s=plan.interval_s,
-            grace_s=plan.grace_s,
-            client_prefix=f"webperf-{os.getpid()}-{repetition}",
-            report_path=str(directory / "publishers.json"),
-        )
-        spec = SwarmSpec(
-            host=f"mqtt://127.0.0.1:{wired.broker_port}",
-            users=plan.users,
-            duration_s=plan.duration_s,
-            warmup_s=plan.warmup_s,
-            spawn_rate=plan.spawn_rate,
-            user_class="mqtt",
-            timeout_s=plan.timeout_s + plan.grace_s,
-            mqtt=load,
-        )
-        with observing(plan, wired.broker_port, directory) as observer:
-            clock = MachineClock()
-            with monitor_factory(target) as monitor:
-                outcome = run_swarm(spec, events_to(monitor, clock))
-            report = json.loads(Path(load.report_path).read_text())
-            published = published_from(report)
-            probes: dict[str, Probe] = {}
-            if observer is not None:
-                probes["observer"] = observer.received
-            if wired.store is not None:
-                store = wired.store
-                probes["store"] = lambda: store.count(since)
-            acked = published.total - published.unacked_total
-            waited, arriving = drain(acked, probes, plan.drain_s, plan.quiet_s)
-            seen = observer.finish() if observer is not None else None
-    result = run_result(outcome, repetition, plan.users, monitor, other_cpu_s=clock.other_seconds)
-    mqtt = mqtt_result(
-        plan,
-        report,
-        published,
-        seen=seen,
-        store=wired.store,
-        since=since,
-        arriving=arriving,
-        waited=waited,
-    )
-    notes = [n for n in (_still_alive(target),) if n]
-    return replace(result, mqtt=mqtt, notes=(*result.notes, *notes))
-
-
 def mqtt_result(
-    plan: MqttPlan,
+    telemetry: MqttTelemetry,
+    users: int,
     report: Mapping[str, Any],
     published: Published,
     *,
@@ -330,9 +332,9 @@ def mqtt_result(
     lag = Histogram.from_dict(report["pace_lag"])
     first = float(report["first_sent"])
     return MqttResult(
-        qos=plan.qos,
-        interval_s=plan.interval_s,
-        users=plan.users,
+        qos=telemetry.qos,
+        interval_s=telemetry.interval_s,
+        users=users,
         published=published.total,
         acked=published.total - published.unacked_total,
         unacked=published.unacked_total,
@@ -351,25 +353,22 @@ def mqtt_result(
 
 def measure_mqtt(
     target: Target,
-    plan: MqttPlan,
+    telemetry: MqttTelemetry,
+    plan: RunPlan,
     *,
     nodeid: str,
     name: str | None = None,
     monitor_factory: MonitorFactory = no_monitor,
 ) -> Measurement:
-    """Every repetition of an MQTT swarm against ``target``, as one Measurement."""
-    wired = wiring(target)
-    target.check_alive()  # fail fast, and refreshes the parts' pids for the monitor
-    runs = tuple(
-        run_once(target, wired, plan, rep, monitor_factory) for rep in range(1, plan.repeat + 1)
-    )
-    pace = f"every {plan.interval_s * 1000:g}ms" if plan.interval_s > 0 else "flat out"
+    """Every repetition of an MQTT swarm against ``target``, as one Measurement (the
+    measurement loop of ``measure.py`` with this kind of load)."""
+    runs = run_repetitions(target, telemetry, plan, monitor_factory=monitor_factory)
     return Measurement(
         nodeid=nodeid,
-        name=name or f"MQTT qos{plan.qos} {pace}",
+        name=name or telemetry.name,
         server=target.name,
-        concurrency=plan.users,
-        workload=Workload(path=f"{plan.topic}/<clientId>", method=f"MQTT-QOS{plan.qos}"),
-        runs=runs,
+        concurrency=plan.concurrency,
+        workload=telemetry.workload,
+        runs=tuple(runs),
         target=target.describe(),
     )

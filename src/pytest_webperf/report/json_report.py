@@ -37,6 +37,9 @@ def report(measurements: Sequence[Measurement], meta: Mapping[str, Any]) -> dict
     for m in measurements:
         entry = m.to_dict()
         entry["repetitions"] = [{**run, **_run_summary(run)} for run in entry.pop("runs")]
+        base = entry.pop("base_runs")
+        if entry.get("against") is not None:  # an A/B run: side A beside side B
+            entry["base_repetitions"] = [{**run, **_run_summary(run)} for run in base]
         entry["rps"] = m.rps
         tests.append(entry)
     return {
@@ -72,5 +75,8 @@ def read_report(path: Path) -> dict[str, Any]:
 def measurements(data: Mapping[str, Any]) -> list[Measurement]:
     """The measurements of a report, as models (for comparing two reports)."""
     return [
-        Measurement.from_dict({**entry, "runs": entry["repetitions"]}) for entry in data["tests"]
+        Measurement.from_dict(
+            {**entry, "runs": entry["repetitions"], "base_runs": entry.get("base_repetitions")}
+        )
+        for entry in data["tests"]
     ]

@@ -244,6 +244,17 @@ class ContainerTarget:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
+    def restart(self) -> None:
+        """Remove every container and start them afresh (new process instances, new
+        ports): results then average over instances (``--webperf-restart-every``)."""
+        self._stack.close()
+        self.containers = []
+        try:
+            self.port = self._start(self.spec, self.name, self.limits, self.part_env[self.name])
+        except BaseException:
+            self._stack.close()
+            raise
+
     def _start(self, spec: ServerSpec, part: str, limits: Limits, extra: Mapping[str, str]) -> int:
         """Start ``spec`` after its dependencies; its port."""
         env = {**spec.env, **extra}

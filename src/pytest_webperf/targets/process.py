@@ -96,6 +96,11 @@ class ProcessTarget:
                 self.process.wait()
         self._close_log()
 
+    def restart(self) -> None:
+        """Stop the process and start it afresh (a new instance, a new port)."""
+        self.__exit__()
+        self.__enter__()
+
     def _close_log(self) -> None:
         if self._log is not None:
             self._log.close()

@@ -1,0 +1,152 @@
+"""The base of an A/B run: the repository's tree at a git ref, as files on disk.
+
+    with base_tree(rootdir, "origin/main") as tree:
+        tree.commit            # the full sha the ref named when the run started
+        tree.map(path)         # the same path inside the base tree (None: not in the repo)
+        tree.changed(path)     # does the working tree differ from the ref under ``path``?
+
+The tree is extracted with ``git archive`` into a temporary directory (nothing is
+written into the user's repository: no worktree, no branch, no stash) and removed when
+the run ends. Submodules are not part of ``git archive``'s output: a target whose code
+lives in a submodule is compared against the working tree's copy, and the report says
+the base tree had none. Every user error (no git, not a repository, an unknown ref, a
+shallow clone that lacks the ref) is one ``OptionError`` line that says what to do.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_webperf.errors import OptionError
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, check=False, timeout=120
+        )
+    except FileNotFoundError:
+        raise OptionError(
+            "--webperf-against needs git, and no 'git' command was found (install git)"
+        ) from None
+
+
+def _text(done: subprocess.CompletedProcess[bytes]) -> str:
+    return done.stdout.decode(errors="replace").strip()
+
+
+def _error(done: subprocess.CompletedProcess[bytes]) -> str:
+    """The last line git printed on stderr."""
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"
+
+
+def toplevel(directory: Path) -> Path:
+    """The repository that holds ``directory``; an OptionError when there is none."""
+    done = _git(directory, "rev-parse", "--show-toplevel")
+    if done.returncode != 0:
+        raise OptionError(
+            f"--webperf-against needs a git repository, and {directory} is not inside one "
+            "(run pytest from your repository's checkout; in CI check out the full history, "
+            "e.g. actions/checkout with fetch-depth: 0)"
+        )
+    return Path(_text(done)).resolve()
+
+
+def resolve_commit(repo: Path, ref: str) -> str:
+    """The full sha ``ref`` names in ``repo``; an OptionError for a ref git does not know."""
+    if not ref or ref.startswith("-"):
+        raise OptionError(f"--webperf-against={ref!r} is not a git ref")
+    done = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if done.returncode != 0:
+        shallow = _text(_git(repo, "rev-parse", "--is-shallow-repository")) == "true"
+        hint = (
+            " This is a shallow clone: fetch the base (git fetch --unshallow, or "
+            "actions/checkout with fetch-depth: 0)."
+            if shallow
+            else " Check the name (git branch -a, git tag), and fetch it if it is remote."
+        )
+        raise OptionError(f"--webperf-against={ref}: git knows no commit by that name.{hint}")
+    return _text(done)
+
+
+@dataclass(frozen=True)
+class BaseTree:
+    """The repository at ``ref`` (``commit``), extracted under ``root``."""
+
+    ref: str
+    commit: str
+    repo: Path  # the working tree's top level
+    root: Path  # where the base tree was extracted
+    dirty: bool  # the working tree had uncommitted changes when the run started
+
+    def relative(self, path: Path) -> Path | None:
+        """``path`` relative to the repository, None when it lies outside it."""
+        resolved = path.resolve()
+        return resolved.relative_to(self.repo) if resolved.is_relative_to(self.repo) else None
+
+    def map(self, path: Path) -> Path | None:
+        """The same path in the base tree; None outside the repository or absent at ref."""
+        rel = self.relative(path)
+        if rel is None:
+            return None
+        mapped = self.root / rel
+        return mapped if mapped.exists() else None
+
+    def map_arg(self, arg: str) -> str:
+        """A command-line argument or env value: an absolute path inside the repository
+        becomes the same path in the base tree; anything else is left as it is."""
+        if not arg.startswith("/"):
+            return arg
+        rel = self.relative(Path(arg))
+        return arg if rel is None else str(self.root / rel)
+
+    def changed(self, path: Path) -> bool:
+        """Whether the working tree under ``path`` differs from ``commit`` (tracked
+        changes, staged or not, and untracked files that are not ignored)."""
+        rel = self.relative(path)
+        spec = "." if rel is None or str(rel) == "." else str(rel)
+        diff = _git(self.repo, "diff", "--quiet", self.commit, "--", spec)
+        if diff.returncode not in (0, 1):
+            raise OptionError(f"git diff against {self.ref} failed: {_error(diff)}")
+        if diff.returncode == 1:
+            return True
+        untracked = _git(self.repo, "ls-files", "--others", "--exclude-standard", "--", spec)
+        return bool(_text(untracked))
+
+    def describe(self) -> dict[str, object]:
+        return {"ref": self.ref, "commit": self.commit, "dirty": self.dirty}
+
+
+def extract(repo: Path, commit: str, into: Path) -> None:
+    done = _git(repo, "archive", "--format=tar", commit)
+    if done.returncode != 0:
+        raise OptionError(f"git archive {commit[:12]} failed: {_error(done)}")
+    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+        archive.extractall(into, filter="data")
+
+
+@contextmanager
+def base_tree(directory: Path, ref: str) -> Iterator[BaseTree]:
+    """The tree of ``ref`` in the repository holding ``directory``, removed at exit."""
+    repo = toplevel(directory)
+    commit = resolve_commit(repo, ref)
+    dirty = bool(_text(_git(repo, "status", "--porcelain", "--untracked-files=normal")))
+    root = Path(tempfile.mkdtemp(prefix="webperf-base-"))
+    try:
+        extract(repo, commit, root)
+        yield BaseTree(ref, commit, repo, root, dirty)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def map_command(tree: BaseTree, argv: Sequence[str]) -> list[str]:
+    return [tree.map_arg(arg) for arg in argv]
