@@ -26,16 +26,8 @@ from pytest_webperf.models import (
     Verdict,
     Workload,
 )
-from pytest_webperf.report.html import (
-    BOX,
-    Axis,
-    Line,
-    bar_chart,
-    line_chart,
-    nice_axis,
-    render_html,
-    write_html,
-)
+from pytest_webperf.report.html import render_html, write_html
+from pytest_webperf.report.svg import BOX, Axis, Bars, Line, bar_chart, line_chart, nice_axis
 from pytest_webperf.report.json_report import report
 
 VOID = {"meta", "br", "input", "img", "hr", "link", "col", "wbr"}
@@ -226,9 +218,9 @@ def test_text_from_the_report_is_escaped() -> None:
     check(page)
     assert "<script>alert" not in page
     assert "<b>+40%" not in page and "<i>" not in page
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;-&#x27;q&#x27;&amp;amp]" in page
     checker = check(page)
-    assert any("p95 <b>+40%</b> & more" in t for t in checker.text)  # shown as written
+    assert any(nasty in t for t in checker.text)  # shown as written, whatever the entities
+    assert any("p95 <b>+40%</b> & more" in t for t in checker.text)
 
 
 def test_verdicts_are_shown_with_their_status_and_reasons() -> None:
@@ -334,7 +326,7 @@ def test_mqtt_figures_are_shown() -> None:
         tps=97.5,
     )
     page = render_html(make_report([measurement(runs=[run(1, mqtt=mqtt)])]))
-    assert "MQTT accounting" in page and "duplicates 2" in page
+    assert "MQTT accounting" in page and "dup 2" in page  # table.delivery's words
     assert "MQTT throughput" in page
 
 
@@ -409,8 +401,6 @@ def test_axis_of_nothing_is_a_unit_axis() -> None:
 
 
 def test_bar_chart_of_missing_values_says_no_data() -> None:
-    from pytest_webperf.report.html import Bars
-
     svg = bar_chart(
         ["a", "b"], [Bars("s", "#000", [None, None])], title="t", x_label="x", y_label="y"
     )
