@@ -271,9 +271,10 @@ def sides(entry: Entry) -> Sides | None:
         "" if changed is None else f"targets changed: {'yes' if changed else 'no'}",
     ]
     head, rows = ab.pair_rows(entry)
+    numeric = [h != "order" for h in head[1:]]
     pairs = Table(
-        [(h, h != "order") for h in head[1:]],
-        [Row([(c, True) for c in r[1:]], r[0]) for r in rows],
+        list(zip(head[1:], numeric, strict=True)),
+        [Row(list(zip(r[1:], numeric, strict=True)), r[0]) for r in rows],
         label="pair",
     )
     commit = ab.short_sha(against.get("commit"))

@@ -294,11 +294,20 @@ def _group_label(group: str, centre: float, chars: int) -> str:
 
 
 def _bar(
-    left: float, width: float, y: Axis, value: float, *, spread: float | None, label: str, fill: str
+    left: float,
+    width: float,
+    y: Axis,
+    value: float,
+    *,
+    spread: float | None,
+    label: str,
+    fill: str,
+    text: str = "",
 ) -> str:
-    """A bar from 0 to ``value`` (up or down), with a ± ``spread`` whisker."""
+    """A bar from 0 to ``value`` (up or down), with a ± ``spread`` whisker; ``text`` is
+    its tooltip (default: the label and the value)."""
     top, base = BOX.y(y, max(value, 0.0)), BOX.y(y, min(value, 0.0))
-    text = f"{label}: {value:,.2f}" + (f" ± {spread:,.2f}" if spread else "")
+    text = text or f"{label}: {value:,.2f}" + (f" ± {spread:,.2f}" if spread else "")
     out = (
         f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(max(width - 1, 0.5))}" '
         f'height="{_n(max(base - top, 0.0))}" fill="{fill}"><title>{escape(text)}</title></rect>'
@@ -394,8 +403,10 @@ def _change(item: Interval, centre: float, slot: float, y: Axis) -> str:
         return out
     bar = min(slot * 0.5, 48.0)
     interval = f" [{low:+.1f}, {high:+.1f}]" if low is not None and high is not None else ""
-    label = f"{item.label} {change:+.1f} %{interval}"
-    out += _bar(centre - bar / 2, bar, y, change, spread=None, label=label, fill=item.colour)
+    text = f"{item.label} {change:+.1f} %{interval}"
+    out += _bar(
+        centre - bar / 2, bar, y, change, spread=None, label=item.label, fill=item.colour, text=text
+    )
     if low is not None and high is not None:
         out += _whisker(centre, bar / 2, y, low, high)
     return out
