@@ -120,7 +120,9 @@ class Table:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class VerdictText:
+    """A verdict as the page shows it: its status, reasons and notes."""
+
     status: str | None
     reasons: Sequence[str] = ()
     notes: Sequence[str] = ()
@@ -132,7 +134,7 @@ class SummaryRow:
     nodeid: str
     test: str
     cells: Sequence[Cell]
-    verdict: Verdict
+    verdict: VerdictText
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ class Sides:
     b: str
     facts: str
     pairs: Table
-    base_reps: Table
+    base_reps: Table | None
     figures: Sequence[Figure]
 
 
@@ -153,7 +155,7 @@ class Section:
     nodeid: str
     facts: Sequence[tuple[str, str]]
     target: str
-    verdict: Verdict
+    verdict: VerdictText
     checks: Table | None
     sides: Sides | None
     reps: Table | None
@@ -167,8 +169,10 @@ class Section:
 # ---------------------------------------------------------------- builders
 
 
-def _verdict(entry: Entry) -> Verdict:
-    return Verdict(status(entry), verdict_texts(entry, "reasons"), verdict_texts(entry, "notes"))
+def _verdict(entry: Entry) -> VerdictText:
+    return VerdictText(
+        status(entry), verdict_texts(entry, "reasons"), verdict_texts(entry, "notes")
+    )
 
 
 def _summary(entries: Sequence[Entry]) -> tuple[list[Cell], list[SummaryRow]]:
@@ -252,8 +256,10 @@ def _image(target: object) -> str:
         return str(target["image"])
     parts = target.get("parts")
     if isinstance(parts, Mapping):
-        images = [str(p.get("image")) for p in parts.values() if isinstance(p, Mapping)]
-        return ", ".join(i for i in images if i != "None") or MISSING
+        images = [
+            str(p["image"]) for p in parts.values() if isinstance(p, Mapping) and p.get("image")
+        ]
+        return ", ".join(images) or MISSING
     return MISSING
 
 
