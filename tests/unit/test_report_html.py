@@ -10,9 +10,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
-from hypothesis import strategies as st
-
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.models import (
     Delivery,
@@ -26,16 +23,7 @@ from pytest_webperf.models import (
     Verdict,
     Workload,
 )
-from pytest_webperf.report.html import (
-    BOX,
-    Axis,
-    Line,
-    bar_chart,
-    line_chart,
-    nice_axis,
-    render_html,
-    write_html,
-)
+from pytest_webperf.report.html import render_html, write_html
 from pytest_webperf.report.json_report import report
 
 VOID = {"meta", "br", "input", "img", "hr", "link", "col", "wbr"}
@@ -226,9 +214,9 @@ def test_text_from_the_report_is_escaped() -> None:
     check(page)
     assert "<script>alert" not in page
     assert "<b>+40%" not in page and "<i>" not in page
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;-&#x27;q&#x27;&amp;amp]" in page
     checker = check(page)
-    assert any("p95 <b>+40%</b> & more" in t for t in checker.text)  # shown as written
+    assert any(nasty in t for t in checker.text)  # shown as written, whatever the entities
+    assert any("p95 <b>+40%</b> & more" in t for t in checker.text)
 
 
 def test_verdicts_are_shown_with_their_status_and_reasons() -> None:
@@ -334,7 +322,7 @@ def test_mqtt_figures_are_shown() -> None:
         tps=97.5,
     )
     page = render_html(make_report([measurement(runs=[run(1, mqtt=mqtt)])]))
-    assert "MQTT accounting" in page and "duplicates 2" in page
+    assert "MQTT accounting" in page and "dup 2" in page  # table.delivery's words
     assert "MQTT throughput" in page
 
 
@@ -354,65 +342,3 @@ def test_write_html_replaces_the_file_whole(tmp_path: Path) -> None:
     assert target.read_text() != first and "Nothing was measured" in target.read_text()
     assert [p.name for p in target.parent.iterdir()] == ["report.html"]
     assert target.stat().st_mode & 0o777 == 0o644
-
-
-# ---------------------------------------------------------------- chart scaling
-
-finite = st.floats(allow_nan=False, allow_infinity=False)
-
-
-@given(st.lists(finite, max_size=30), st.booleans())
-def test_any_finite_series_maps_inside_the_plot_box(values: list[float], zero: bool) -> None:
-    axis = nice_axis(values, zero=zero)
-    assert math.isfinite(axis.lo) and math.isfinite(axis.hi) and axis.lo <= axis.hi
-    assert list(axis.ticks) == sorted(axis.ticks) and len(axis.ticks) == len(axis.labels) >= 2
-    for value in values:
-        assert axis.lo <= value <= axis.hi  # the axis covers the data: nothing is clipped
-        assert BOX.left <= BOX.x(axis, value) <= BOX.left + BOX.width
-        assert BOX.top <= BOX.y(axis, value) <= BOX.top + BOX.height
-    for tick in axis.ticks:
-        assert BOX.top <= BOX.y(axis, tick) <= BOX.top + BOX.height
-
-
-@given(finite, finite)
-def test_the_mapping_keeps_order(a: float, b: float) -> None:
-    axis = nice_axis([a, b], zero=False)
-    low, high = sorted((a, b))
-    assert axis.frac(low) <= axis.frac(high)
-
-
-def test_round_ticks_for_ordinary_data() -> None:
-    axis = nice_axis([3.2, 987.0])
-    assert axis.ticks == (0.0, 200.0, 400.0, 600.0, 800.0, 1000.0)
-    assert axis.labels == ("0", "200", "400", "600", "800", "1,000")
-    assert nice_axis([0.0, 0.25]).labels[:3] == ("0", "0.05", "0.10")
-
-
-@given(st.lists(st.one_of(finite, st.none()), max_size=20), finite)
-def test_constant_and_gappy_series_draw_finite_coordinates(
-    ys: list[float | None], constant: float
-) -> None:
-    lines = [
-        Line("gappy", [(float(i), y) for i, y in enumerate(ys)], "#000"),
-        Line("flat", [(float(i), constant) for i in range(len(ys))], "#111"),
-        Line("empty", [], "#222"),
-    ]
-    svg = line_chart(lines, title="t", x_label="x", y_label="y")
-    check(svg)
-    assert_finite(svg)
-
-
-def test_axis_of_nothing_is_a_unit_axis() -> None:
-    assert nice_axis([]) == nice_axis([0.0])
-    assert nice_axis([]).lo == 0 and nice_axis([]).hi == 1
-    assert Axis(5.0, 5.0, (5.0,), ("5",)).frac(5.0) == 0.5
-
-
-def test_bar_chart_of_missing_values_says_no_data() -> None:
-    from pytest_webperf.report.html import Bars
-
-    svg = bar_chart(
-        ["a", "b"], [Bars("s", "#000", [None, None])], title="t", x_label="x", y_label="y"
-    )
-    check(svg)
-    assert "no data" in svg

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from test_report_html import make_report, measurement, run
 
 from pytest_webperf.models import Verdict
-from pytest_webperf.report.markdown import COLUMNS, md_escape, render_markdown
+from pytest_webperf.report.markdown import COLUMNS, STATUS_MARK, md_escape, render_markdown
 
 
 def table_rows(text: str) -> list[str]:
@@ -93,3 +93,32 @@ def test_missing_figures_and_an_empty_report() -> None:
     row = cells(rows[2])
     assert row[4] == "0" and row[8] == "-" and row[-1] == "-"  # no latency without requests
     assert "Nothing was measured." in render_markdown({"tests": []})
+
+
+def test_an_ab_run_shows_the_sides_the_change_and_each_tests_checks() -> None:
+    from test_report_ab import ab_entry, ab_report
+
+    nasty = ab_entry(nodeid="s.py::t[<script>|x]")
+    text = render_markdown(ab_report(ab_entry(), nasty, {"nodeid": "s.py::bare"}))
+    assert text.count("A = main (0123456789), B = working tree") == 1
+    rows = table_rows(text)
+    header = cells(rows[0])
+    assert header[-3:] == ["baseline / A", "change", "verdict"]
+    row = dict(zip(header, cells(rows[2]), strict=True))
+    assert row["baseline / A"] == r"rps 3,115; cpu\_per\_req 130"
+    assert row["change"] == r"rps -3.2%; cpu\_per\_req +7.7%"
+    assert row["verdict"] == "❌ regression"
+    assert text.count("<details><summary>") == 2  # the bare test has no checks
+    assert "&lt;script&gt;" in text and "<script>" not in text
+    detail = text.split("<details>")[1].split("</details>")[0]
+    assert "| check | A | B | change | interval | could detect | outcome |" in detail
+    assert r"| cpu\_per\_req:5% | 130 | 140 | +7.7% | +6.0..+9.4% | \>= 4.5% | fail |" in detail
+
+
+def test_every_status_has_a_mark() -> None:
+    from pytest_webperf.report.table import STATUSES
+
+    for state in STATUSES:
+        text = render_markdown({"tests": [{"nodeid": "a::b", "verdict": {"status": state}}]})
+        row = cells(table_rows(text)[2])
+        assert row[-1] == f"{STATUS_MARK[state]} {md_escape(state)}"

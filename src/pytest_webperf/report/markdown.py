@@ -1,6 +1,7 @@
 """The Markdown summary for CI job summaries (``$GITHUB_STEP_SUMMARY``).
 
-The columns come from ``table``; this module only renders them as Markdown.
+The columns come from ``table`` and ``checks``; this module only renders them as
+Markdown. Each test's checks fold into a ``<details>`` block under the table.
 """
 
 from __future__ import annotations
@@ -8,12 +9,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from html import escape
 from pathlib import Path
 from typing import Any
 
 from pytest_webperf.fileio import write_text_atomic
+from pytest_webperf.report import checks as ab
+from pytest_webperf.report import table as shared
 from pytest_webperf.report.table import (
-    COLUMNS,
     MISSING,
     NUMERIC,
     Entry,
@@ -23,7 +26,17 @@ from pytest_webperf.report.table import (
     verdict_texts,
 )
 
-STATUS_MARK = {"pass": "✅", "regression": "❌", "no-baseline": "⚪", "generator-bound": "⚠️"}
+STATUS_MARK = {
+    "pass": "✅",
+    "regression": "❌",
+    "broken": "🛑",
+    "undecided": "🟡",
+    "generator-bound": "⚠️",
+    "unchanged": "💤",
+    "no-baseline": "⚪",
+}
+# The shared columns, then the baseline (or side A) and the change of each check.
+COLUMNS = (*shared.COLUMNS, *ab.SUMMARY_COLUMNS)
 
 # GFM lets a backslash escape any ASCII punctuation; these are the ones that could start
 # emphasis, code, links, HTML or strike-through, or end a table cell.
@@ -54,6 +67,30 @@ def table(entries: Sequence[Entry]) -> list[str]:
     return lines
 
 
+def check_details(entries: Sequence[Entry]) -> list[str]:
+    """Per test that has checks, a folded table of them (GitHub renders Markdown inside
+    ``<details>`` after a blank line; the summary line is HTML, so HTML-escaped)."""
+    lines = []
+    for entry in entries:
+        found = ab.checks(entry)
+        if not found:
+            continue
+        what = f"{entry.get('nodeid', MISSING)} [{entry.get('name', MISSING)}]"
+        state = _verdict_cell(entry)
+        headers = ab.check_headers(ab.is_ab(entry))
+        lines += [
+            f"<details><summary>{escape(state)} {escape(what)}: checks</summary>",
+            "",
+            _row([md_escape(h) for h in headers]),
+            _row(["---", *["---:"] * (len(headers) - 2), "---"]),
+            *(_row([md_escape(c) for c in ab.check_cells(check)]) for check in found),
+            "",
+            "</details>",
+            "",
+        ]
+    return lines
+
+
 def verdict_lines(entries: Sequence[Entry]) -> list[str]:
     """One bullet per verdict reason, then per note: failures first, where CI readers look."""
     lines = []
@@ -81,9 +118,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     created = report.get("created")
     if created:
         lines += [f"Report created {md_escape(str(created))}.", ""]
+    against = ab.run_against(report)
+    if against:
+        lines += [f"**{md_escape(against)}**", ""]
     if not entries:
         return "\n".join([*lines, "Nothing was measured.", ""])
-    lines += [*table(entries), ""]
+    lines += [*table(entries), "", *check_details(entries)]
     reasons = verdict_lines(entries)
     if reasons:
         lines += ["### Verdicts", "", *reasons, ""]

@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pytest_webperf.placement import Placement
+
 Entry = Mapping[str, Any]  # one item of the report's "tests"
 Column = tuple[str, Callable[[Entry], str]]
 
@@ -69,12 +71,20 @@ def mean(values: Sequence[float | None]) -> float | None:
     return statistics.fmean(got) if got else None
 
 
+def mean_sd(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (None for fewer than two values)."""
+    got = present(values)
+    if not got:
+        return None, None
+    return statistics.fmean(got), (statistics.stdev(got) if len(got) > 1 else None)
+
+
 def spread(values: Sequence[float | None]) -> str:
     """Mean ± sample standard deviation (the mean alone for one repetition)."""
-    got = present(values)
-    if len(got) < 2:
-        return fmt(got[0] if got else None)
-    return f"{statistics.fmean(got):,.0f} ±{statistics.stdev(got):,.0f}"
+    centre, sd = mean_sd(values)
+    if sd is None:
+        return fmt(centre)
+    return f"{centre:,.0f} ±{sd:,.0f}"
 
 
 def _total(entry: Entry, field: str) -> str:
@@ -107,6 +117,18 @@ def _capacity(entry: Entry) -> str:
 def short_test(entry: Entry) -> str:
     """The test's own part of the node id (what a user recognises in a long table)."""
     return str(entry.get("nodeid", MISSING)).split("::")[-1]
+
+
+# Every verdict status a report can hold, in order of severity for a reader.
+STATUSES = (
+    "regression",
+    "broken",
+    "undecided",
+    "generator-bound",
+    "pass",
+    "unchanged",
+    "no-baseline",
+)
 
 
 def status(entry: Entry) -> str | None:
@@ -152,15 +174,16 @@ def status_counts(entries: Sequence[Entry]) -> list[tuple[str, int]]:
     return list(counts.items())
 
 
-def _delivery(mqtt: Mapping[str, Any], consumer: str, label: str) -> str | None:
-    d = mqtt.get(consumer)
-    if not isinstance(d, Mapping):
+def delivery(data: object, label: str) -> str | None:
+    """Where one consumer's messages went (observer or store); None when it did not run."""
+    if not isinstance(data, Mapping):
         return None
     text = (
-        f"{label} {fmt(number(d.get('delivered')))} (lost {fmt(number(d.get('lost')))}, "
-        f"dup {fmt(number(d.get('duplicates')))}, backlog {fmt(number(d.get('backlog')))})"
+        f"{label} {fmt(number(data.get('delivered')))} (lost {fmt(number(data.get('lost')))}, "
+        f"dup {fmt(number(data.get('duplicates')))}, backlog {fmt(number(data.get('backlog')))}"
+        f", unexpected {fmt(number(data.get('unexpected')))})"
     )
-    latency = d.get("latency")
+    latency = data.get("latency")
     if isinstance(latency, Mapping):
         text += (
             f" p50/p99 {fmt(number(latency.get('p50_ms')), 1)}/"
@@ -181,9 +204,33 @@ def mqtt_lines(entries: Sequence[Entry]) -> list[str]:
                 f"{entry.get('nodeid')} [{entry.get('name')}] rep {rep.get('repetition')}: "
                 f"{fmt(number(mqtt.get('users')))} users qos {mqtt.get('qos')}: published "
                 f"{fmt(number(mqtt.get('published')))}, acked {fmt(number(mqtt.get('acked')))}",
-                _delivery(mqtt, "observer", "observer got"),
-                _delivery(mqtt, "store", "stored"),
+                delivery(mqtt.get("observer"), "observer got"),
+                delivery(mqtt.get("store"), "stored"),
                 f"tps {fmt(number(mqtt.get('tps')))}",
             ]
             lines.append("; ".join(p for p in parts if p))
     return lines
+
+
+def placement_text(placement: object) -> str:
+    """The report's ``placement`` in the terminal's words (``Placement.describe``)."""
+    if not isinstance(placement, Mapping):
+        return MISSING
+    generator = placement.get("generator_cpus")
+    target = placement.get("target_cpuset")
+    return Placement(
+        mode=str(placement.get("mode", MISSING)),
+        target_cpuset=str(target) if target else None,
+        generator_cpus=tuple(int(c) for c in generator if isinstance(c, int))
+        if isinstance(generator, list)
+        else (),
+    ).describe()
+
+
+def durations(entry: Entry) -> str:
+    """The measured seconds of an entry's repetitions: ``10`` or ``9.5-10.2``."""
+    got = present([number(r.get("duration_s")) for r in repetitions(entry)])
+    if not got:
+        return MISSING
+    low, high = min(got), max(got)
+    return fmt(low, 1) if high - low < 0.05 else f"{fmt(low, 1)}-{fmt(high, 1)}"

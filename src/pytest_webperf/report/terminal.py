@@ -1,10 +1,12 @@
-"""The terminal summary: the report's table as aligned text, then the verdicts' reasons."""
+"""The terminal summary: the report's table as aligned text, each test's checks under
+it, then the verdicts' reasons. An A/B run says once what A and B were."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_webperf.report import checks as ab
 from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,
@@ -12,8 +14,24 @@ from pytest_webperf.report.table import (
     Entry,
     mqtt_lines,
     status,
+    tests,
     verdict_texts,
 )
+
+
+def aligned(rows: Sequence[Sequence[str]], right: Sequence[bool], indent: str = "") -> list[str]:
+    """The first row as a header, a rule under it, every column padded to its widest."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+    def line(row: Sequence[str]) -> str:
+        cells = [
+            cell.rjust(w) if right[i] else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        return (indent + "  ".join(cells)).rstrip()
+
+    rule = indent + "  ".join("-" * w for w in widths)
+    return [line(rows[0]), rule, *(line(r) for r in rows[1:])]
 
 
 def table(entries: Sequence[Entry]) -> list[str]:
@@ -24,16 +42,23 @@ def table(entries: Sequence[Entry]) -> list[str]:
     rows = [names] + [
         [render(e) for _, render in COLUMNS] + [status(e) or MISSING] for e in entries
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(names))]
+    return aligned(rows, [name in NUMERIC for name in names])
 
-    def line(row: list[str]) -> str:
-        cells = [
-            cell.rjust(w) if names[i] in NUMERIC else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        return "  ".join(cells).rstrip()
 
-    return [line(rows[0]), "  ".join("-" * w for w in widths), *(line(r) for r in rows[1:])]
+CHECK_RIGHT = (False, True, True, True, True, True, False)
+
+
+def check_lines(entries: Sequence[Entry]) -> list[str]:
+    """Per test that has checks: what each check compared, changed, and could detect."""
+    lines = []
+    for entry in entries:
+        found = ab.checks(entry)
+        if not found:
+            continue
+        lines.append(f"{entry.get('nodeid')} [{entry.get('name')}]: {status(entry) or MISSING}")
+        rows = [ab.check_headers(ab.is_ab(entry)), *(ab.check_cells(c) for c in found)]
+        lines += aligned(rows, CHECK_RIGHT, indent="  ")
+    return lines
 
 
 def verdict_lines(entries: Sequence[Entry]) -> list[str]:
@@ -47,5 +72,9 @@ def verdict_lines(entries: Sequence[Entry]) -> list[str]:
 
 
 def summary(report: Mapping[str, Any]) -> list[str]:
-    entries = [e for e in report.get("tests", ()) if isinstance(e, Mapping)]
-    return table(entries) + mqtt_lines(entries) + verdict_lines(entries)
+    entries = tests(report)
+    against = ab.run_against(report)
+    head = [f"webperf A/B: {against}"] if against else []
+    return (
+        head + table(entries) + check_lines(entries) + mqtt_lines(entries) + verdict_lines(entries)
+    )
