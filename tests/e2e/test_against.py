@@ -1,0 +1,167 @@
+"""The A/B gate end to end: a throwaway git repository with a server directory, changed
+to be slower, measured against its base with --webperf-against, through pytest.
+
+The server is ``tests/servers/costly`` (a C server whose CPU cost per request is set by
+COST_US in its server.toml: deterministic work, never a sleep). The change doubles it:
+a regression no noise can hide, so the test can assert on it on a shared machine.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+COSTLY = Path(__file__).resolve().parents[1] / "servers" / "costly"
+COST_US = 300
+RUN = [
+    "-p",
+    "no:locust",
+    "-W",
+    "error",
+    "--webperf-concurrency=4",
+    "--webperf-duration=1s",
+    "--webperf-warmup=0.5s",
+    "--webperf-repeat=3",
+    "--webperf-against-budget=1s",  # the minimum pairs only: the test is about wiring
+]
+TARGET = """
+def test_work(webperf):
+    target = webperf.server("costly")
+    webperf.http(target, path="/work")
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def set_cost(repo: Path, cost: int) -> None:
+    toml = repo / "servers" / "costly" / "server.toml"
+    text = toml.read_text()
+    start = text.index('COST_US = "')
+    end = text.index('"', start + len('COST_US = "'))
+    toml.write_text(f'{text[:start]}COST_US = "{cost}{text[end:]}')
+
+
+@pytest.fixture
+def repo(pytester: pytest.Pytester, engine: None) -> Path:
+    """A git repository holding the costly server at COST_US and a webperf test."""
+    shutil.copytree(COSTLY, pytester.path / "servers" / "costly")
+    set_cost(pytester.path, COST_US)
+    pytester.makepyfile(test_ab=TARGET)
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-q", "-m", "base")
+    return pytester.path
+
+
+def report(path: Path) -> Any:
+    tests = json.loads(path.read_text())["tests"]
+    assert len(tests) == 1, tests
+    return tests[0]
+
+
+def test_a_slower_change_fails_against_its_base(pytester: pytest.Pytester, repo: Path) -> None:
+    set_cost(repo, 2 * COST_US)
+    git(repo, "commit", "-q", "-am", "slower")
+    result = pytester.runpytest_subprocess(
+        *RUN, "--webperf-against=HEAD~1", "--webperf-json=ab.json"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*webperf regression:", "*[[]GET /work[]] cpu_per_req * -> * (+*%, 95% CI +*%..+*%*"]
+    )
+    assert "Traceback" not in result.stdout.str()
+    entry = report(repo / "ab.json")
+    assert entry["verdict"]["status"] == "regression"
+    against = entry["against"]
+    assert against["ref"] == "HEAD~1" and against["commit"] == git(repo, "rev-parse", "HEAD~1")
+    assert against["changed"] is True and against["pairs"] >= 3
+    assert against["order"][:2] == ["AB", "BA"]
+    assert len(entry["base_repetitions"]) == len(entry["repetitions"]) == against["pairs"]
+    cpu = next(c for c in entry["verdict"]["checks"] if c["metric"] == "cpu_per_req")
+    assert cpu["outcome"] == "fail" and cpu["change"] > 0.5, cpu  # twice the work per request
+    assert cpu["current"] > 1.5 * cpu["baseline"]
+    assert cpu["detectable"] is not None and 0 < cpu["detectable"] < 0.5
+
+
+def test_an_unchanged_server_is_not_measured(pytester: pytest.Pytester, repo: Path) -> None:
+    result = pytester.runpytest_subprocess(
+        *RUN, "--webperf-against=HEAD", "--webperf-json=u.json", "-rs"
+    )
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "webperf A/B: A = HEAD (*), B = working tree",
+            "test_work[[]c4[]] *GET /work*costly*unchanged",
+            "*costly is the same as at HEAD (*): not measured*",
+            "SKIPPED * webperf: unchanged: costly is the same as at HEAD*",
+        ]
+    )
+    entry = report(repo / "u.json")
+    assert entry["verdict"]["status"] == "unchanged"
+    assert entry["repetitions"] == []
+
+
+def test_always_measures_an_unchanged_server_and_it_passes(
+    pytester: pytest.Pytester, repo: Path
+) -> None:
+    result = pytester.runpytest_subprocess(
+        *RUN,
+        "--webperf-against=HEAD",
+        "--webperf-against-always",
+        "--webperf-compare-fail=cpu_per_req:25%,errors:50%",  # A/A: only what noise cannot move
+        "--webperf-json=aa.json",
+    )
+    result.assert_outcomes(passed=1)
+    entry = report(repo / "aa.json")
+    assert entry["verdict"]["status"] in ("pass", "undecided"), entry["verdict"]
+    assert entry["against"]["changed"] is False
+    # both sides restarted between pairs: each pair ran on its own instances
+    assert entry["against"]["instances"] == list(range(entry["against"]["pairs"]))
+
+
+def test_an_uncommitted_change_is_measured_against_head(
+    pytester: pytest.Pytester, repo: Path
+) -> None:
+    set_cost(repo, 2 * COST_US)  # not committed: B is the working tree
+    result = pytester.runpytest_subprocess(*RUN, "--webperf-against=HEAD", "--webperf-json=d.json")
+    result.assert_outcomes(failed=1)
+    assert report(repo / "d.json")["against"]["dirty"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--webperf-against=no-such-ref"], "*--webperf-against=no-such-ref: git knows no commit*"),
+        (
+            ["--webperf-against=HEAD", "--webperf-target-url=http://127.0.0.1:9"],
+            "*--webperf-against and --webperf-target-url cannot go together*",
+        ),
+    ],
+)
+def test_bad_input_is_a_one_line_usage_error(
+    pytester: pytest.Pytester, repo: Path, args: list[str], message: str
+) -> None:
+    result = pytester.runpytest_subprocess(*RUN, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_outside_a_repository_is_a_usage_error(pytester: pytest.Pytester, engine: None) -> None:
+    pytester.makepyfile(test_ab=TARGET)
+    result = pytester.runpytest_subprocess(*RUN, "--webperf-against=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --webperf-against needs a git repository*"])
