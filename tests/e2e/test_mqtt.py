@@ -1,8 +1,9 @@
 """MQTT at QoS 2 against the real broker, subscribers and database, at small scale.
 
 Every message a swarm publishes is followed to the observer and to the server's table;
-a subscriber killed mid-run shows up as lost messages (not a hang), and a client sending
-garbage does not stop a server from storing everybody else's messages.
+a subscriber killed mid-run fails the measurement as a dying HTTP target does (one
+measurement loop: ``measure.TargetDied``, never a hang), and a client sending garbage
+does not stop a server from storing everybody else's messages.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import pytest
 from paho.mqtt import publish
 
 from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.models import Delivery, MqttResult
-from pytest_webperf.mqtt.run import MqttPlan, measure_mqtt, wiring
+from pytest_webperf.measure import RunPlan, TargetDied
+from pytest_webperf.models import Delivery, Measurement, MqttResult
+from pytest_webperf.mqtt.run import MqttTelemetry, measure_mqtt, wiring
 from pytest_webperf.targets import start_target
 from pytest_webperf.targets.container import ContainerTarget
 
@@ -24,7 +26,8 @@ pytestmark = pytest.mark.e2e
 
 CATALOG = Catalog(default_directories())
 SUBSCRIBERS = [s.name for s in CATALOG if isinstance(s.extra.get("mqtt"), dict)]
-SMALL = MqttPlan(users=20, duration_s=3, warmup_s=1, interval_s=0.2, drain_s=20, quiet_s=2)
+PACED = MqttTelemetry(interval_s=0.2, drain_s=20, quiet_s=2)
+SMALL = RunPlan(concurrency=20, duration_s=3, warmup_s=1, repeat=1)
 GARBAGE = [
     b"{not json",
     b"",
@@ -42,8 +45,14 @@ def subscriber(request: pytest.FixtureRequest) -> Iterator[ContainerTarget]:
         yield target
 
 
-def _mqtt(target: ContainerTarget, plan: MqttPlan = SMALL) -> MqttResult:
-    result = measure_mqtt(target, plan, nodeid="e2e").runs[0].mqtt
+def measure(
+    target: ContainerTarget, telemetry: MqttTelemetry = PACED, plan: RunPlan = SMALL
+) -> Measurement:
+    return measure_mqtt(target, telemetry, plan, nodeid="e2e")
+
+
+def _mqtt(target: ContainerTarget) -> MqttResult:
+    result = measure(target).runs[0].mqtt
     assert result is not None
     return result
 
@@ -76,29 +85,31 @@ def test_garbage_from_a_client_does_not_stop_the_server(subscriber: ContainerTar
     _clean(result.store, result.acked)
 
 
-def test_a_subscriber_killed_mid_run_shows_up_as_lost_messages() -> None:
+def test_a_subscriber_killed_mid_run_fails_the_measurement_like_an_http_target() -> None:
     with start_target(CATALOG, "go-mqtt") as target:
         server = next(c for c in target.containers if c.spec.name == "go-mqtt")
-        kill = threading.Timer(2.0, lambda: server.container.get_wrapped_container().kill())
-        plan = MqttPlan(users=20, duration_s=4, warmup_s=1, interval_s=0.2, drain_s=10, quiet_s=1)
+        assert server.container is not None
+        wrapped = server.container.get_wrapped_container()
+        kill = threading.Timer(2.0, wrapped.kill)
+        plan = RunPlan(concurrency=20, duration_s=4, warmup_s=1, repeat=2)
         kill.start()
         try:
-            measurement = measure_mqtt(target, plan, nodeid="e2e")
+            with pytest.raises(TargetDied) as died:
+                measure(target, MqttTelemetry(interval_s=0.2, drain_s=10, quiet_s=1), plan)
         finally:
             kill.cancel()
-    run = measurement.runs[0]
-    result = run.mqtt
-    assert result is not None and result.store is not None
-    _clean(result.observer, result.acked)  # the broker itself was fine
-    assert result.store.missing > 0
-    assert result.store.lost == result.store.missing  # nothing arrived any more: lost
-    assert any("died" in note for note in run.notes)
+    assert "go-mqtt died during the measurement" in str(died.value)
+    assert "go-mqtt is not running" in str(died.value)
+    assert died.value.runs == ()  # it died in the first repetition
 
 
 def test_a_bare_broker_flat_out_at_qos1_has_only_an_observer() -> None:
     with start_target(CATALOG, "mosquitto") as target:
-        plan = MqttPlan(users=5, duration_s=2, warmup_s=0.5, interval_s=0, qos=1, drain_s=10)
-        measurement = measure_mqtt(target, plan, nodeid="e2e")
+        measurement = measure(
+            target,
+            MqttTelemetry(interval_s=0, qos=1, drain_s=10),
+            RunPlan(concurrency=5, duration_s=2, warmup_s=0.5, repeat=1),
+        )
     result = measurement.runs[0].mqtt
     assert result is not None and result.store is None
     assert measurement.runs[0].requests > 0

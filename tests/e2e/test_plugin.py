@@ -185,7 +185,7 @@ def test_server_dying_mid_run_fails_the_test_with_logs(pytester: pytest.Pytester
         docker_client().containers.get(names[0]).kill()
         output, _ = process.communicate(timeout=120)
     assert process.returncode == pytest.ExitCode.TESTS_FAILED, output
-    assert "TargetError: nginx is not running" in output
+    assert "TargetDied: nginx died during the measurement: nginx is not running" in output
     assert our_containers(process.pid) == []
 
 
