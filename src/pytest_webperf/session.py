@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from pytest_webperf import __version__, baseline, compare, machine, placement
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import BaselineError, EngineUnavailable
+from pytest_webperf.measurement_lock import MeasurementLock
 from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
@@ -20,12 +23,43 @@ from pytest_webperf.report.json_report import report, write_json
 from pytest_webperf.report.markdown import write_markdown
 
 
+def _unchanged(data: dict[str, Any]) -> None:
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Extensions:
+    """What users add through the hooks of hookspec.py (plugin.py passes pytest's
+    hook callers; each changes the dict in place)."""
+
+    update_machine_info: Callable[[dict[str, Any]], None] = _unchanged
+    update_json: Callable[[dict[str, Any]], None] = _unchanged
+
+
+@dataclasses.dataclass
+class Distribution:
+    """This process's part in a pytest-xdist run (plugin.py fills it in).
+
+    In a worker, ``worker`` is its id and ``lock`` keeps its webperf tests from
+    measuring beside another worker's; in the controller, ``received`` counts the
+    tests each worker measured."""
+
+    worker: str | None = None
+    lock: MeasurementLock | None = None
+    received: dict[str, int] = dataclasses.field(default_factory=dict)
+    waited_s: float = 0.0  # time the workers' webperf tests waited for their turn
+
+
 class WebperfSession:
     """Collects what every test measured; judges, saves and reports it."""
 
-    def __init__(self, config: RunConfig, rootdir: Path) -> None:
+    def __init__(
+        self, config: RunConfig, rootdir: Path, extensions: Extensions | None = None
+    ) -> None:
         self.config = config
         self.rootdir = rootdir
+        self.extensions = extensions or Extensions()
+        self.distribution = Distribution()
         self.measurements: list[Measurement] = []
         self.finished: list[str] = []  # what finish() did, for the terminal summary
 
@@ -47,7 +81,7 @@ class WebperfSession:
             except EngineUnavailable:
                 engine_version = None
         pinned = self.cpu_placement
-        return machine.collect(
+        collected = machine.collect(
             engine_version=engine_version,
             cpu_quota=self.config.target_cpus,
             network_mode="external" if self.config.target_url else "host",
@@ -55,6 +89,9 @@ class WebperfSession:
             if pinned.target_cpuset is None and not pinned.generator_cpus
             else f"{pinned.target_cpuset or 'all'}/{placement.cpu_list(pinned.generator_cpus)}",
         )
+        data = collected.to_dict()
+        self.extensions.update_machine_info(data)
+        return machine.MachineInfo.from_hook(data, "pytest_webperf_update_machine_info")
 
     @functools.cached_property
     def cpu_placement(self) -> placement.Placement:
@@ -120,9 +157,53 @@ class WebperfSession:
     def record(self, measurements: Sequence[Measurement]) -> None:
         self.measurements.extend(measurements)
 
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        """Held by a test from its first server to its last: under pytest-xdist, no
+        two workers measure at once (alone, a process runs its tests one by one)."""
+        lock = self.distribution.lock
+        if lock is None:
+            yield
+            return
+        with lock:
+            yield
+
+    def worker_output(self) -> dict[str, Any]:
+        """What a worker sends the controller at its end (xdist's ``workeroutput``)."""
+        lock = self.distribution.lock
+        return {
+            "measurements": [m.to_dict() for m in self.measurements],
+            "waited_s": 0.0 if lock is None else lock.waited_s,
+        }
+
+    def receive(self, worker: str, output: Mapping[str, Any]) -> None:
+        """The controller takes in what a worker measured (``worker_output``)."""
+        measurements = [Measurement.from_dict(m) for m in output.get("measurements", ())]
+        self.record(measurements)
+        tests = len({m.nodeid for m in measurements})
+        if tests:
+            received = self.distribution.received
+            received[worker] = received.get(worker, 0) + tests
+        self.distribution.waited_s += float(output.get("waited_s", 0.0))
+
+    def distribution_summary(self) -> list[str]:
+        received = self.distribution.received
+        if not received:
+            return []
+        workers = sorted(received)
+        where = f"worker{'s' if len(workers) > 1 else ''} {', '.join(workers)}"
+        waited = self.distribution.waited_s
+        return [
+            f"webperf: {sum(received.values())} tests measured on {where}; webperf tests run "
+            f"one at a time (a lock across the xdist workers; {waited:.1f} s of waiting for it)",
+            "webperf: other tests may run on the other workers during a measurement (their CPU "
+            "shows as foreign CPU); -n 0 gives quiet figures",
+        ]
+
     def summary(self) -> list[str]:
         return [
             *terminal.summary(report(self.measurements, self.meta())),
+            *self.distribution_summary(),
             f"webperf: {self.cpu_placement.describe()}; machine {self.store.machine_id}",
         ]
 
@@ -148,12 +229,15 @@ class WebperfSession:
         }
 
     def finish(self) -> None:
-        """Save baselines if asked and write the reports (once, at the end of the run)."""
+        """Save baselines if asked and write the reports (once, at the end of the run;
+        under pytest-xdist in the controller only: workers send their measurements)."""
+        if self.distribution.worker is not None:
+            return
         if self.config.save and self.measurements:
             self._save()
         config = self.config
         writers = (
-            (config.json, write_json, "JSON report"),
+            (config.json, self._write_json, "JSON report"),
             (config.html, write_html, "HTML report"),
             (config.markdown, write_markdown, "Markdown summary"),
         )
@@ -163,6 +247,11 @@ class WebperfSession:
             for path, write, what in wanted:
                 write(path, data)
                 self.finished.append(f"webperf: {what} written to {path}")
+
+    def _write_json(self, path: Path, data: Mapping[str, Any]) -> None:
+        extended = copy.deepcopy(dict(data))  # the hook's keys stay out of the other reports
+        self.extensions.update_json(extended)
+        write_json(path, extended)
 
     def _save(self) -> None:
         metadata = {
