@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +245,9 @@ class _XdistController:
             os.close(fd)
             self.lock_path = Path(name)
         node.workerinput[WORKER_LOCK] = str(self.lock_path)
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self.webperf.distribution.collected = tuple(ids)
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
         output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)

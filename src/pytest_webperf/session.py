@@ -47,6 +47,7 @@ class Distribution:
     worker: str | None = None
     lock: MeasurementLock | None = None
     received: dict[str, int] = dataclasses.field(default_factory=dict)
+    collected: Sequence[str] = ()  # node ids in collection order, to report in that order
     waited_s: float = 0.0  # time the workers' webperf tests waited for their turn
 
 
@@ -180,6 +181,8 @@ class WebperfSession:
         """The controller takes in what a worker measured (``worker_output``)."""
         measurements = [Measurement.from_dict(m) for m in output.get("measurements", ())]
         self.record(measurements)
+        place = {nodeid: i for i, nodeid in enumerate(self.distribution.collected)}
+        self.measurements.sort(key=lambda m: place.get(m.nodeid, len(place)))  # stable
         tests = len({m.nodeid for m in measurements})
         if tests:
             received = self.distribution.received

@@ -31,11 +31,12 @@ def test_a_worker_writes_nothing_and_the_controller_reports_what_it_sends(
     assert worker.finished == []
 
     controller = WebperfSession(config, tmp_path)
+    controller.distribution.collected = ("t.py::a[c2]", "t.py::b[c2]")
     output = json.loads(json.dumps(worker.worker_output()))  # as execnet carries it
-    controller.receive("gw1", output)
     controller.receive("gw0", {"measurements": [measurement("t.py::b[c2]").to_dict()]})
+    controller.receive("gw1", output)
     controller.receive("gw2", {"measurements": [], "waited_s": 0.0})  # no webperf tests
-    assert [m.to_dict() for m in controller.measurements] == [
+    assert [m.to_dict() for m in controller.measurements] == [  # in collection order
         *output["measurements"],
         measurement("t.py::b[c2]").to_dict(),
     ]
