@@ -23,6 +23,10 @@ from pytest_webperf.report.json_report import report, write_json
 from pytest_webperf.report.markdown import write_markdown
 
 
+def _tests(count: int) -> str:
+    return f"{count} test{'' if count == 1 else 's'}"
+
+
 def _unchanged(data: dict[str, Any]) -> None:
     return None
 
@@ -41,12 +45,12 @@ class Distribution:
     """This process's part in a pytest-xdist run (plugin.py fills it in).
 
     In a worker, ``worker`` is its id and ``lock`` keeps its webperf tests from
-    measuring beside another worker's; in the controller, ``received`` counts the
-    tests each worker measured."""
+    measuring beside another worker's; in the controller, ``measured_by`` holds the
+    workers that measured each test (more than one under ``--dist each``)."""
 
     worker: str | None = None
     lock: MeasurementLock | None = None
-    received: dict[str, int] = dataclasses.field(default_factory=dict)
+    measured_by: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     collected: Sequence[str] = ()  # node ids in collection order, to report in that order
     waited_s: float = 0.0  # time the workers' webperf tests waited for their turn
 
@@ -183,25 +187,30 @@ class WebperfSession:
         self.record(measurements)
         place = {nodeid: i for i, nodeid in enumerate(self.distribution.collected)}
         self.measurements.sort(key=lambda m: place.get(m.nodeid, len(place)))  # stable
-        tests = len({m.nodeid for m in measurements})
-        if tests:
-            received = self.distribution.received
-            received[worker] = received.get(worker, 0) + tests
+        for nodeid in dict.fromkeys(m.nodeid for m in measurements):
+            self.distribution.measured_by.setdefault(nodeid, []).append(worker)
         self.distribution.waited_s += float(output.get("waited_s", 0.0))
 
     def distribution_summary(self) -> list[str]:
-        received = self.distribution.received
-        if not received:
+        measured_by = self.distribution.measured_by
+        if not measured_by:
             return []
-        workers = sorted(received)
+        workers = sorted({w for ws in measured_by.values() for w in ws})
         where = f"worker{'s' if len(workers) > 1 else ''} {', '.join(workers)}"
         waited = self.distribution.waited_s
-        return [
-            f"webperf: {sum(received.values())} tests measured on {where}; webperf tests run "
+        lines = [
+            f"webperf: {_tests(len(measured_by))} measured on {where}; webperf tests run "
             f"one at a time (a lock across the xdist workers; {waited:.1f} s of waiting for it)",
             "webperf: other tests may run on the other workers during a measurement (their CPU "
             "shows as foreign CPU); -n 0 gives quiet figures",
         ]
+        repeated = sum(len(ws) > 1 for ws in measured_by.values())
+        if repeated:  # --dist each
+            lines.append(
+                f"webperf: {_tests(repeated)} measured by more than one worker (--dist each): "
+                "the report lists every measurement; a saved baseline keeps the last"
+            )
+        return lines
 
     def summary(self) -> list[str]:
         return [

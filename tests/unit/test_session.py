@@ -40,7 +40,7 @@ def test_a_worker_writes_nothing_and_the_controller_reports_what_it_sends(
         *output["measurements"],
         measurement("t.py::b[c2]").to_dict(),
     ]
-    assert controller.distribution.received == {"gw1": 1, "gw0": 1}
+    assert controller.distribution.measured_by == {"t.py::a[c2]": ["gw1"], "t.py::b[c2]": ["gw0"]}
     (line, _) = controller.distribution_summary()
     assert line.startswith("webperf: 2 tests measured on workers gw0, gw1; webperf tests run one")
     controller.finish()
@@ -113,3 +113,13 @@ def test_the_lock_is_exclusive_across_descriptors_and_released_on_exit(tmp_path:
     with lock:  # reusable, one test after another
         assert not free()
     assert lock.waited_s >= 0.0
+
+
+def test_tests_measured_by_every_worker_are_said_so(tmp_path: Path) -> None:
+    controller = WebperfSession(run_config(), tmp_path)
+    for worker in ("gw0", "gw1"):  # --dist each
+        controller.receive(worker, {"measurements": [measurement("t.py::a[c2]").to_dict()]})
+    first, _, repeated = controller.distribution_summary()
+    assert first.startswith("webperf: 1 test measured on workers gw0, gw1;")
+    assert repeated.startswith("webperf: 1 test measured by more than one worker")
+    assert len(controller.measurements) == 2
