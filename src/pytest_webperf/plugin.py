@@ -253,6 +253,8 @@ class _XdistController:
         output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
         if output:
             self.webperf.receive(str(node.gateway.id), output)
+        elif error is not None:  # it crashed before sending anything
+            self.webperf.distribution.lost.append(str(node.gateway.id))
 
     def pytest_unconfigure(self) -> None:
         if self.lock_path is not None:

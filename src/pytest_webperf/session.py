@@ -51,6 +51,7 @@ class Distribution:
     worker: str | None = None
     lock: MeasurementLock | None = None
     measured_by: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    lost: list[str] = dataclasses.field(default_factory=list)  # workers that died
     collected: Sequence[str] = ()  # node ids in collection order, to report in that order
     waited_s: float = 0.0  # time the workers' webperf tests waited for their turn
 
@@ -192,9 +193,13 @@ class WebperfSession:
         self.distribution.waited_s += float(output.get("waited_s", 0.0))
 
     def distribution_summary(self) -> list[str]:
+        lost = [
+            f"webperf: worker {worker} went down: what it measured is not in this report"
+            for worker in self.distribution.lost
+        ]
         measured_by = self.distribution.measured_by
         if not measured_by:
-            return []
+            return lost
         workers = sorted({w for ws in measured_by.values() for w in ws})
         where = f"worker{'s' if len(workers) > 1 else ''} {', '.join(workers)}"
         waited = self.distribution.waited_s
@@ -204,6 +209,7 @@ class WebperfSession:
             "webperf: other tests may run on the other workers during a measurement (their CPU "
             "shows as foreign CPU); -n 0 gives quiet figures",
         ]
+        lines += lost
         repeated = sum(len(ws) > 1 for ws in measured_by.values())
         if repeated:  # --dist each
             lines.append(

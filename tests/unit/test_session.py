@@ -123,3 +123,12 @@ def test_tests_measured_by_every_worker_are_said_so(tmp_path: Path) -> None:
     assert first.startswith("webperf: 1 test measured on workers gw0, gw1;")
     assert repeated.startswith("webperf: 1 test measured by more than one worker")
     assert len(controller.measurements) == 2
+
+
+def test_a_worker_that_died_is_named(tmp_path: Path) -> None:
+    controller = WebperfSession(run_config(), tmp_path)
+    controller.distribution.lost.append("gw1")
+    controller.receive("gw0", {"measurements": [measurement("t.py::a[c2]").to_dict()]})
+    assert "webperf: worker gw1 went down: what it measured is not in this report" in (
+        controller.distribution_summary()
+    )
