@@ -33,6 +33,8 @@ class MeasurementLock:
     def __enter__(self) -> MeasurementLock:
         import fcntl  # here, not at import: the plugin module loads on every platform
 
+        if self._fd is not None:  # a second flock on a new descriptor would wait for ever
+            raise RuntimeError(f"{self.path} is already held by this MeasurementLock")
         fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
         started = time.monotonic()
         try:

@@ -10,7 +10,6 @@ import pytest
 from test_report_html import measurement
 
 from pytest_webperf.config import RunConfig, resolve
-from pytest_webperf.measurement_lock import MeasurementLock
 from pytest_webperf.session import Extensions, WebperfSession
 
 
@@ -88,31 +87,6 @@ def test_a_hook_that_breaks_the_machine_info_is_named(tmp_path: Path) -> None:
     session = WebperfSession(run_config(), tmp_path, Extensions(drop_kernel))
     with pytest.raises(WebperfError, match="pytest_webperf_update_machine_info removed kernel"):
         _ = session.machine
-
-
-def test_the_lock_is_exclusive_across_descriptors_and_released_on_exit(tmp_path: Path) -> None:
-    import fcntl
-    import os
-
-    path = tmp_path / "run.lock"
-    lock = MeasurementLock(path)
-
-    def free() -> bool:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)  # also releases the probe's own lock
-        return True
-
-    with lock:
-        assert not free()
-    assert free()
-    with lock:  # reusable, one test after another
-        assert not free()
-    assert lock.waited_s >= 0.0
 
 
 def test_tests_measured_by_every_worker_are_said_so(tmp_path: Path) -> None:
