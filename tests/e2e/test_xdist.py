@@ -62,9 +62,10 @@ def test_two_workers_measure_in_turn_and_the_controller_reports_both(
         test_one=TEST.format(name="one"),
         test_two=TEST.format(name="two"),
     )
-    # loadfile: one file per worker, so both workers hold a webperf test at once
+    # as in issue 18: plain -n 2 (--dist load), which hands each worker one of the two
+    # tests at the start, so both workers hold a webperf test at once
     result = pytester.runpytest_subprocess(
-        *QUICK, "-n", "2", "--dist", "loadfile", "--webperf-json=out.json", "--webperf-save"
+        *QUICK, "-n", "2", "--webperf-json=out.json", "--webperf-save"
     )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
