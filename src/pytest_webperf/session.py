@@ -14,17 +14,13 @@ from typing import Any
 from pytest_webperf import __version__, baseline, compare, machine, placement
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.config import RunConfig
+from pytest_webperf.distribution import Distribution
 from pytest_webperf.errors import BaselineError, EngineUnavailable
-from pytest_webperf.measurement_lock import MeasurementLock
 from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
 from pytest_webperf.report.json_report import report, write_json
 from pytest_webperf.report.markdown import write_markdown
-
-
-def _tests(count: int) -> str:
-    return f"{count} test{'' if count == 1 else 's'}"
 
 
 def _unchanged(data: dict[str, Any]) -> None:
@@ -38,22 +34,6 @@ class Extensions:
 
     update_machine_info: Callable[[dict[str, Any]], None] = _unchanged
     update_json: Callable[[dict[str, Any]], None] = _unchanged
-
-
-@dataclasses.dataclass
-class Distribution:
-    """This process's part in a pytest-xdist run (plugin.py fills it in).
-
-    In a worker, ``worker`` is its id and ``lock`` keeps its webperf tests from
-    measuring beside another worker's; in the controller, ``measured_by`` holds the
-    workers that measured each test (more than one under ``--dist each``)."""
-
-    worker: str | None = None
-    lock: MeasurementLock | None = None
-    measured_by: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-    lost: list[str] = dataclasses.field(default_factory=list)  # workers that died
-    collected: Sequence[str] = ()  # node ids in collection order, to report in that order
-    waited_s: float = 0.0  # time the workers' webperf tests waited for their turn
 
 
 class WebperfSession:
@@ -188,40 +168,14 @@ class WebperfSession:
         self.record(measurements)
         place = {nodeid: i for i, nodeid in enumerate(self.distribution.collected)}
         self.measurements.sort(key=lambda m: place.get(m.nodeid, len(place)))  # stable
-        for nodeid in dict.fromkeys(m.nodeid for m in measurements):
-            self.distribution.measured_by.setdefault(nodeid, []).append(worker)
-        self.distribution.waited_s += float(output.get("waited_s", 0.0))
-
-    def distribution_summary(self) -> list[str]:
-        lost = [
-            f"webperf: worker {worker} went down: what it measured is not in this report"
-            for worker in self.distribution.lost
-        ]
-        measured_by = self.distribution.measured_by
-        if not measured_by:
-            return lost
-        workers = sorted({w for ws in measured_by.values() for w in ws})
-        where = f"worker{'s' if len(workers) > 1 else ''} {', '.join(workers)}"
-        waited = self.distribution.waited_s
-        lines = [
-            f"webperf: {_tests(len(measured_by))} measured on {where}; webperf tests run "
-            f"one at a time (a lock across the xdist workers; {waited:.1f} s of waiting for it)",
-            "webperf: other tests may run on the other workers during a measurement (their CPU "
-            "shows as foreign CPU); -n 0 gives quiet figures",
-        ]
-        lines += lost
-        repeated = sum(len(ws) > 1 for ws in measured_by.values())
-        if repeated:  # --dist each
-            lines.append(
-                f"webperf: {_tests(repeated)} measured by more than one worker (--dist each): "
-                "the report lists every measurement; a saved baseline keeps the last"
-            )
-        return lines
+        self.distribution.received(
+            worker, [m.nodeid for m in measurements], float(output.get("waited_s", 0.0))
+        )
 
     def summary(self) -> list[str]:
         return [
             *terminal.summary(report(self.measurements, self.meta())),
-            *self.distribution_summary(),
+            *self.distribution.summary(),
             f"webperf: {self.cpu_placement.describe()}; machine {self.store.machine_id}",
         ]
 

@@ -40,7 +40,7 @@ def test_a_worker_writes_nothing_and_the_controller_reports_what_it_sends(
         measurement("t.py::b[c2]").to_dict(),
     ]
     assert controller.distribution.measured_by == {"t.py::a[c2]": ["gw1"], "t.py::b[c2]": ["gw0"]}
-    (line, _) = controller.distribution_summary()
+    (line, _) = controller.distribution.summary()
     assert line.startswith("webperf: 2 tests measured on workers gw0, gw1; webperf tests run one")
     controller.finish()
     written = json.loads((tmp_path / "out.json").read_text())
@@ -51,7 +51,7 @@ def test_a_worker_writes_nothing_and_the_controller_reports_what_it_sends(
 def test_without_xdist_the_summary_says_nothing_of_workers(tmp_path: Path) -> None:
     session = WebperfSession(run_config(), tmp_path)
     session.record([measurement()])
-    assert session.distribution_summary() == []
+    assert session.distribution.summary() == []
     with session.turn():  # no lock: nothing to wait for
         pass
 
@@ -93,7 +93,7 @@ def test_tests_measured_by_every_worker_are_said_so(tmp_path: Path) -> None:
     controller = WebperfSession(run_config(), tmp_path)
     for worker in ("gw0", "gw1"):  # --dist each
         controller.receive(worker, {"measurements": [measurement("t.py::a[c2]").to_dict()]})
-    first, _, repeated = controller.distribution_summary()
+    first, _, repeated = controller.distribution.summary()
     assert first.startswith("webperf: 1 test measured on workers gw0, gw1;")
     assert repeated.startswith("webperf: 1 test measured by more than one worker")
     assert len(controller.measurements) == 2
@@ -104,5 +104,5 @@ def test_a_worker_that_died_is_named(tmp_path: Path) -> None:
     controller.distribution.lost.append("gw1")
     controller.receive("gw0", {"measurements": [measurement("t.py::a[c2]").to_dict()]})
     assert "webperf: worker gw1 went down: what it measured is not in this report" in (
-        controller.distribution_summary()
+        controller.distribution.summary()
     )
