@@ -33,8 +33,9 @@ def pytest_webperf_update_machine_info(config: pytest.Config, machine_info: dict
     new baseline directory: add what makes results incomparable (a runner pool, a
     BIOS setting), not what changes every run (a date, a build number; those belong
     in ``pytest_webperf_update_json``). Values must be JSON (str, number, bool,
-    None, lists and dicts of them). The built-in keys cannot be removed;
-    ``--webperf-machine-id=NAME`` replaces the whole id instead.
+    None, lists and dicts of them). ``cpu_model``, ``cores``, ``memory_gib`` and
+    ``kernel`` cannot be removed (the other built-in keys fall back to their
+    defaults); ``--webperf-machine-id=NAME`` replaces the whole id instead.
 
     The result is in the JSON report's ``machine`` and in every saved baseline.
     """
