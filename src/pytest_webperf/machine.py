@@ -7,8 +7,11 @@ baselines of the same id. The id is readable and stable::
 
 where ``hash8`` covers everything in ``MachineInfo``: CPU model, logical cores,
 memory (whole GiB, so a few MB of kernel reservation do not move it), kernel
-release, container engine version, the CPU quota given to targets and the
-network mode. The engine version is passed in (this module does not talk to
+release, container engine version, the CPU quota given to targets, the
+network mode, the CPU placement, and the keys users add through the
+``pytest_webperf_update_machine_info`` hook (``extra``; with none, the hash is
+what it was before the hook existed, so existing baselines keep their id).
+The engine version is passed in (this module does not talk to
 Docker). ``--webperf-machine-id=NAME`` replaces the id, e.g. to share baselines
 between identical CI runners, or to compare against another machine on purpose.
 """
@@ -21,13 +24,14 @@ import os
 import platform
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from pytest_webperf.errors import OptionError
+from pytest_webperf.errors import OptionError, WebperfError
 
 GIB = 1024**3
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -45,13 +49,18 @@ class MachineInfo:
     cpu_quota: float | None = None  # CPUs given to each target (--cpus), None = no limit
     network_mode: str = "host"
     placement: str | None = None  # CPU placement of target and generator, when they are pinned
+    # keys added by the pytest_webperf_update_machine_info hook (JSON values)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:8]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat: the built-in keys, then the added ones (as the hook saw them)."""
+        data = asdict(self)
+        extra = data.pop("extra")
+        return {**data, **extra}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MachineInfo:
@@ -65,7 +74,31 @@ class MachineInfo:
             cpu_quota=None if quota is None else float(quota),
             network_mode=str(data.get("network_mode", "host")),
             placement=data.get("placement"),
+            extra={k: v for k, v in data.items() if k not in _BUILT_IN},
         )
+
+    @classmethod
+    def from_hook(cls, data: Mapping[str, Any], source: str) -> MachineInfo:
+        """A ``to_dict()`` as ``source`` (a hook) left it: checked, then parsed."""
+        missing = [name for name in _REQUIRED if name not in data]
+        if missing:
+            raise WebperfError(
+                f"{source} removed {', '.join(missing)} from the machine info: the machine "
+                "fingerprint needs them (--webperf-machine-id=NAME replaces the whole id)"
+            )
+        try:
+            json.dumps(dict(data), sort_keys=True)
+            return cls.from_dict(data)
+        except (TypeError, ValueError) as exc:
+            raise WebperfError(
+                f"{source} left a value in the machine info that does not fit ({exc}): "
+                "built-in keys keep their types; added ones are str, numbers, bool, None, "
+                "and lists or dicts of them"
+            ) from None
+
+
+_BUILT_IN = frozenset(f.name for f in dataclass_fields(MachineInfo)) - {"extra"}
+_REQUIRED = ("cpu_model", "cores", "memory_gib", "kernel")
 
 
 def cpu_model(cpuinfo: str) -> str:

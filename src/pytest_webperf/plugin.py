@@ -9,17 +9,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Callable, Generator
+import tempfile
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_webperf import hookspec
 from pytest_webperf.ab import Unchanged
 from pytest_webperf.api import Webperf
 from pytest_webperf.config import SETTINGS, RunConfig, Setting, resolve
 from pytest_webperf.errors import OptionError, WebperfError
-from pytest_webperf.session import WebperfSession
+from pytest_webperf.measurement_lock import MeasurementLock
+from pytest_webperf.session import Extensions, WebperfSession
 
 session_key = pytest.StashKey[WebperfSession]()
 MARKER = "webperf"
@@ -73,10 +76,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     run_config = _resolve(config)
     try:
-        session = WebperfSession(run_config, Path(str(config.rootpath)))
+        session = WebperfSession(run_config, Path(str(config.rootpath)), _extensions(config))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[session_key] = session
+    _join_xdist(config, session)
 
 
 def _session(config: pytest.Config) -> WebperfSession:
@@ -114,7 +118,9 @@ def webperf_concurrency() -> int:
 
 
 @pytest.fixture
-def webperf(request: pytest.FixtureRequest, webperf_concurrency: int) -> Generator[Webperf]:
+def webperf(
+    request: pytest.FixtureRequest, webperf_concurrency: int, _webperf_turn: None
+) -> Generator[Webperf]:
     """Start servers and load them: ``webperf.http(webperf.server("nginx"), path="/hello")``."""
     session = _session(request.config)
     handle = Webperf(
@@ -177,3 +183,86 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     finally:
         with contextlib.suppress(WebperfError):
             remove_session_containers()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspec)
+
+
+def _extensions(config: pytest.Config) -> Extensions:
+    """The hooks of hookspec.py, as the session calls them."""
+    hook = config.hook
+    return Extensions(
+        update_machine_info=lambda info: hook.pytest_webperf_update_machine_info(
+            config=config, machine_info=info
+        ),
+        update_json=lambda data: hook.pytest_webperf_update_json(config=config, report=data),
+    )
+
+
+@pytest.fixture
+def _webperf_turn(request: pytest.FixtureRequest) -> Generator[None]:
+    """Held around the ``webperf`` fixture (set up before it, torn down after its
+    servers stop): under pytest-xdist, one webperf test measures at a time."""
+    with _session(request.config).turn():
+        yield
+
+
+# pytest-xdist. Decision: a lock, not ``xdist_group`` + ``--dist loadgroup``.
+# - Every --dist mode works, plain ``-n 2`` included: nothing to refuse, and a suite
+#   that merely has the plugin installed is never told to change its dist mode.
+# - loadgroup appends "@group" to grouped tests' node ids, which would split each
+#   test's baselines between runs with and without xdist.
+# - An flock dies with its worker: a crashed worker never blocks the others.
+# The cost: a worker that draws a webperf test while another measures waits for it.
+WORKER_LOCK = "webperf_lock"  # workerinput key: the run's lock file
+WORKER_OUTPUT = "webperf"  # workeroutput key: WebperfSession.worker_output()
+
+
+def _join_xdist(config: pytest.Config, session: WebperfSession) -> None:
+    """Registered only in its role: a worker measures and sends, the controller
+    receives, reports and saves."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        session.distribution.worker = str(workerinput["workerid"])
+        if WORKER_LOCK in workerinput:
+            session.distribution.lock = MeasurementLock(Path(workerinput[WORKER_LOCK]))
+        config.pluginmanager.register(_XdistWorker(session), "webperf-xdist-worker")
+    elif config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistController(session), "webperf-xdist-controller")
+
+
+class _XdistWorker:
+    def __init__(self, webperf: WebperfSession) -> None:
+        self.webperf = webperf
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # between xdist's hook wrapper setting up workeroutput and sending it
+        session.config.workeroutput[WORKER_OUTPUT] = self.webperf.worker_output()  # type: ignore[attr-defined]
+
+
+class _XdistController:
+    def __init__(self, webperf: WebperfSession) -> None:
+        self.webperf = webperf
+        self.lock_path: Path | None = None
+
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.lock_path is None:
+            fd, name = tempfile.mkstemp(prefix="pytest-webperf-", suffix=".lock")
+            os.close(fd)
+            self.lock_path = Path(name)
+        node.workerinput[WORKER_LOCK] = str(self.lock_path)
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self.webperf.distribution.collected = tuple(ids)
+
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+        if output:
+            self.webperf.receive(str(node.gateway.id), output)
+        elif error is not None:  # it crashed before sending anything
+            self.webperf.distribution.lost.append(str(node.gateway.id))
+
+    def pytest_unconfigure(self) -> None:
+        if self.lock_path is not None:
+            self.lock_path.unlink(missing_ok=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from pytest_webperf import __version__, ab, baseline, compare, gitref, machine, 
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.checks import DEFAULT_CHECKS, Check, format_checks
 from pytest_webperf.config import RunConfig
+from pytest_webperf.distribution import Distribution
 from pytest_webperf.errors import BaselineError, EngineUnavailable
 from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
@@ -22,12 +25,29 @@ from pytest_webperf.report.json_report import report, write_json
 from pytest_webperf.report.markdown import write_markdown
 
 
+def _unchanged(data: dict[str, Any]) -> None:
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Extensions:
+    """What users add through the hooks of hookspec.py (plugin.py passes pytest's
+    hook callers; each changes the dict in place)."""
+
+    update_machine_info: Callable[[dict[str, Any]], None] = _unchanged
+    update_json: Callable[[dict[str, Any]], None] = _unchanged
+
+
 class WebperfSession:
     """Collects what every test measured; judges, saves and reports it."""
 
-    def __init__(self, config: RunConfig, rootdir: Path) -> None:
+    def __init__(
+        self, config: RunConfig, rootdir: Path, extensions: Extensions | None = None
+    ) -> None:
         self.config = config
         self.rootdir = rootdir
+        self.extensions = extensions or Extensions()
+        self.distribution = Distribution()
         self.measurements: list[Measurement] = []
         self.finished: list[str] = []  # what finish() did, for the terminal summary
         self._stack = ExitStack()  # what lives as long as the run (the A/B base tree)
@@ -67,7 +87,7 @@ class WebperfSession:
             except EngineUnavailable:
                 engine_version = None
         pinned = self.cpu_placement
-        return machine.collect(
+        collected = machine.collect(
             engine_version=engine_version,
             cpu_quota=self.config.target_cpus,
             network_mode="external" if self.config.target_url else "host",
@@ -75,6 +95,9 @@ class WebperfSession:
             if pinned.target_cpuset is None and not pinned.generator_cpus
             else f"{pinned.target_cpuset or 'all'}/{placement.cpu_list(pinned.generator_cpus)}",
         )
+        data = collected.to_dict()
+        self.extensions.update_machine_info(data)
+        return machine.MachineInfo.from_hook(data, "pytest_webperf_update_machine_info")
 
     @functools.cached_property
     def cpu_placement(self) -> placement.Placement:
@@ -148,9 +171,39 @@ class WebperfSession:
     def record(self, measurements: Sequence[Measurement]) -> None:
         self.measurements.extend(measurements)
 
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        """Held by a test from its first server to its last: under pytest-xdist, no
+        two workers measure at once (alone, a process runs its tests one by one)."""
+        lock = self.distribution.lock
+        if lock is None:
+            yield
+            return
+        with lock:
+            yield
+
+    def worker_output(self) -> dict[str, Any]:
+        """What a worker sends the controller at its end (xdist's ``workeroutput``)."""
+        lock = self.distribution.lock
+        return {
+            "measurements": [m.to_dict() for m in self.measurements],
+            "waited_s": 0.0 if lock is None else lock.waited_s,
+        }
+
+    def receive(self, worker: str, output: Mapping[str, Any]) -> None:
+        """The controller takes in what a worker measured (``worker_output``)."""
+        measurements = [Measurement.from_dict(m) for m in output.get("measurements", ())]
+        self.record(measurements)
+        place = {nodeid: i for i, nodeid in enumerate(self.distribution.collected)}
+        self.measurements.sort(key=lambda m: place.get(m.nodeid, len(place)))  # stable
+        self.distribution.received(
+            worker, [m.nodeid for m in measurements], float(output.get("waited_s", 0.0))
+        )
+
     def summary(self) -> list[str]:
         return [
             *terminal.summary(report(self.measurements, self.meta())),
+            *self.distribution.summary(),
             f"webperf: {self.cpu_placement.describe()}; machine {self.store.machine_id}",
         ]
 
@@ -177,9 +230,11 @@ class WebperfSession:
         }
 
     def finish(self) -> None:
-        """Save baselines if asked and write the reports (once, at the end of the run)."""
+        """Save baselines if asked and write the reports (once, at the end of the run;
+        under pytest-xdist in the controller only: workers send their measurements)."""
         try:
-            self._finish()
+            if self.distribution.worker is None:
+                self._finish()
         finally:
             self._stack.close()
 
@@ -188,7 +243,7 @@ class WebperfSession:
             self._save()
         config = self.config
         writers = (
-            (config.json, write_json, "JSON report"),
+            (config.json, self._write_json, "JSON report"),
             (config.html, write_html, "HTML report"),
             (config.markdown, write_markdown, "Markdown summary"),
         )
@@ -198,6 +253,11 @@ class WebperfSession:
             for path, write, what in wanted:
                 write(path, data)
                 self.finished.append(f"webperf: {what} written to {path}")
+
+    def _write_json(self, path: Path, data: Mapping[str, Any]) -> None:
+        extended = copy.deepcopy(dict(data))  # the hook's keys stay out of the other reports
+        self.extensions.update_json(extended)
+        write_json(path, extended)
 
     def _save(self) -> None:
         metadata = {

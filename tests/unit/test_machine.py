@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf import machine
-from pytest_webperf.errors import OptionError
+from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.machine import MachineInfo
 
 INFO = MachineInfo(
@@ -93,3 +93,28 @@ def test_slug_is_always_a_safe_directory_name(text: str) -> None:
     assert re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", machine.slug(text))
     ident = machine.machine_id(dataclasses.replace(INFO, cpu_model=text))
     assert machine.check_machine_id(ident) == ident
+
+
+def test_added_keys_are_in_the_fingerprint_and_none_keep_the_old_id() -> None:
+    plain = INFO.to_dict()
+    assert "extra" not in plain  # the hash of a machine without hooks is unchanged
+    grown = MachineInfo.from_hook({**plain, "runner_pool": "blue"}, "hook")
+    assert grown.extra == {"runner_pool": "blue"}
+    assert grown.to_dict() == {**plain, "runner_pool": "blue"}
+    assert MachineInfo.from_dict(grown.to_dict()) == grown
+    assert machine.machine_id(grown) != machine.machine_id(INFO)
+    assert machine.machine_id(MachineInfo.from_hook(plain, "hook")) == machine.machine_id(INFO)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"cores": None}, "hook left a value in the machine info that does not fit"),
+        ({"gpu": object()}, "hook left a value in the machine info that does not fit"),
+    ],
+)
+def test_a_hook_must_leave_json_with_the_built_in_types(
+    change: dict[str, object], message: str
+) -> None:
+    with pytest.raises(WebperfError, match=message):
+        MachineInfo.from_hook({**INFO.to_dict(), **change}, "hook")
