@@ -35,17 +35,24 @@ def _argtype(setting: Setting) -> Callable[[str], Any]:
     return parse
 
 
+def argparse_help(text: str) -> str:
+    """``text`` as argparse shows it: argparse %-formats option help (for
+    ``%(default)s``), so a bare ``%`` (``rps:5%``) would crash ``pytest --help``."""
+    return text.replace("%", "%%")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("webperf", "performance regression gates (pytest-webperf)")
     for setting in SETTINGS:
+        help_text = argparse_help(setting.help)
         if setting.flag:
-            group.addoption(setting.option, action="store_true", default=None, help=setting.help)
+            group.addoption(setting.option, action="store_true", default=None, help=help_text)
         else:
             group.addoption(
                 setting.option,
                 type=_argtype(setting),
                 default=None,
-                help=setting.help,
+                help=help_text,
                 action="append" if setting.multiple else "store",
                 metavar=setting.name.upper(),
             )

@@ -237,3 +237,13 @@ def test_user_test_file_shape_works_in_repo_suites():
     assert result.returncode == 0, result.stdout + result.stderr
     ids = [line for line in result.stdout.splitlines() if "::" in line]
     assert ids and all(line.endswith(("-c100]", "-c500]")) for line in ids), ids
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_work_with_the_plugin_loaded(pytester: pytest.Pytester, flag: str):
+    result = pytester.runpytest_subprocess("-p", "no:locust", flag)
+    assert result.ret == 0
+    if flag == "--help":
+        result.stdout.fnmatch_lines(
+            ["performance regression gates (pytest-webperf):", "*--webperf-compare-fail=*"]
+        )
