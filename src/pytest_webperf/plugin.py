@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_webperf.advice import advice_of, failure_reasons, group_summary_advice
 from pytest_webperf.api import Webperf
 from pytest_webperf.config import SETTINGS, RunConfig, Setting, resolve
 from pytest_webperf.errors import OptionError, WebperfError
@@ -144,11 +145,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     session = item.config.stash.get(session_key, None)
     webperf_handle = getattr(item, "funcargs", {}).get("webperf")
     if session is not None and isinstance(webperf_handle, Webperf):
+        # advice (generator-bound, no baseline) is said once in the summary, not here
         failed = [
             f"[{m.name}] {reason}"
             for m in webperf_handle.measurements
             if m.verdict is not None and m.verdict.failed
-            for reason in m.verdict.reasons
+            for reason in (failure_reasons(m.verdict.reasons) or m.verdict.reasons)
         ]
         if failed:
             pytest.fail("webperf regression:\n" + "\n".join(failed), pytrace=False)
@@ -160,7 +162,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if session is None or not session.measurements:
         return
     terminalreporter.write_sep("=", "webperf")
-    for line in [*session.summary(), *session.finished]:
+    summary = group_summary_advice(session.summary(), advice_of(session.measurements))
+    for line in [*summary, *session.finished]:
         terminalreporter.write_line(line)
 
 

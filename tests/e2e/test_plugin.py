@@ -247,3 +247,37 @@ def test_help_and_version_work_with_the_plugin_loaded(pytester: pytest.Pytester,
         result.stdout.fnmatch_lines(
             ["performance regression gates (pytest-webperf):", "*--webperf-compare-fail=*"]
         )
+
+
+def test_advice_is_said_once_and_is_not_a_failure_reason(
+    pytester: pytest.Pytester, local_server: str
+):
+    pytester.makepyfile(
+        test_static="""
+        import pytest
+
+        def test_hello(webperf):
+            webperf.http(webperf.server("nginx"), path="/hello")
+
+        @pytest.mark.webperf(compare_fail="p99_ms<0.001")
+        def test_strict(webperf):
+            webperf.http(webperf.server("nginx"), path="/hello")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *QUICK,
+        "--webperf-concurrency=2,4",
+        "--webperf-repeat=1",
+        f"--webperf-target-url={local_server}",
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    out = result.stdout.str()
+    failures = out.split("= webperf =")[0]
+    assert "breaks the limit p99_ms<0.001" in failures and "no baseline" not in failures
+    result.stdout.fnmatch_lines(
+        [
+            "no baseline (run with --webperf-save)",
+            "  applies to 4 measurements: test_static.py::test_hello[[]c2[]] [[]GET /hello[]], *",
+        ]
+    )
+    assert out.count("no baseline (run with --webperf-save)") == 1
