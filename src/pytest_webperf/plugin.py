@@ -19,6 +19,8 @@ from pytest_webperf.advice import advice_of, failure_reasons, group_summary_advi
 from pytest_webperf.api import Webperf
 from pytest_webperf.config import SETTINGS, RunConfig, Setting, resolve
 from pytest_webperf.errors import OptionError, WebperfError
+from pytest_webperf.progress import NoProgress, Progress
+from pytest_webperf.progress_view import LiveLine, PlainLines
 from pytest_webperf.session import WebperfSession
 
 session_key = pytest.StashKey[WebperfSession]()
@@ -155,6 +157,45 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         if failed:
             pytest.fail("webperf regression:\n" + "\n".join(failed), pytrace=False)
     return result
+
+
+class _TerminalScreen:
+    """``progress_view.Screen`` over pytest's terminal reporter. Measurements run
+    inside a test, where output is captured: each write suspends the capture, as
+    pytest's live logging does."""
+
+    def __init__(self, config: pytest.Config, reporter: Any) -> None:
+        self.config, self.reporter = config, reporter
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+
+    @property
+    def width(self) -> int:
+        return int(self.config.get_terminal_writer().fullwidth)
+
+    def column(self) -> int:
+        return max(int(self.config.get_terminal_writer().width_of_current_line), 0)
+
+    def write(self, text: str) -> None:
+        suspended = (
+            self.capture.global_and_fixture_disabled()
+            if self.capture is not None
+            else contextlib.nullcontext()
+        )
+        with suspended:
+            self.reporter.write(text, flush=True)
+
+
+def progress_for(config: pytest.Config) -> Progress:
+    """How this run shows a measurement's progress: a live line on a terminal, a line
+    per finished repetition in a log (CI, a pipe), nothing without a terminal reporter
+    (``-p no:terminal``, an xdist worker) or with ``-qq``."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or config.get_verbosity() < -1:
+        return NoProgress()
+    screen = _TerminalScreen(config, reporter)
+    if config.get_terminal_writer().hasmarkup and getattr(reporter, "isatty", False):
+        return LiveLine(screen)
+    return PlainLines(screen)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -281,3 +281,23 @@ def test_advice_is_said_once_and_is_not_a_failure_reason(
         ]
     )
     assert out.count("no baseline (run with --webperf-save)") == 1
+
+
+def test_progress_lines_reach_the_log_past_the_capture(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_progress="""
+        from pytest_webperf.plugin import progress_for
+        from pytest_webperf.progress import RepetitionDone
+        from pytest_webperf.progress_view import PlainLines
+
+        def test_progress(request):
+            progress = progress_for(request.config)
+            assert isinstance(progress, PlainLines)  # not a terminal
+            progress.done(RepetitionDone(request.node.nodeid, "GET /x", "", 1, 3, 10, 5.0, 0, None))
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:locust", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*test_progress.py::test_progress ", "webperf test_progress GET /x: repetition 1/3 done*"]
+    )
