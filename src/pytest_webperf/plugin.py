@@ -17,13 +17,14 @@ import pytest
 
 from pytest_webperf.advice import advice_of, failure_reasons, group_summary_advice
 from pytest_webperf.api import Webperf
-from pytest_webperf.config import SETTINGS, RunConfig, Setting, resolve
+from pytest_webperf.config import SETTINGS, RunConfig, Setting, explain, resolve
 from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.progress_view import LiveLine, PlainLines
 from pytest_webperf.session import WebperfSession
 
 session_key = pytest.StashKey[WebperfSession]()
+settings_key = pytest.StashKey[dict[str, str]]()  # nodeid -> the settings it ran with
 MARKER = "webperf"
 
 
@@ -204,8 +205,31 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     terminalreporter.write_sep("=", "webperf")
     summary = group_summary_advice(session.summary(), advice_of(session.measurements))
-    for line in [*summary, *session.finished]:
+    for line in [*summary, *_settings_lines(config), *session.finished]:
         terminalreporter.write_line(line)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Note the settings a webperf test runs with and where they came from (for -v)."""
+    session = item.config.stash.get(session_key, None)
+    if session is None or "webperf" not in getattr(item, "fixturenames", ()):
+        return
+    callspec = getattr(item, "callspec", None)
+    concurrency = callspec.params.get("webperf_concurrency") if callspec is not None else None
+    try:
+        test = _test_config(item, session.config)
+    except pytest.UsageError:
+        return  # the fixture reports it
+    settings = item.config.stash.setdefault(settings_key, {})
+    settings[item.nodeid] = explain(test, session.config, concurrency)
+
+
+def _settings_lines(config: pytest.Config) -> list[str]:
+    """With -v: the settings each test ran with, where not from the command line."""
+    settings = config.stash.get(settings_key, {})
+    if config.get_verbosity() < 1 or not settings:
+        return []
+    return ["webperf settings:", *(f"  {nodeid}: {text}" for nodeid, text in settings.items())]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -301,3 +301,35 @@ def test_progress_lines_reach_the_log_past_the_capture(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(
         ["*test_progress.py::test_progress ", "webperf test_progress GET /x: repetition 1/3 done*"]
     )
+
+
+def test_min_repeat_beats_a_marker_and_verbose_says_where_settings_came_from(
+    pytester: pytest.Pytester, local_server: str
+):
+    pytester.makepyfile(
+        test_static="""
+        import pytest
+
+        @pytest.mark.webperf(repeat=1)
+        def test_hello(webperf):
+            webperf.http(webperf.server("nginx"), path="/hello")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *QUICK,
+        "-v",
+        "--webperf-concurrency=2",
+        "--webperf-min-repeat=2",
+        f"--webperf-target-url={local_server}",
+        "--webperf-json=out.json",
+    )
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    assert len(test["repetitions"]) == 2
+    result.stdout.fnmatch_lines(
+        [
+            "webperf settings:",
+            "  test_static.py::test_hello[[]c2[]]: concurrency=2 duration=1s warmup=0.5s "
+            "repeat=2 (from --webperf-min-repeat, over @pytest.mark.webperf's 1)",
+        ]
+    )
