@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from pytest_webperf.models import Measurement
 
 ADVICE_PREFIXES = ("generator-bound:", "no baseline")
+LISTED = 10  # places named per advice; the JSON report has every verdict
 
 
 def is_advice(reason: str) -> bool:
@@ -58,7 +59,8 @@ def advice_lines(advice: Iterable[tuple[str, str]]) -> list[str]:
         if len(places) == 1:
             lines.append(f"{places[0]}: {text}")
         else:
-            lines += [text, f"  applies to {len(places)} measurements: {', '.join(places)}"]
+            shown = places if len(places) <= LISTED else [*places[: LISTED - 1], "..."]
+            lines += [text, f"  applies to {len(places)} measurements: {', '.join(shown)}"]
     return lines
 
 

@@ -194,7 +194,9 @@ def progress_for(config: pytest.Config) -> Progress:
     if reporter is None or config.get_verbosity() < -1:
         return NoProgress()
     screen = _TerminalScreen(config, reporter)
-    if config.get_terminal_writer().hasmarkup and getattr(reporter, "isatty", False):
+    isatty = getattr(reporter, "isatty", False)  # a bool that pytest makes callable
+    on_terminal = bool(isatty() if callable(isatty) else isatty)
+    if config.get_terminal_writer().hasmarkup and on_terminal:
         return LiveLine(screen)
     return PlainLines(screen)
 

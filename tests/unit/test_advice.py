@@ -61,3 +61,10 @@ def test_advice_of_measurements():
         measurement("t3", None),
     ]
     assert advice_of(measurements) == [("t1 [GET /]", BOUND), ("t2 [GET /]", NO_BASELINE)]
+
+
+def test_a_long_list_is_cut():
+    advice = [(f"t{i} [x]", NO_BASELINE) for i in range(30)]
+    (_, places) = advice_lines(advice)
+    assert places.startswith("  applies to 30 measurements: t0 [x], ")
+    assert places.endswith("t8 [x], ...")
