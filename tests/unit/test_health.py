@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_webperf.catalog import ServerSpec
 from pytest_webperf.errors import TargetError
 from pytest_webperf.targets.base import (
     Probe,
@@ -19,6 +20,7 @@ from pytest_webperf.targets.base import (
     probe_http,
     wait_healthy,
 )
+from pytest_webperf.targets.container import Limits, ServerContainer
 from pytest_webperf.targets.process import ProcessTarget
 
 
@@ -133,3 +135,18 @@ def test_a_process_answering_404_fails_at_once_with_its_output(tmp_path: Path):
     assert "hello from the server" in message
     assert '"GET /health HTTP/1.1" 404' in message
     assert target.process is not None and target.process.poll() is not None  # stopped
+
+
+def test_a_catalogue_container_answering_404_fails_naming_its_server_toml(
+    not_found_server, monkeypatch, tmp_path: Path
+):
+    spec = ServerSpec(name="srv", directory=tmp_path / "srv", startup_timeout=3600)
+    part = ServerContainer(spec, "srv", "webperf/srv:x", not_found_server, {}, Limits())
+    monkeypatch.setattr(part, "check_alive", lambda: None)
+    monkeypatch.setattr(part, "logs", lambda: "srv: started")
+    with pytest.raises(TargetError) as caught:
+        part._wait_healthy()
+    message = str(caught.value)
+    where = f"/health on 127.0.0.1:{not_found_server}"
+    assert f"srv: the health check {where} answered HTTP 404" in message
+    assert str(tmp_path / "srv" / "server.toml") in message and "srv: started" in message
