@@ -1,5 +1,5 @@
-"""The ``webperf`` command: build the catalogue's images, list servers, render and
-compare JSON reports."""
+"""The ``webperf`` command: build the catalogue's images, list servers, start a new
+one, prune old images, render and compare JSON reports."""
 
 from __future__ import annotations
 
@@ -10,14 +10,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import docker
+
 from pytest_webperf import compare
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.checks import DEFAULT_CHECKS, parse_checks
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.images import ensure_images
+from pytest_webperf.prune import REPO_PREFIX, current_tags, plan
 from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
 from pytest_webperf.report.json_report import measurements, read_report, report
+from pytest_webperf.scaffold import new_server
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:
@@ -65,6 +69,40 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if any(m.verdict is not None and m.verdict.failed for m in judged) else 0
 
 
+def cmd_new(args: argparse.Namespace) -> int:
+    spec = new_server(Path(args.directory), args.name)
+    print(f"webperf: wrote {spec.directory}/ (server.toml, Dockerfile, server.py)")
+    print(
+        f"next: webperf --servers {args.directory} build {spec.name}; in a test, "
+        f'webperf.server("{spec.name}") with pytest --webperf-servers={args.directory}'
+    )
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Remove the ``webperf/*`` images whose tag the catalogue no longer builds."""
+    from pytest_webperf.engine import docker_client  # only this command needs an engine
+
+    client = docker_client()
+    tags = [t for image in client.images.list(name=f"{REPO_PREFIX}*") for t in image.tags]
+    todo = plan(tags, current_tags(_catalog(args)))
+    for tag in todo.unknown:
+        print(f"kept     {tag} (not a server of this catalogue; add its --servers DIR)")
+    for tag in todo.stale:
+        if args.dry_run:
+            print(f"stale    {tag}")
+            continue
+        try:
+            client.images.remove(tag)
+        except docker.errors.APIError as exc:  # in use by a container, most likely
+            print(f"kept     {tag} ({exc.explanation or exc})")
+            continue
+        print(f"removed  {tag}")
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"webperf: {verb} {len(todo.stale)} stale image tag(s)", file=sys.stderr)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="webperf", description=__doc__)
     top.add_argument(
@@ -79,6 +117,17 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("names", nargs="*", help="servers to build (default: all)")
     build.set_defaults(func=cmd_build)
     sub.add_parser("list", help="list the catalogue").set_defaults(func=cmd_list)
+    new = sub.add_parser("new", help="start a catalogue entry: DIR/NAME/ with an example server")
+    new.add_argument("name")
+    new.add_argument(
+        "--directory", default="servers", metavar="DIR", help="the catalogue (default: servers)"
+    )
+    new.set_defaults(func=cmd_new)
+    prune = sub.add_parser(
+        "prune", help="remove webperf/* images whose tag the catalogue no longer builds"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
+    prune.set_defaults(func=cmd_prune)
     html = sub.add_parser("html", help="render a JSON report (--webperf-json) as HTML")
     html.add_argument("report")
     html.add_argument("-o", "--output", default="webperf-report.html")

@@ -189,7 +189,19 @@ SETTINGS: tuple[Setting, ...] = (
         "measured time per repetition, after the warm-up (e.g. 20s, 1m)",
     ),
     Setting("warmup", parse_duration, 2.0, "load before measuring, not counted (e.g. 2s)"),
-    Setting("repeat", parse_positive_int, 5, "repetitions per test (the seed studies used 5)"),
+    Setting(
+        "repeat",
+        parse_positive_int,
+        5,
+        "repetitions per test (the seed studies used 5); never fewer than --webperf-min-repeat",
+    ),
+    Setting(
+        "min_repeat",
+        parse_positive_int,
+        1,
+        "at least this many repetitions per test, even where @pytest.mark.webperf(repeat=...) "
+        "asks for fewer (for CI: more repetitions without editing tests)",
+    ),
     Setting("baseline_dir", Path, Path("baselines"), "where baselines live"),
     Setting(
         "save", parse_bool, False, "store this run as the new baseline (history kept)", flag=True
@@ -312,6 +324,7 @@ class RunConfig:
     duration: float = 20.0
     warmup: float = 2.0
     repeat: int = 5
+    min_repeat: int = 1
     baseline_dir: Path = Path("baselines")
     save: bool = False
     compare_fail: tuple[Any, ...] | None = None
@@ -349,7 +362,17 @@ class RunConfig:
                 raise OptionError(f"{origin}: unknown setting {key!r} (known: {known})")
             changes[key] = parse_value(setting, raw, f"{origin} {key}=")
         sources = {**self.sources, **{k: origin for k in changes}}
-        return dataclasses.replace(self, **changes, sources=sources)
+        return dataclasses.replace(self, **changes, sources=sources).at_least_min_repeat()
+
+    def at_least_min_repeat(self) -> RunConfig:
+        """``repeat`` raised to ``min_repeat``, the last word on repetitions (a CI job
+        raises them for every test, markers included, without editing tests)."""
+        if self.repeat >= self.min_repeat:
+            return self
+        raised_by = self.sources.get("min_repeat", BY_NAME["min_repeat"].option)
+        over = self.sources.get("repeat", "the default")
+        sources = {**self.sources, "repeat": f"{raised_by}, over {over}'s {self.repeat}"}
+        return dataclasses.replace(self, repeat=self.min_repeat, sources=sources)
 
 
 def parse_value(setting: Setting, raw: Any, origin: str) -> Any:
@@ -380,10 +403,46 @@ def resolve(cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, An
                 setting, ini[setting.name], f"ini option {setting.ini} = "
             )
             sources[setting.name] = setting.ini
-    config = RunConfig(**values, sources=sources)
+    config = RunConfig(**values, sources=sources).at_least_min_repeat()
     if config.against and config.target_url:
         raise OptionError(
             f"{sources['against']} and {sources['target_url']} cannot go together: a server "
             "that is already running cannot be started again from another git ref"
         )
     return config
+
+
+EXPLAINED = ("concurrency", "duration", "warmup", "repeat")
+_MARKER_PREFIX = re.compile(r"\S+: (?=@pytest\.mark\.)")  # "<nodeid>: @pytest.mark.webperf"
+
+
+def _shown(name: str, value: Any) -> str:
+    if name in ("duration", "warmup"):
+        return f"{value:g}s"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def explain(test: RunConfig, run: RunConfig, concurrency: int | None = None) -> str:
+    """The settings a test ran with and, where not the command line, where each came
+    from: ``concurrency=5 duration=1s warmup=2s (default) repeat=3 (from
+    @pytest.mark.webperf, beats --webperf-repeat=5)``. ``run`` is the run's config
+    (before markers); ``concurrency`` the test's own, when it was parametrized."""
+    parts = []
+    for name in EXPLAINED:
+        value = concurrency if name == "concurrency" and concurrency else getattr(test, name)
+        origin = test.sources.get(name)
+        text = f"{name}={_shown(name, value)}"
+        if origin is None:
+            text += " (default)"
+        elif origin != BY_NAME[name].option:
+            note = f"from {_MARKER_PREFIX.sub('', origin)}"
+            beaten = run.sources.get(name)
+            if beaten is not None and beaten != origin:
+                note += (
+                    f", beats {_MARKER_PREFIX.sub('', beaten)}={_shown(name, getattr(run, name))}"
+                )
+            text += f" ({note})"
+        parts.append(text)
+    return " ".join(parts)

@@ -18,13 +18,17 @@ import pytest
 
 from pytest_webperf import hookspec
 from pytest_webperf.ab import Unchanged
+from pytest_webperf.advice import advice_of, failure_reasons, group_summary_advice
 from pytest_webperf.api import Webperf
-from pytest_webperf.config import SETTINGS, RunConfig, Setting, resolve
+from pytest_webperf.config import SETTINGS, RunConfig, Setting, explain, resolve
 from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.measurement_lock import MeasurementLock
+from pytest_webperf.progress import NoProgress, Progress
+from pytest_webperf.progress_view import LiveLine, PlainLines
 from pytest_webperf.session import Extensions, WebperfSession
 
 session_key = pytest.StashKey[WebperfSession]()
+settings_key = pytest.StashKey[dict[str, str]]()  # nodeid -> the settings it ran with
 MARKER = "webperf"
 
 
@@ -39,17 +43,24 @@ def _argtype(setting: Setting) -> Callable[[str], Any]:
     return parse
 
 
+def argparse_help(text: str) -> str:
+    """``text`` as argparse shows it: argparse %-formats option help (for
+    ``%(default)s``), so a bare ``%`` (``rps:5%``) would crash ``pytest --help``."""
+    return text.replace("%", "%%")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("webperf", "performance regression gates (pytest-webperf)")
     for setting in SETTINGS:
+        help_text = argparse_help(setting.help)
         if setting.flag:
-            group.addoption(setting.option, action="store_true", default=None, help=setting.help)
+            group.addoption(setting.option, action="store_true", default=None, help=help_text)
         else:
             group.addoption(
                 setting.option,
                 type=_argtype(setting),
                 default=None,
-                help=setting.help,
+                help=help_text,
                 action="append" if setting.multiple else "store",
                 metavar=setting.name.upper(),
             )
@@ -130,6 +141,7 @@ def webperf(
         catalog=lambda: session.catalog,
         judge=session.judge,
         against=session.against if session.config.against else None,
+        progress=progress_for(request.config),
     )
     try:
         yield handle
@@ -151,15 +163,57 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     session = item.config.stash.get(session_key, None)
     webperf_handle = getattr(item, "funcargs", {}).get("webperf")
     if session is not None and isinstance(webperf_handle, Webperf):
+        # advice (generator-bound, no baseline) is said once in the summary, not here
         failed = [
             f"[{m.name}] {reason}"
             for m in webperf_handle.measurements
             if m.verdict is not None and m.verdict.failed
-            for reason in m.verdict.reasons
+            for reason in (failure_reasons(m.verdict.reasons) or m.verdict.reasons)
         ]
         if failed:
             pytest.fail("webperf regression:\n" + "\n".join(failed), pytrace=False)
     return result
+
+
+class _TerminalScreen:
+    """``progress_view.Screen`` over pytest's terminal reporter. Measurements run
+    inside a test, where output is captured: each write suspends the capture, as
+    pytest's live logging does."""
+
+    def __init__(self, config: pytest.Config, reporter: Any) -> None:
+        self.config, self.reporter = config, reporter
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+
+    @property
+    def width(self) -> int:
+        return int(self.config.get_terminal_writer().fullwidth)
+
+    def column(self) -> int:
+        return max(int(self.config.get_terminal_writer().width_of_current_line), 0)
+
+    def write(self, text: str) -> None:
+        suspended = (
+            self.capture.global_and_fixture_disabled()
+            if self.capture is not None
+            else contextlib.nullcontext()
+        )
+        with suspended:
+            self.reporter.write(text, flush=True)
+
+
+def progress_for(config: pytest.Config) -> Progress:
+    """How this run shows a measurement's progress: a live line on a terminal, a line
+    per finished repetition in a log (CI, a pipe), nothing without a terminal reporter
+    (``-p no:terminal``, an xdist worker) or with ``-qq``."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or config.get_verbosity() < -1:
+        return NoProgress()
+    screen = _TerminalScreen(config, reporter)
+    isatty = getattr(reporter, "isatty", False)  # a bool that pytest makes callable
+    on_terminal = bool(isatty() if callable(isatty) else isatty)
+    if config.get_terminal_writer().hasmarkup and on_terminal:
+        return LiveLine(screen)
+    return PlainLines(screen)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -167,8 +221,32 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if session is None or not session.measurements:
         return
     terminalreporter.write_sep("=", "webperf")
-    for line in [*session.summary(), *session.finished]:
+    summary = group_summary_advice(session.summary(), advice_of(session.measurements))
+    for line in [*summary, *_settings_lines(config), *session.finished]:
         terminalreporter.write_line(line)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Note the settings a webperf test runs with and where they came from (for -v)."""
+    session = item.config.stash.get(session_key, None)
+    if session is None or "webperf" not in getattr(item, "fixturenames", ()):
+        return
+    callspec = getattr(item, "callspec", None)
+    concurrency = callspec.params.get("webperf_concurrency") if callspec is not None else None
+    try:
+        test = _test_config(item, session.config)
+    except pytest.UsageError:
+        return  # the fixture reports it
+    settings = item.config.stash.setdefault(settings_key, {})
+    settings[item.nodeid] = explain(test, session.config, concurrency)
+
+
+def _settings_lines(config: pytest.Config) -> list[str]:
+    """With -v: the settings each test ran with, where not from the command line."""
+    settings = config.stash.get(settings_key, {})
+    if config.get_verbosity() < 1 or not settings:
+        return []
+    return ["webperf settings:", *(f"  {nodeid}: {text}" for nodeid, text in settings.items())]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

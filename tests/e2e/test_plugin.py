@@ -237,3 +237,99 @@ def test_user_test_file_shape_works_in_repo_suites():
     assert result.returncode == 0, result.stdout + result.stderr
     ids = [line for line in result.stdout.splitlines() if "::" in line]
     assert ids and all(line.endswith(("-c100]", "-c500]")) for line in ids), ids
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_work_with_the_plugin_loaded(pytester: pytest.Pytester, flag: str):
+    result = pytester.runpytest_subprocess("-p", "no:locust", flag)
+    assert result.ret == 0
+    if flag == "--help":
+        result.stdout.fnmatch_lines(
+            ["performance regression gates (pytest-webperf):", "*--webperf-compare-fail=*"]
+        )
+
+
+def test_advice_is_said_once_and_is_not_a_failure_reason(
+    pytester: pytest.Pytester, local_server: str
+):
+    pytester.makepyfile(
+        test_static="""
+        import pytest
+
+        def test_hello(webperf):
+            webperf.http(webperf.server("nginx"), path="/hello")
+
+        @pytest.mark.webperf(compare_fail="p99_ms<0.001")
+        def test_strict(webperf):
+            webperf.http(webperf.server("nginx"), path="/hello")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *QUICK,
+        "--webperf-concurrency=2,4",
+        "--webperf-repeat=1",
+        f"--webperf-target-url={local_server}",
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    out = result.stdout.str()
+    failures = out.split("= webperf =")[0]
+    assert "breaks the limit p99_ms<0.001" in failures and "no baseline" not in failures
+    result.stdout.fnmatch_lines(
+        [
+            "no baseline (run with --webperf-save)",
+            "  applies to 4 measurements: test_static.py::test_hello[[]c2[]] [[]GET /hello[]], *",
+        ]
+    )
+    assert out.count("no baseline (run with --webperf-save)") == 1
+
+
+def test_progress_lines_reach_the_log_past_the_capture(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_progress="""
+        from pytest_webperf.plugin import progress_for
+        from pytest_webperf.progress import RepetitionDone
+        from pytest_webperf.progress_view import PlainLines
+
+        def test_progress(request):
+            progress = progress_for(request.config)
+            assert isinstance(progress, PlainLines)  # not a terminal
+            progress.done(RepetitionDone(request.node.nodeid, "GET /x", "", 1, 3, 10, 5.0, 0, None))
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:locust", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*test_progress.py::test_progress ", "webperf test_progress GET /x: repetition 1/3 done*"]
+    )
+
+
+def test_min_repeat_beats_a_marker_and_verbose_says_where_settings_came_from(
+    pytester: pytest.Pytester, local_server: str
+):
+    pytester.makepyfile(
+        test_static="""
+        import pytest
+
+        @pytest.mark.webperf(repeat=1)
+        def test_hello(webperf):
+            webperf.http(webperf.server("nginx"), path="/hello")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *QUICK,
+        "-v",
+        "--webperf-concurrency=2",
+        "--webperf-min-repeat=2",
+        f"--webperf-target-url={local_server}",
+        "--webperf-json=out.json",
+    )
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    assert len(test["repetitions"]) == 2
+    result.stdout.fnmatch_lines(
+        [
+            "webperf settings:",
+            "  test_static.py::test_hello[[]c2[]]: concurrency=2 duration=1s warmup=0.5s "
+            "repeat=2 (from --webperf-min-repeat, over @pytest.mark.webperf's 1)",
+        ]
+    )

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from pytest_webperf.config import (
     SETTINGS,
     RunConfig,
+    explain,
     parse_concurrency,
     parse_duration,
     parse_positive_duration,
@@ -81,3 +82,41 @@ def test_multiple_values_from_ini_lines():
 def test_every_setting_is_a_field():
     fields = set(RunConfig.__dataclass_fields__)
     assert {s.name for s in SETTINGS} <= fields
+
+
+def test_min_repeat_raises_markers_and_the_command_line():
+    run = resolve({"repeat": 2, "min_repeat": 4}, {}, {})
+    assert run.repeat == 4
+    assert run.sources["repeat"] == "--webperf-min-repeat, over --webperf-repeat's 2"
+    marked = resolve({"min_repeat": 6}, {}, {}).with_overrides(
+        {"repeat": 3}, "t: @pytest.mark.webperf"
+    )
+    assert marked.repeat == 6
+    assert resolve({"min_repeat": 2}, {}, {}).with_overrides({"repeat": 9}, "m").repeat == 9
+
+
+def test_min_repeat_from_the_environment_and_ini():
+    assert resolve({}, {"WEBPERF_MIN_REPEAT": "8"}, {}).repeat == 8
+    assert resolve({}, {}, {"min_repeat": "7", "repeat": "3"}).repeat == 7
+    assert resolve({}, {}, {}).repeat == RunConfig().repeat  # the default minimum is 1
+
+
+def test_explain_says_where_each_setting_came_from():
+    run = resolve({"repeat": 5, "duration": 1.0}, {"WEBPERF_WARMUP": "0.5s"}, {})
+    test = run.with_overrides({"repeat": 3}, "test_a.py::test_x[c5]: @pytest.mark.webperf")
+    assert explain(test, run, concurrency=5) == (
+        "concurrency=5 (default) duration=1s warmup=0.5s (from WEBPERF_WARMUP) "
+        "repeat=3 (from @pytest.mark.webperf, beats --webperf-repeat=5)"
+    )
+    assert explain(run, run) == (
+        "concurrency=100 (default) duration=1s warmup=0.5s (from WEBPERF_WARMUP) repeat=5"
+    )
+
+
+def test_explain_says_when_min_repeat_raised_a_marker():
+    run = resolve({"min_repeat": 4}, {}, {"concurrency": "5,20"})
+    test = run.with_overrides({"repeat": 2}, "t.py::t: @pytest.mark.webperf")
+    assert explain(test, run) == (
+        "concurrency=5,20 (from webperf_concurrency) duration=20s (default) warmup=2s (default) "
+        "repeat=4 (from --webperf-min-repeat, over @pytest.mark.webperf's 2)"
+    )

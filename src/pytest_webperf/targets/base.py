@@ -7,6 +7,7 @@ import ipaddress
 import socket
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -64,6 +65,82 @@ def http_ready(host: str, port: int, path: str, timeout: float = 2.0) -> bool:
         return False
     finally:
         conn.close()
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One health check's answer."""
+
+    ready: bool
+    final: bool  # a definitive "no": waiting longer will not make it healthy
+    detail: str  # what it answered, for messages: "HTTP 404 Not Found", "connection refused"
+
+
+# 4xx says "you asked for the wrong thing" (a definitive no), except these two,
+# which say "ask again later"; 5xx and no answer say "not ready yet".
+_RETRY_LATER = {408, 429}
+
+
+def classify_status(status: int, reason: str = "") -> Probe:
+    """What an HTTP status on the health path means for a server that is starting."""
+    detail = f"HTTP {status} {reason}".rstrip()
+    if 200 <= status < 300:
+        return Probe(ready=True, final=False, detail=detail)
+    final = 400 <= status < 500 and status not in _RETRY_LATER
+    return Probe(ready=False, final=final, detail=detail)
+
+
+def probe_http(host: str, port: int, path: str, timeout: float = 2.0) -> Probe:
+    """``GET path`` once, classified by ``classify_status``."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return classify_status(response.status, response.reason)
+    except ConnectionRefusedError:
+        return Probe(ready=False, final=False, detail="connection refused")
+    except (OSError, http.client.HTTPException) as exc:
+        return Probe(ready=False, final=False, detail=f"{type(exc).__name__}: {exc}".rstrip(": "))
+    finally:
+        conn.close()
+
+
+def probe_tcp(host: str, port: int, timeout: float = 2.0) -> Probe:
+    ready = tcp_ready(host, port, timeout)
+    return Probe(ready=ready, final=False, detail="accepts connections" if ready else "no answer")
+
+
+def wait_healthy(
+    probe: Callable[[], Probe],
+    alive: Callable[[], None],
+    timeout: float,
+    *,
+    settle: float = 1.0,
+    interval: float = 0.1,
+) -> Probe:
+    """Probe until ready, ``timeout`` passes, or a definitive "no" has held for
+    ``settle`` seconds (a server may 404 for a moment while it loads its routes);
+    the last answer. ``alive`` raises if the server died."""
+    deadline = time.monotonic() + timeout
+    refused_since: float | None = None
+    while True:
+        answer, now = probe(), time.monotonic()
+        refused_since = (refused_since or now) if answer.final else None
+        settled = refused_since is not None and now - refused_since >= settle
+        if answer.ready or settled or now >= deadline:
+            return answer
+        alive()
+        time.sleep(interval)
+
+
+def health_failure(name: str, where: str, answer: Probe, timeout: float, fix: str) -> str:
+    """The message for a health check that did not pass (``answer`` is the last one)."""
+    if answer.final:
+        return f"{name}: the health check {where} answered {answer.detail}, not 2xx; {fix}"
+    return (
+        f"{name} did not become healthy within {timeout:.0f}s "
+        f"(health check: {where}; last answer: {answer.detail})"
+    )
 
 
 def tcp_ready(host: str, port: int, timeout: float = 2.0) -> bool:

@@ -26,7 +26,14 @@ from pytest_webperf.catalog import Catalog, ServerSpec
 from pytest_webperf.engine import docker_client
 from pytest_webperf.errors import OptionError, TargetError
 from pytest_webperf.images import ensure_image
-from pytest_webperf.targets.base import free_port, http_ready, tcp_ready, wait_until
+from pytest_webperf.targets.base import (
+    Probe,
+    free_port,
+    health_failure,
+    probe_http,
+    probe_tcp,
+    wait_healthy,
+)
 
 testcontainers_config.ryuk_disabled = True
 
@@ -149,20 +156,18 @@ class ServerContainer:
 
     def _wait_healthy(self) -> None:
         spec = self.spec
-        if spec.health == "tcp":
 
-            def ready() -> bool:
-                return tcp_ready("127.0.0.1", self.port)
-        else:
+        def probe() -> Probe:
+            if spec.health == "tcp":
+                return probe_tcp("127.0.0.1", self.port)
+            return probe_http("127.0.0.1", self.port, spec.health)
 
-            def ready() -> bool:
-                return http_ready("127.0.0.1", self.port, spec.health)
-
-        if not wait_until(ready, self.check_alive, spec.startup_timeout):
+        answer = wait_healthy(probe, self.check_alive, spec.startup_timeout)
+        if not answer.ready:
+            where = f"{spec.health} on 127.0.0.1:{self.port}"
+            fix = f"serve it, or set health = ... in {spec.directory / 'server.toml'}"
             raise TargetError(
-                f"{self.part} did not become healthy within {spec.startup_timeout:.0f}s "
-                f"(health check: {spec.health} on 127.0.0.1:{self.port})",
-                self.logs(),
+                health_failure(self.part, where, answer, spec.startup_timeout, fix), self.logs()
             )
 
     def _wrapped(self) -> Any:

@@ -12,7 +12,14 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from pytest_webperf.errors import TargetError
-from pytest_webperf.targets.base import free_port, http_ready, tcp_ready, wait_until
+from pytest_webperf.targets.base import (
+    Probe,
+    free_port,
+    health_failure,
+    probe_http,
+    probe_tcp,
+    wait_healthy,
+)
 
 
 class ProcessTarget:
@@ -68,20 +75,17 @@ class ProcessTarget:
         return self
 
     def _wait_healthy(self) -> None:
-        if self.health == "tcp":
+        def probe() -> Probe:
+            if self.health == "tcp":
+                return probe_tcp(self.host, self.port)
+            return probe_http(self.host, self.port, self.health)
 
-            def ready() -> bool:
-                return tcp_ready(self.host, self.port)
-        else:
-
-            def ready() -> bool:
-                return http_ready(self.host, self.port, self.health)
-
-        if not wait_until(ready, self.check_alive, self.startup_timeout):
+        answer = wait_healthy(probe, self.check_alive, self.startup_timeout)
+        if not answer.ready:
+            where = f"{self.health} on {self.host}:{self.port}"
+            fix = "serve it, or pass the path that does as health=..."
             raise TargetError(
-                f"{self.name} did not become healthy within {self.startup_timeout:.0f}s "
-                f"(health check: {self.health} on {self.host}:{self.port})",
-                self.logs(),
+                health_failure(self.name, where, answer, self.startup_timeout, fix), self.logs()
             )
 
     def __exit__(self, *exc: object) -> None:
