@@ -179,6 +179,20 @@ class Catalog:
         """Entries of the same name that ``name``'s entry replaces, the first found first."""
         return tuple(self._shadowed.get(name, ()))
 
+    def source(self, name: str) -> str:
+        """Where ``name``'s entry came from, and what it replaces: for listings."""
+        where = self.label(self.get(name).directory.parent)
+        replaced = [self.label(spec.directory.parent) for spec in self.shadowed(name)]
+        return f"{where} (replaces {', '.join(replaced)})" if replaced else where
+
+    @staticmethod
+    def label(directory: Path) -> str:
+        """``built-in``, a path relative to the working directory, or an absolute one."""
+        if directory.resolve() == BUILTIN_DIR:
+            return "built-in"
+        cwd = Path.cwd()
+        return str(directory.relative_to(cwd)) if directory.is_relative_to(cwd) else str(directory)
+
     def get(self, name: str) -> ServerSpec:
         try:
             return self._specs[name]

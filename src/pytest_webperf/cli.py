@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_webperf import compare
-from pytest_webperf.catalog import BUILTIN_DIR, Catalog, default_directories
+from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.images import ensure_images
 from pytest_webperf.report import terminal
@@ -24,16 +24,6 @@ def _catalog(args: argparse.Namespace) -> Catalog:
     local = [Path("servers")] if Path("servers").is_dir() else []
     dirs = default_directories([*local, *(Path(d) for d in args.servers)])
     return Catalog(dict.fromkeys(d.resolve() for d in dirs))
-
-
-def _source(directory: Path) -> str:
-    if directory == BUILTIN_DIR:
-        return "built-in"
-    return (
-        str(directory.relative_to(Path.cwd()))
-        if directory.is_relative_to(Path.cwd())
-        else str(directory)
-    )
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -50,12 +40,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     catalog = _catalog(args)
     for spec in catalog:
-        source = _source(spec.directory.parent)
-        replaced = [_source(s.directory.parent) for s in catalog.shadowed(spec.name)]
-        if replaced:
-            source += f" (replaces {', '.join(replaced)})"
-        print(f"{spec.name:16} {spec.kind:5} {source:24} {spec.description}")
-    print(f"built-in catalogue: {BUILTIN_DIR}", file=sys.stderr)
+        print(f"{spec.name:16} {spec.kind:5} {catalog.source(spec.name):24} {spec.description}")
+    searched = ", ".join(str(d) for d in catalog.directories)
+    print(f"catalogue directories, the built-in first, later ones win: {searched}", file=sys.stderr)
     return 0
 
 
