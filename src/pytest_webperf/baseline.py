@@ -108,7 +108,7 @@ def git_commit(cwd: Path | None = None) -> dict[str, Any] | None:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # dt.UTC is 3.11+
 
 
 class BaselineStore:

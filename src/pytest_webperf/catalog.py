@@ -5,6 +5,13 @@ An image is built from the server's directory plus the shared workload assets
 ``include`` (``include/<dir>/``), and tagged ``webperf/<name>:<hash>``, the
 hash covering every file of the context, so an unchanged server is never
 rebuilt.
+
+Where the built-in catalogue is: a wheel ships the repository's ``servers/`` as
+``pytest_webperf/servers/`` (copied in by ``setup.py``'s build step); a source
+checkout or an editable install uses the repository's own ``servers/``. Either
+way the files are the same, so are the content hashes, so an image is built once
+whichever way its server was found. Users' directories come after the built-in
+one, so their ``servers/<name>`` replaces a shipped entry of the same name.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ else:  # pragma: no cover
 
 KINDS = ("http", "mqtt", "tcp")
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-BUILTIN_DIR = Path(__file__).resolve().parents[2] / "servers"
+_PACKAGED_DIR = Path(__file__).resolve().parent / "servers"  # installed from a wheel
+_CHECKOUT_DIR = Path(__file__).resolve().parents[2] / "servers"  # src/ layout: the repository's
+BUILTIN_DIR = _PACKAGED_DIR if _PACKAGED_DIR.is_dir() else _CHECKOUT_DIR
 OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings")  # read by the modules that use them
 
 
@@ -149,12 +158,15 @@ class Catalog:
     def __init__(self, directories: Iterable[Path]) -> None:
         self.directories = tuple(directories)
         self._specs: dict[str, ServerSpec] = {}
+        self._shadowed: dict[str, list[ServerSpec]] = {}
         for base in self.directories:
             if not base.is_dir():
                 raise CatalogError(f"server catalogue directory {base} does not exist")
             for entry in sorted(base.iterdir()):
                 if (entry / "server.toml").is_file():
                     spec = load_spec(entry)
+                    if spec.name in self._specs:
+                        self._shadowed.setdefault(spec.name, []).append(self._specs[spec.name])
                     self._specs[spec.name] = spec
 
     def __iter__(self) -> Iterator[ServerSpec]:
@@ -163,14 +175,33 @@ class Catalog:
     def names(self) -> list[str]:
         return sorted(self._specs)
 
+    def shadowed(self, name: str) -> tuple[ServerSpec, ...]:
+        """Entries of the same name that ``name``'s entry replaces, the first found first."""
+        return tuple(self._shadowed.get(name, ()))
+
+    def source(self, name: str) -> str:
+        """Where ``name``'s entry came from, and what it replaces: for listings."""
+        where = self.label(self.get(name).directory.parent)
+        replaced = [self.label(spec.directory.parent) for spec in self.shadowed(name)]
+        return f"{where} (replaces {', '.join(replaced)})" if replaced else where
+
+    @staticmethod
+    def label(directory: Path) -> str:
+        """``built-in``, a path relative to the working directory, or an absolute one."""
+        if directory.resolve() == BUILTIN_DIR:
+            return "built-in"
+        cwd = Path.cwd()
+        return str(directory.relative_to(cwd)) if directory.is_relative_to(cwd) else str(directory)
+
     def get(self, name: str) -> ServerSpec:
         try:
             return self._specs[name]
         except KeyError:
             known = ", ".join(self.names()) or "none"
             dirs = ", ".join(str(d) for d in self.directories)
+            where = f"searched {dirs}" if dirs else "no catalogue directory was found"
             raise CatalogError(
-                f"no server {name!r} in the catalogue ({dirs}); known: {known}. "
+                f"no server {name!r} in the catalogue ({where}); known: {known}. "
                 "Add servers/<name>/server.toml or pass --webperf-servers=DIR."
             ) from None
 
@@ -207,13 +238,19 @@ def default_directories(extra: Sequence[Path] = ()) -> list[Path]:
     return [*dirs, *extra]
 
 
+def _mode(path: Path) -> int:
+    """0o755 or 0o644, as git records it: the umask of whoever checked out or installed
+    the files must not change the image's hash."""
+    return 0o755 if path.stat().st_mode & 0o111 else 0o644
+
+
 def _context_files(spec: ServerSpec) -> list[tuple[str, bytes, int]]:
     """(archive name, content, mode) of the build context, in a stable order."""
     files = []
     for path in sorted(spec.directory.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             rel = path.relative_to(spec.directory).as_posix()
-            files.append((rel, path.read_bytes(), path.stat().st_mode & 0o777))
+            files.append((rel, path.read_bytes(), _mode(path)))
     for shared in spec.include:  # include/<its name>/...
         for path in sorted(shared.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:

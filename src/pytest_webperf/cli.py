@@ -25,7 +25,10 @@ from pytest_webperf.scaffold import new_server
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:
-    return Catalog(default_directories([Path(d) for d in args.servers]))
+    """The built-in catalogue, then ./servers (as pytest uses its rootdir's), then --servers."""
+    local = [Path("servers")] if Path("servers").is_dir() else []
+    dirs = default_directories([*local, *(Path(d) for d in args.servers)])
+    return Catalog(dict.fromkeys(d.resolve() for d in dirs))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -40,8 +43,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    for spec in _catalog(args):
-        print(f"{spec.name:16} {spec.kind:5} {spec.description}")
+    catalog = _catalog(args)
+    for spec in catalog:
+        print(f"{spec.name:16} {spec.kind:5} {catalog.source(spec.name):24} {spec.description}")
+    searched = ", ".join(str(d) for d in catalog.directories)
+    print(f"catalogue directories, the built-in first, later ones win: {searched}", file=sys.stderr)
     return 0
 
 

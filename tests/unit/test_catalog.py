@@ -1,10 +1,19 @@
+import shutil
 import tarfile
 from io import BytesIO
 from pathlib import Path
 
 import pytest
 
-from pytest_webperf.catalog import Catalog, build_context, context_hash, default_directories
+from pytest_webperf import cli
+from pytest_webperf.catalog import (
+    BUILTIN_DIR,
+    Catalog,
+    build_context,
+    context_hash,
+    default_directories,
+    image_tag,
+)
 from pytest_webperf.errors import CatalogError
 
 
@@ -78,3 +87,44 @@ def test_image_from_needs_no_dockerfile_and_builds_the_other(tmp_path):
 def test_the_builtin_catalogue_loads():
     names = Catalog(default_directories()).names()
     assert {"nginx", "apache-php", "node", "go", "tomcat", "varnish", "mosquitto"} <= set(names)
+
+
+def test_a_users_directory_replaces_a_builtin_entry_of_the_same_name(tmp_path):
+    mine = tmp_path / "servers"
+    shutil.copytree(BUILTIN_DIR / "nginx", mine / "nginx")
+    catalog = Catalog(default_directories([mine]))
+    assert catalog.get("nginx").directory == mine / "nginx"
+    assert [s.directory for s in catalog.shadowed("nginx")] == [BUILTIN_DIR / "nginx"]
+    assert catalog.get("mosquitto").directory == BUILTIN_DIR / "mosquitto"  # the rest stays
+    assert catalog.shadowed("mosquitto") == ()
+
+
+def test_a_copy_of_a_server_has_the_same_image_tag(tmp_path):
+    """Tags are content hashes: the same files build once, wherever they were found."""
+    shutil.copytree(BUILTIN_DIR / "nginx", tmp_path / "nginx")
+    for path in (tmp_path / "nginx").rglob("*"):
+        path.chmod(0o775 if path.is_dir() or path.stat().st_mode & 0o100 else 0o664)  # umask 002
+    copy = Catalog([tmp_path]).get("nginx")
+    assert image_tag(copy) == image_tag(Catalog([BUILTIN_DIR]).get("nginx"))
+
+
+def test_unknown_server_with_no_directory_says_so(tmp_path):
+    with pytest.raises(CatalogError, match=r"\(no catalogue directory was found\); known: none"):
+        Catalog([]).get("nginx")
+
+
+def test_unknown_server_names_the_directories_searched(tmp_path):
+    server(tmp_path, "one")
+    with pytest.raises(CatalogError, match=f"searched {tmp_path}"):
+        Catalog([tmp_path]).get("two")
+
+
+def test_list_says_where_each_entry_came_from(tmp_path, monkeypatch, capsys):
+    shutil.copytree(BUILTIN_DIR / "nginx", tmp_path / "servers" / "nginx")
+    server(tmp_path / "servers", "app")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["list"]) == 0
+    lines = {line.split()[0]: line.split()[2:] for line in capsys.readouterr().out.splitlines()}
+    assert lines["app"][0] == "servers"
+    assert lines["nginx"][:3] == ["servers", "(replaces", "built-in)"]
+    assert lines["mosquitto"][0] == "built-in"

@@ -1,0 +1,48 @@
+"""Build step: ship the server catalogue inside the package.
+
+``servers/`` stays at the repository's root, where the suites, the tests and the
+README refer to it, and is not duplicated in git. A wheel gets a copy as
+``pytest_webperf/servers/``, which ``catalog.BUILTIN_DIR`` finds first; an editable
+install copies nothing and uses the checkout's ``servers/``. Everything else is in
+pyproject.toml.
+
+Why a build step rather than configuration: mapping ``servers/`` to a package with
+``package-dir`` needs an explicit ``packages`` list (``packages.find`` cannot add a
+directory outside ``src/``), and a forgotten subpackage would then silently be
+missing from the wheel; a symlink in ``src/`` breaks on Windows checkouts and in
+the sdist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+CATALOGUE = Path(__file__).resolve().parent / "servers"
+
+
+def catalogue_files() -> list[Path]:
+    if not (CATALOGUE / "nginx" / "server.toml").is_file():
+        raise SystemExit(f"{CATALOGUE}: the server catalogue is missing; the wheel would ship none")
+    return [
+        path
+        for path in sorted(CATALOGUE.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    ]
+
+
+class BuildPyWithCatalogue(build_py):
+    def run(self) -> None:
+        super().run()
+        if self.editable_mode:  # the checkout's servers/ is used where it is
+            return
+        target = Path(self.build_lib, "pytest_webperf", "servers")
+        for path in catalogue_files():
+            dest = target / path.relative_to(CATALOGUE)
+            self.mkpath(str(dest.parent))
+            self.copy_file(str(path), str(dest))  # keeps the mode: start.sh stays executable
+
+
+setup(cmdclass={"build_py": BuildPyWithCatalogue})
