@@ -8,11 +8,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 step() { printf '\n[webperf test] %s\n' "$*" >&2; }
 step "ruff"
-.venv/bin/ruff check src tests suites benchmarks
-.venv/bin/ruff format --check src tests suites benchmarks
+.venv/bin/ruff check src tests suites benchmarks examples setup.py
+.venv/bin/ruff format --check src tests suites benchmarks examples setup.py
 step "mypy (strict)"
 .venv/bin/mypy
-step "CI workflow schema"
-.venv/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/ci.yml
+step "workflow and action schemas"
+.venv/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml \
+    examples/greeter/.github/workflows/perf.yml
+.venv/bin/check-jsonschema --builtin-schema vendor.github-actions action.yml
 step "pytest"
 exec .venv/bin/pytest tests "$@"

@@ -6,7 +6,7 @@ import math
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_webperf import stats
@@ -68,6 +68,8 @@ def test_t_ppf_inverts_t_cdf(p: float, df: float) -> None:
 
 @given(st.floats(0.5, 50), st.floats(0.5, 50), st.floats(0, 1))
 def test_incomplete_beta_symmetry(a: float, b: float, x: float) -> None:
+    # I_x(a, b) = 1 - I_{1-x}(b, a) only where 1 - x keeps x's digits (x = 3.7e-18: no)
+    assume(1 - (1 - x) == x)
     assert stats.betainc(a, b, x) == pytest.approx(1 - stats.betainc(b, a, 1 - x), abs=1e-9)
 
 
