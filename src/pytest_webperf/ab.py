@@ -12,10 +12,11 @@ balanced blocks, A B, B A, A B, ... so a linear drift cancels. Both sides are st
 afresh every ``restart_every`` pairs, so each side averages over several process
 instances (two identical copies of a server differ by several per cent for as long as
 they live: memory layout, hash seed, ASLR). ``--webperf-repeat`` is the minimum number
-of pairs; after it the run looks at the data after every pair and stops as soon as
-every check is decided, or when the next pair would overrun the budget. Each look
-spends part of the false-alarm level (``compare.evaluate``'s ``look``), so looking
-often does not raise false alarms.
+of pairs; the run looks at the data at N, 2N, 4N, ... pairs and stops as soon as every
+check is decided, or when the next pair would overrun the budget (which is a last
+look). Look k may fail a check only at level alpha / 2**k (``compare.evaluate``), so all
+looks together keep the false-alarm rate at alpha; looking at doubling counts keeps the
+number of looks, and so the price in detectable change, small.
 
 This module is a layer above ``measure.run_repetition``: the loop is the same for both
 sides and for HTTP and MQTT.
@@ -160,6 +161,7 @@ def run_pairs(
     pairs = Pairs()
     started = clock()
     instance = 0
+    next_look = schedule.min_pairs
     while True:
         index = len(pairs.order)
         if index and schedule.restart_every and index % schedule.restart_every == 0:
@@ -176,26 +178,27 @@ def run_pairs(
                     index + 1,
                     monitor_factory=monitor_factory,
                     progress=progress or NoProgress(),
-                    label=Label(
-                        label.nodeid, label.name, letter, max(schedule.min_pairs, index + 1)
-                    ),
+                    label=Label(label.nodeid, label.name, letter, max(next_look, index + 1)),
                     before=pairs.change,
                 )
             )
         pairs.order.append(order)
         pairs.instances.append(instance)
         done = len(pairs.order)
-        if done < schedule.min_pairs:
-            continue
-        pairs.looks += 1
-        if settled(pairs):
-            pairs.stopped = "every check decided"
-            break
+        if done == next_look:
+            pairs.looks += 1
+            if settled(pairs):
+                pairs.stopped = f"every check decided after {done} pairs"
+                return pairs
+            next_look *= 2
         spent = clock() - started
-        if spent + spent / done > schedule.budget_s:
-            pairs.stopped = f"budget of {schedule.budget_s:g}s spent with checks undecided"
-            break
-    return pairs
+        if done >= schedule.min_pairs and spent + spent / done > schedule.budget_s:
+            if done != next_look // 2:  # pairs since the last look: the end is a look too
+                pairs.looks += 1
+            pairs.stopped = (
+                f"budget of {schedule.budget_s:g}s spent after {done} pairs with checks undecided"
+            )
+            return pairs
 
 
 def instance_count(instances: Sequence[int]) -> int:

@@ -318,10 +318,11 @@ def _relative(
         return _skipped(check, metric, est)
     sign = 1 if metric.bad == "up" else -1
     limit = check.percent / 100
-    low, high = _interval(est, confidence)
+    low, high = _interval(est, min(confidence, 1 - 2 * alpha))  # the level that decides
     has_interval = low is not None and high is not None
     unit = "" if metric.count else metric.unit
-    ci = f", {confidence * 100:g}% CI {_pct(low)}..{_pct(high)}" if has_interval else ""  # type: ignore[arg-type]
+    level = min(confidence, 1 - 2 * alpha) * 100
+    ci = f", {level:.4g}% CI {_pct(low)}..{_pct(high)}" if has_interval else ""  # type: ignore[arg-type]
     if est.counts is not None:
         shown = (
             f"{est.counts[1]} -> {est.counts[0]} ({est.baseline:.3%} -> {est.current:.3%}"

@@ -1,0 +1,128 @@
+"""The A/B schedule: balanced order, restarts per block, looks at doubling counts, budget."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from pytest_webperf import ab
+from pytest_webperf.measure import RunPlan
+from pytest_webperf.models import Latency, RunResult
+from pytest_webperf.targets.paired import PairedTarget
+
+
+class FakeTarget:
+    def __init__(self, name: str) -> None:
+        self.name, self.host, self.port = name, "127.0.0.1", 1
+        self.restarts = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def parts(self) -> dict[str, int]:
+        return {}
+
+    def check_alive(self) -> None:
+        pass
+
+    def logs(self) -> str:
+        return ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def restart(self) -> None:
+        self.restarts += 1
+        self.port += 1
+
+
+class FakeKind:
+    def check(self, target: Any) -> None:
+        pass
+
+    @contextmanager
+    def round(self, target: Any, plan: RunPlan, repetition: int) -> Iterator[Any]:
+        yield None
+
+
+def run(repetition: int, side: str) -> RunResult:
+    return RunResult(repetition, 1, 1.0, 100, 0, 0, 0, 0, Latency(1, 1, 1, 1, 1, 1, 1), ())
+
+
+@pytest.fixture
+def ran(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Which side each repetition ran on, in order."""
+    sides: list[str] = []
+
+    def fake(target: FakeTarget, kind: Any, plan: Any, repetition: int, **kw: Any) -> RunResult:
+        sides.append(kw["label"].side)
+        return run(repetition, kw["label"].side)
+
+    monkeypatch.setattr(ab, "run_repetition", fake)
+    return sides
+
+
+PLAN = RunPlan(concurrency=1, duration_s=1, warmup_s=0, repeat=3)
+
+
+def pair() -> tuple[PairedTarget, FakeTarget, FakeTarget]:
+    a, b = FakeTarget("a"), FakeTarget("b")
+    return PairedTarget(b, a, changed=True), a, b
+
+
+def test_pairs_alternate_ab_ba_and_restart_both_sides_every_block(ran: list[str]) -> None:
+    target, a, b = pair()
+    pairs = ab.run_pairs(target, FakeKind(), PLAN, ab.Schedule(4, 1e9, 2), lambda p: True)
+    assert pairs.order == ["AB", "BA", "AB", "BA"]
+    assert ran == ["A", "B", "B", "A", "A", "B", "B", "A"]
+    assert pairs.instances == [0, 0, 1, 1]
+    assert (a.restarts, b.restarts) == (1, 1)
+    assert target.port == b.port  # the test's handle follows the restarted change side
+    assert pairs.looks == 1 and "decided" in pairs.stopped
+
+
+def test_undecided_checks_add_pairs_looking_at_doubling_counts(ran: list[str]) -> None:
+    target, _, _ = pair()
+    looked_at: list[int] = []
+
+    def settled(p: ab.Pairs) -> bool:
+        looked_at.append(len(p.order))
+        return len(p.order) >= 12
+
+    pairs = ab.run_pairs(target, FakeKind(), PLAN, ab.Schedule(3, 1e9, 1), settled)
+    assert looked_at == [3, 6, 12]
+    assert pairs.looks == 3 and pairs.instances == list(range(12))
+
+
+def test_the_budget_ends_an_undecided_run_with_a_last_look(ran: list[str]) -> None:
+    target, _, _ = pair()
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 5.0  # every pair costs about 5 s
+        return now[0]
+
+    pairs = ab.run_pairs(
+        target, FakeKind(), PLAN, ab.Schedule(3, 28, 1), lambda p: False, clock=clock
+    )
+    assert 3 <= len(pairs.order) < 6
+    assert pairs.looks == 2  # the look at 3 pairs and the last one at the budget
+    assert "budget" in pairs.stopped
+
+
+def test_the_minimum_pairs_always_run(ran: list[str]) -> None:
+    target, _, _ = pair()
+    ticks = iter(range(1000))
+    pairs = ab.run_pairs(
+        target,
+        FakeKind(),
+        PLAN,
+        ab.Schedule(3, 0.001, 0),
+        lambda p: False,
+        clock=lambda: float(next(ticks)),
+    )
+    assert len(pairs.order) == 3 and pairs.instances == [0, 0, 0]
