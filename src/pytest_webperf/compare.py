@@ -318,10 +318,10 @@ def _relative(
         return _skipped(check, metric, est)
     sign = 1 if metric.bad == "up" else -1
     limit = check.percent / 100
-    low, high = _interval(est, min(confidence, 1 - 2 * alpha))  # the level that decides
+    low, high = _interval(est, 1 - 2 * alpha)  # the level that decides (alpha per look)
     has_interval = low is not None and high is not None
     unit = "" if metric.count else metric.unit
-    level = min(confidence, 1 - 2 * alpha) * 100
+    level = (1 - 2 * alpha) * 100
     ci = f", {level:.4g}% CI {_pct(low)}..{_pct(high)}" if has_interval else ""  # type: ignore[arg-type]
     if est.counts is not None:
         shown = (
