@@ -192,11 +192,34 @@ def run_result(
         error_kinds=dict(total.error_kinds),
         server_cpu_seconds=server_cpu,
         generator_bound=bound,
-        server_cores=plan.server_cores or float(os.cpu_count() or 1),
+        server_cores=usable_cores(resources, plan.server_cores),
         generator_processes=tuple(g.to_dict() for g in outcome.generators),
         foreign_cpu_percent=foreign,
         notes=tuple(notes),
     )
+
+
+def usable_cores(
+    resources: Sequence[ResourceSample], limit: float | None, machine: int | None = None
+) -> float:
+    """The CPUs the target could use, for its capacity estimate: its limit (quota or
+    cpuset) when it has one; else, when it was saturated at fewer whole cores than the
+    machine has (a single-threaded server at 100 % of one core), that many; else the
+    machine's cores."""
+    cores = machine or os.cpu_count() or 1
+    if limit:
+        return limit
+    per_tick: dict[float, float] = {}
+    for sample in resources:
+        if sample.t >= 0:
+            per_tick[sample.t] = per_tick.get(sample.t, 0.0) + sample.cpu_percent
+    if not per_tick:
+        return float(cores)
+    busy = sum(per_tick.values()) / len(per_tick) / 100  # mean cores in use
+    whole = max(1, round(busy))
+    if whole < cores and busy >= 0.9 * whole and busy <= whole + 0.05:
+        return float(whole)
+    return float(cores)
 
 
 class MachineClock:

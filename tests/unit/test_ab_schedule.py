@@ -126,3 +126,25 @@ def test_the_minimum_pairs_always_run(ran: list[str]) -> None:
         clock=lambda: float(next(ticks)),
     )
     assert len(pairs.order) == 3 and pairs.instances == [0, 0, 0]
+
+
+# --- the cores a target can use (its capacity estimate) -------------------------------------
+
+
+def samples(*cpu: float) -> list[Any]:
+    from pytest_webperf.models import ResourceSample
+
+    return [
+        ResourceSample(t=float(i), part="p", cpu_percent=c, rss_mb=1, processes=1, threads=1)
+        for i, c in enumerate(cpu)
+    ]
+
+
+def test_a_single_threaded_target_saturated_at_one_core_can_use_one() -> None:
+    from pytest_webperf.measure import usable_cores
+
+    assert usable_cores(samples(99, 100, 98, 100), None, machine=2) == 1.0
+    assert usable_cores(samples(150, 160, 155), None, machine=2) == 2.0  # not saturated at 1
+    assert usable_cores(samples(40, 50), None, machine=4) == 4.0  # not saturated at all
+    assert usable_cores(samples(99, 100), 1.5, machine=4) == 1.5  # a limit wins
+    assert usable_cores([], None, machine=2) == 2.0
