@@ -12,6 +12,10 @@ SERVERS = ["apache-php", "node"]
 WORKLOADS = ["/hello", "/quicksort", "/file"]
 
 
+# Overload on purpose: at 500 and 1,000 connections the study's Apache timed out on 1-2 %
+# of its requests (92 of 9k at 100, ~490 of 24k at 1,000). Up to 5 % failed requests are
+# part of what is measured here; more is a broken run.
+@pytest.mark.webperf(max_error_rate="5%")
 @pytest.mark.parametrize("path", WORKLOADS)
 @pytest.mark.parametrize("server", SERVERS)
 def test_apache_vs_node(webperf, server, path):

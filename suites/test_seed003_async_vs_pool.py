@@ -8,6 +8,9 @@ The seed ran wrk with 1000 connections for 10 s. Re-run it with
 import pytest
 
 
+# 1,000 connections against a pool of a few processes is overload by design: the study
+# counted 15-73 timeouts per run. Up to 10 % failed requests are measured, not a failure.
+@pytest.mark.webperf(max_error_rate="10%")
 @pytest.mark.parametrize("server", ["python-async", "python-pool", "lb-async", "lb-pool"])
 def test_async_vs_pool(webperf, server):
     result = webperf.http(webperf.server(server), path="/hello")

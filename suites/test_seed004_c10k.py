@@ -8,6 +8,9 @@ with ``--webperf-concurrency=10000 --webperf-user=lean``.
 import pytest
 
 
+# 10,000 connections at once: some connects may fail or time out on a small machine (the
+# study reported means only). Up to 5 % failed requests are measured, not a failure.
+@pytest.mark.webperf(max_error_rate="5%")
 @pytest.mark.parametrize("path", ["/500b", "/20kb"])
 @pytest.mark.parametrize("server", ["nginx", "node", "python-uv"])
 def test_c10k(webperf, server, path):
