@@ -39,14 +39,18 @@ def parse_positive_duration(text: str | float) -> float:
     return seconds
 
 
-def parse_positive_int(text: str | int) -> int:
+def _whole(text: str | int, minimum: int) -> int:
     try:
         value = int(str(text).strip())
     except ValueError:
         raise ValueError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise ValueError(f"{text!r} must be at least 1")
+    if value < minimum:
+        raise ValueError(f"{text!r} must be at least {minimum}")
     return value
+
+
+def parse_positive_int(text: str | int) -> int:
+    return _whole(text, 1)
 
 
 def parse_concurrency(text: str | int | list[int] | tuple[int, ...]) -> tuple[int, ...]:
@@ -83,13 +87,7 @@ def parse_cpuset(text: str) -> str:
 
 def parse_count(text: str | int) -> int:
     """A whole number >= 0."""
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise ValueError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise ValueError(f"{text!r} must not be negative")
-    return value
+    return _whole(text, 0)
 
 
 def parse_fraction(text: str | float) -> float:
