@@ -71,6 +71,9 @@ class Against:
                 directories.append(mapped)
         return Catalog(directories)
 
+    def has_server(self, name: str) -> bool:
+        return name in self.base_catalog.names()
+
     def server_changed(self, name: str) -> bool:
         """Whether anything that builds or configures ``name`` (its image, the images and
         settings of what it depends on) differs at the base ref. A server the ref does not

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -127,6 +128,8 @@ class Webperf:
         against = self._against()
         changed = against.server_changed(name)
         started = self._stack.enter_context(change)
+        if not against.has_server(name):  # new since the base: nothing to compare with
+            return PairedTarget(started, None, changed=True)
         if not changed and not against.always:
             return PairedTarget(started, None, changed=False)
         base = ContainerTarget(against.base_catalog, name, limits=limits, env=env)
@@ -173,7 +176,7 @@ class Webperf:
             return PairedTarget(change, None, changed=False)
         tree = against.tree
         mapped = tree.map(where)
-        argv = map_command(tree, command.split() if isinstance(command, str) else command)
+        argv = map_command(tree, shlex.split(command) if isinstance(command, str) else command)
         environ = {k: tree.map_arg(v) for k, v in (env or {}).items()}
         base = start(argv, str(mapped) if mapped is not None else cwd, environ)
         return PairedTarget(change, base, changed=changed)
@@ -334,6 +337,10 @@ class Webperf:
         config = self.config
         against = self._against()
         described: dict[str, Any] = {**against.describe(), "changed": target.changed}
+        if target.base is None and target.changed:
+            return self._measure_new(
+                target, kind, plan, measurement=measurement, described=described, checks=checks
+            )
         if target.base is None:
             message = (
                 f"{target.name} is the same as at {against.tree.ref} "
@@ -396,6 +403,51 @@ class Webperf:
                 "stopped": pairs.stopped,
             },
             verdict=verdict(pairs),
+        )
+        self.measurements.append(judged)
+        return judged
+
+    def _measure_new(
+        self,
+        target: PairedTarget,
+        kind: LoadKind,
+        plan: RunPlan,
+        *,
+        measurement: Measurement,
+        described: dict[str, Any],
+        checks: Sequence[Check] | None,
+    ) -> Measurement:
+        """A server the base ref does not have: measured alone, judged by the absolute
+        limits only (the error-rate limit among them), reported as having no base."""
+        assert self._against is not None
+        ref = self._against().tree.ref
+        runs = run_repetitions(
+            target.change,
+            kind,
+            plan,
+            monitor_factory=self._monitor_factory,
+            progress=self._progress,
+            label=Label(self.nodeid, measurement.name),
+            restart_every=self.config.restart_every,
+        )
+        verdict = compare.decide(
+            dataclasses.replace(measurement, runs=tuple(runs)),
+            None,
+            tuple(checks or self.config.compare_fail or DEFAULT_CHECKS),
+            generator_bound=_mostly_bound(runs),
+            max_error_rate=self.config.max_error_rate,
+            require_power=self.config.require_power,
+        )
+        note = f"{target.name} does not exist at {ref}: measured alone, nothing to compare with"
+        judged = dataclasses.replace(
+            measurement,
+            runs=tuple(runs),
+            against=described,
+            verdict=dataclasses.replace(
+                verdict,
+                reasons=tuple(r for r in verdict.reasons if r != compare.NO_BASELINE),
+                notes=(*verdict.notes, note),
+            ),
         )
         self.measurements.append(judged)
         return judged

@@ -165,3 +165,21 @@ def test_outside_a_repository_is_a_usage_error(pytester: pytest.Pytester, engine
     result = pytester.runpytest_subprocess(*RUN, "--webperf-against=HEAD")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --webperf-against needs a git repository*"])
+
+
+def test_a_server_new_since_the_base_is_measured_alone(
+    pytester: pytest.Pytester, repo: Path
+) -> None:
+    shutil.copytree(repo / "servers" / "costly", repo / "servers" / "costly2")
+    (repo / "servers" / "costly2" / "server.toml").write_text(
+        (repo / "servers" / "costly2" / "server.toml")
+        .read_text()
+        .replace('name = "costly"', 'name = "costly2"')
+    )
+    pytester.makepyfile(test_ab=TARGET.replace('"costly"', '"costly2"'))
+    result = pytester.runpytest_subprocess(*RUN, "--webperf-against=HEAD", "--webperf-json=n.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*costly2 does not exist at HEAD: measured alone*"])
+    entry = report(repo / "n.json")
+    assert entry["against"]["changed"] is True and "base_repetitions" in entry
+    assert len(entry["repetitions"]) == 3 and entry["base_repetitions"] == []
