@@ -6,6 +6,7 @@
 #   3. the base image debian:bookworm-slim (pulled, or built locally with
 #      debootstrap from this machine's own apt sources when no registry answers)
 #   4. the server images of the catalogue (cached by content hash)
+#   5. with WEBPERF_WITH_BROWSER=1 (the test command): headless Chromium
 # Every step checks first and does nothing when already done.
 set -euo pipefail
 
@@ -91,6 +92,17 @@ setup_base_image() {
     log "created $image locally"
 }
 
+# Headless Chromium for the report screenshot test (the test command only).
+setup_browser() {
+    if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then return; fi
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        die "the report test needs headless Chromium: install it (e.g. apt-get install chromium)"
+    fi
+    log "installing chromium from the distribution's packages (the report screenshot test)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+}
+
 setup_images() {
     log "building server images (cached by content hash)"
     .venv/bin/webperf build "$@"
@@ -100,6 +112,7 @@ main() {
     setup_venv
     setup_docker
     setup_base_image
+    if [ "${WEBPERF_WITH_BROWSER:-0}" = 1 ]; then setup_browser; fi
     [ "${WEBPERF_SKIP_IMAGES:-0}" = 1 ] || setup_images "$@"
 }
 

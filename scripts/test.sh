@@ -4,7 +4,7 @@
 # Arguments go to pytest, e.g. ./scripts/test.sh -m "not e2e"
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/setup.sh"
+WEBPERF_WITH_BROWSER=1 "$root/scripts/setup.sh"
 cd "$root"
 step() { printf '\n[webperf test] %s\n' "$*" >&2; }
 step "ruff"
