@@ -8,8 +8,9 @@ A container's processes are host processes, so a container is sampled from its
 - ``ResourceMonitor`` / ``GeneratorMonitor``: a background thread sampling the
   target's parts (and the cgroup of each) or the generator's processes every
   ``interval``, with marks for the measured phase.
-- Pure summaries over samples: ``cpu_stats``, ``peak_rss_mb``,
-  ``generator_bound``.
+
+What the samples add up to (server CPU, peak RSS, generator-bound) is in
+``resources``.
 
 CPU accounting of a tree, and what it cannot see. Processes are keyed by
 (pid, create_time), so a reused pid is a new process. The first poll sets the
@@ -30,7 +31,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Protocol
@@ -39,6 +40,21 @@ import psutil
 
 from pytest_webperf.cgroup import CgroupReader, owns_its_cgroup
 from pytest_webperf.models import GeneratorSample, ResourceSample
+from pytest_webperf.resources import generator_bound, tick
+
+__all__ = [
+    "GeneratorMonitor",
+    "ProcessTreeSampler",
+    "ResourceMonitor",
+    "RunMonitor",
+    "TargetGone",
+    "foreign_cpu_percent",
+    "generator_bound",  # measure.py still imports it from here; resources owns it
+    "machine_busy_seconds",
+    "own_tree_seconds",
+    "parse_proc_net_tcp",
+    "tree_cpu_delta",
+]
 
 log = logging.getLogger(__name__)
 
@@ -476,7 +492,7 @@ class ResourceMonitor(_PeriodicMonitor):
         """Every sample so far, ``t`` relative to the current origin, in time order."""
         with self._lock:
             origin, taken = self._origin, list(self._samples)
-        return [replace(sample, t=round(at - origin, 3)) for at, sample in taken]
+        return [replace(sample, t=tick(at - origin)) for at, sample in taken]
 
     def mark(self, name: str) -> None:
         """Record every part's CPU counters now, under ``name``."""
@@ -593,7 +609,7 @@ class GeneratorMonitor(_PeriodicMonitor):
     def samples(self) -> list[GeneratorSample]:
         with self._lock:
             origin, taken = self._origin, list(self._samples)
-        return [replace(sample, t=round(at - origin, 3)) for at, sample in taken]
+        return [replace(sample, t=tick(at - origin)) for at, sample in taken]
 
     def _tick(self, now: float) -> None:
         if self._sampler is None:
@@ -725,102 +741,7 @@ class RunMonitor:
         return found + ([] if generator is None else generator.errors)
 
 
-# -- pure summaries over samples (warm-up samples, t < 0, left out unless asked) -------------
-
-
-@dataclass(frozen=True)
-class CpuStats:
-    mean: float
-    max: float
-
-
-def measured(
-    samples: Iterable[ResourceSample], include_warmup: bool = False
-) -> list[ResourceSample]:
-    return [s for s in samples if include_warmup or s.t >= 0]
-
-
-def per_tick_totals(samples: Iterable[ResourceSample], field: str) -> list[float]:
-    """The sum over parts of ``field`` at each tick (parts of one tick share their t)."""
-    totals: dict[float, float] = {}
-    for sample in samples:
-        value = getattr(sample, field)
-        if value is not None:
-            totals[sample.t] = totals.get(sample.t, 0.0) + float(value)
-    return [totals[t] for t in sorted(totals)]
-
-
-def cpu_stats(
-    samples: Sequence[ResourceSample], part: str | None = None, *, include_warmup: bool = False
-) -> CpuStats | None:
-    """Mean and max CPU % of one part, or of all parts summed per tick (part None)."""
-    chosen = [s for s in measured(samples, include_warmup) if part is None or s.part == part]
-    values = per_tick_totals(chosen, "cpu_percent")
-    return CpuStats(sum(values) / len(values), max(values)) if values else None
-
-
-def peak_rss_mb(
-    samples: Sequence[ResourceSample], *, include_warmup: bool = False
-) -> dict[str, float]:
-    """Peak RSS per part, plus ``"total"``: the peak of the per-tick sum over parts.
-
-    The total is not the sum of the parts' peaks, which may be reached at
-    different times. RSS double counts pages shared between processes (a
-    prefork server's children); ``pss_mb`` and ``cgroup_memory_mb`` do not.
-    """
-    chosen = measured(samples, include_warmup)
-    peaks: dict[str, float] = {}
-    for sample in chosen:
-        peaks[sample.part] = max(peaks.get(sample.part, 0.0), sample.rss_mb)
-    totals = per_tick_totals(chosen, "rss_mb")
-    if totals:
-        peaks["total"] = max(totals)
-    return peaks
-
-
-def generator_cpu_stats(
-    samples: Sequence[GeneratorSample], *, include_warmup: bool = False
-) -> CpuStats | None:
-    values = [s.cpu_percent for s in samples if include_warmup or s.t >= 0]
-    return CpuStats(sum(values) / len(values), max(values)) if values else None
-
-
-def generator_bound(
-    gen_samples: Sequence[GeneratorSample],
-    server_samples: Sequence[ResourceSample],
-    gen_processes: int,
-    *,
-    server_cores: float | None = None,
-    generator_threshold: float = 0.8,
-    server_threshold: float = 0.9,
-    cores: int | None = None,
-) -> bool:
-    """Whether the generator, not the server, limited the throughput of a run.
-
-    The rule: the generator is saturated, its mean CPU over the measured phase
-    at least ``generator_threshold`` of what its load-generating processes can
-    use (each Locust process is single-threaded: 100 % per process, and never
-    more than the machine's ``cores``), while the server is not, its mean CPU
-    (all parts) below ``server_threshold`` of the CPU it could have had: its
-    quota (``server_cores``), or else what the generator left of the machine.
-    80 % for the generator, because on a shared machine a saturated Python
-    process is seldom given a whole core (measured here: 85 % with the server
-    at 13 %). A server whose CPU is saturated is the bottleneck even when the
-    generator is busy too. No generator samples: False (nothing shows the
-    generator was the limit).
-    """
-    gen = generator_cpu_stats(gen_samples)
-    if gen is None or gen_processes < 1:
-        return False
-    machine = cores or os.cpu_count() or 1
-    generator_capacity = min(gen_processes, machine) * 100.0
-    server = cpu_stats(server_samples)
-    if server_cores:
-        server_capacity = min(server_cores, machine) * 100.0
-    else:  # unlimited: what the generator leaves of the machine, at least one core
-        server_capacity = max(machine * 100.0 - gen.mean, 100.0)
-    server_busy = server is not None and server.mean >= server_threshold * server_capacity
-    return gen.mean >= generator_threshold * generator_capacity and not server_busy
+# -- CPU of the machine and of this process tree (what other processes took) ---------------
 
 
 def machine_busy_seconds() -> float:
