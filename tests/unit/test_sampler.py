@@ -1,4 +1,4 @@
-"""Process-tree sampling on real local process trees, and the monitors."""
+"""Process-tree sampling (``proctree``) on real local process trees, and the monitors."""
 
 from __future__ import annotations
 
@@ -14,17 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.resources import generator_cpu_stats
-from pytest_webperf.sampler import (
-    GeneratorMonitor,
+from pytest_webperf.proctree import (
     ProcessCpu,
     ProcessTreeSampler,
-    ResourceMonitor,
-    RunMonitor,
     TargetGone,
     parse_proc_net_tcp,
     tree_cpu_delta,
 )
+from pytest_webperf.resources import generator_cpu_stats
+from pytest_webperf.sampler import GeneratorMonitor, ResourceMonitor, RunMonitor
 
 # Every child bounds its own life (60 s) so a failed clean-up cannot leak a burner.
 BUSY_TREE = """
