@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pytest_webperf import stats
+from pytest_webperf import resources
 from pytest_webperf.models import Delivery, Measurement, RunResult
 
 Direction = Literal["up", "down"]  # the direction that is bad
@@ -19,27 +19,17 @@ Combine = Literal["mean", "max", "sum", "rate"]
 
 
 def _server_cpu_series(run: RunResult) -> list[float]:
-    """Server CPU % per sample time in the measured phase, summed over the parts."""
-    per_t: dict[float, float] = {}
-    for sample in run.resources:
-        if sample.t >= 0:
-            key = round(sample.t, 3)
-            per_t[key] = per_t.get(key, 0.0) + sample.cpu_percent
-    return [per_t[t] for t in sorted(per_t)]
+    """Server CPU % per tick of the measured phase, summed over the parts."""
+    return resources.server_cpu_series(run.resources)
 
 
 def _server_cpu_mean(run: RunResult) -> float | None:
-    series = _server_cpu_series(run)
-    return stats.mean(series) if series else None
+    cpu = resources.cpu_stats(run.resources)
+    return None if cpu is None else cpu.mean
 
 
 def _server_rss_peak(run: RunResult) -> float | None:
-    per_t: dict[float, float] = {}
-    for sample in run.resources:
-        if sample.t >= 0:
-            key = round(sample.t, 3)
-            per_t[key] = per_t.get(key, 0.0) + sample.rss_mb
-    return max(per_t.values()) if per_t else None
+    return resources.server_rss_peak(run.resources)
 
 
 def _cpu_per_req(run: RunResult) -> float | None:

@@ -1,313 +1,48 @@
-"""CPU and memory of the target's process trees and of the load generator, every second.
+"""The threads that sample a target's parts and the load generator every second.
 
-A container's processes are host processes, so a container is sampled from its
-``State.Pid`` like any local command. Three layers:
-
-- ``ProcessTreeSampler``: one process tree with psutil (CPU % summed over the
-  tree, RSS, PSS/USS every few samples, threads, fds, TCP connections).
 - ``ResourceMonitor`` / ``GeneratorMonitor``: a background thread sampling the
-  target's parts (and the cgroup of each) or the generator's processes every
-  ``interval``, with marks for the measured phase.
-- Pure summaries over samples: ``cpu_stats``, ``peak_rss_mb``,
-  ``generator_bound``.
+  target's parts (with ``proctree.ProcessTreeSampler``, and the cgroup of each)
+  or the generator's processes every ``interval``, with marks for the measured
+  phase.
+- ``RunMonitor``: one repetition's monitoring, the shape ``measure.Monitor`` asks
+  for.
 
-CPU accounting of a tree, and what it cannot see. Processes are keyed by
-(pid, create_time), so a reused pid is a new process. The first poll sets the
-baseline of every process alive then; a process first seen in a later poll
-appeared since the previous poll and is counted from its creation (its whole
-``cpu_times``). A process that exits between two polls used CPU after the
-last poll that psutil cannot see, unless an ancestor in the tree reaps it
-(wait(2) adds a child's whole CPU time to its parent's ``children_*`` times):
-that is recovered (see ``tree_cpu_delta``). CPU of processes nobody in the tree
-reaps stays lost. That is why every container part is cross-checked with its
-cgroup counter, which the kernel keeps for dead processes too, and why
-``cpu_seconds`` (the service demand) prefers it.
+What the samples add up to (server CPU, peak RSS, generator-bound) is in
+``resources``; how much CPU other processes took, in ``contention``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Literal, Protocol
 
 import psutil
 
 from pytest_webperf.cgroup import CgroupReader, owns_its_cgroup
+from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds, own_tree_seconds
 from pytest_webperf.models import GeneratorSample, ResourceSample
+from pytest_webperf.proctree import MB, ProcessTreeSampler, TargetGone
+from pytest_webperf.resources import generator_bound, tick
+
+__all__ = [
+    "CpuSource",
+    "GeneratorMonitor",
+    "ResourceMonitor",
+    "RunMonitor",
+    # measure.py still imports these from here; their owners are contention and resources
+    "foreign_cpu_percent",
+    "generator_bound",
+    "machine_busy_seconds",
+    "own_tree_seconds",
+]
 
 log = logging.getLogger(__name__)
 
-MB = 1024 * 1024
-_GONE = (psutil.NoSuchProcess, psutil.AccessDenied)  # ZombieProcess is a NoSuchProcess
-_ESTABLISHED = "01"  # TCP state in /proc/net/tcp
 CpuSource = Literal["cgroup", "psutil"]
-
-
-class TargetGone(Exception):
-    """The root process of a sampled tree has exited."""
-
-
-ProcessKey = tuple[int, float]  # (pid, create_time): a reused pid is another process
-
-
-@dataclass
-class ProcessCpu:
-    """One process's CPU counters at a poll."""
-
-    pid: int
-    ppid: int
-    own_s: float  # user + system
-    children_s: float  # children_user + children_system: reaped descendants' whole lives
-    debt: float = 0.0  # counted for vanished children its children_s does not show yet
-
-
-@dataclass(frozen=True)
-class _Reading:
-    """What one poll of a tree found (CPU is folded into the sampler's counter)."""
-
-    processes: int
-    threads: int
-    rss: int
-    fds: int | None
-    socket_inodes: frozenset[int]
-
-
-class ProcessTreeSampler:
-    """Samples the process tree rooted at ``root_pid``; one thread at a time.
-
-    ``full_memory_every``: PSS and USS (``/proc/<pid>/smaps_rollup``, which
-    walks every mapping: ~190 us per process with 400 mappings here, four times
-    the other reads) are read on every n-th sample only, None in between; 0
-    disables them. ``fds``: count open
-    fds (one ``/proc/<pid>/fd`` listing and a readlink per fd, per process).
-    ``connections``: count established TCP connections held by the tree (needs
-    ``fds``; one ``/proc/<pid>/net/tcp{,6}`` parse per sample).
-    """
-
-    def __init__(
-        self,
-        root_pid: int,
-        part: str,
-        *,
-        full_memory_every: int = 5,
-        fds: bool = True,
-        connections: bool = True,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        try:
-            self._root = psutil.Process(root_pid)
-        except psutil.NoSuchProcess:
-            raise TargetGone(f"{part}: process {root_pid} does not exist") from None
-        self.part = part
-        self.root_pid = root_pid
-        self._full_every = full_memory_every
-        self._fds = fds
-        self._connections = fds and connections
-        self._clock = clock
-        self._tracked: dict[ProcessKey, ProcessCpu] = {}
-        self._alive: dict[ProcessKey, psutil.Process] = {}
-        self._cpu_total = 0.0  # CPU seconds seen in the tree since the first poll
-        self._samples = 0
-        self._primed = False
-        self._poll()
-        self._last_at = clock()
-        self._last_total = 0.0
-
-    @property
-    def cpu_seconds(self) -> float:
-        """CPU seconds the tree used since this sampler started, as far as psutil saw."""
-        return self._cpu_total
-
-    def sample(self, t: float) -> ResourceSample:
-        """The tree's resources now; CPU % over the time since the previous sample."""
-        reading = self._poll()
-        now = self._clock()
-        elapsed = now - self._last_at
-        cpu = (self._cpu_total - self._last_total) / elapsed * 100 if elapsed > 0 else 0.0
-        self._last_at, self._last_total = now, self._cpu_total
-        self._samples += 1
-        pss, uss = self._full_memory() if self._full_due() else (None, None)
-        return ResourceSample(
-            t=t,
-            part=self.part,
-            cpu_percent=cpu,
-            rss_mb=reading.rss / MB,
-            processes=reading.processes,
-            threads=reading.threads,
-            fds=reading.fds,
-            connections=self._count_connections(reading.socket_inodes),
-            pss_mb=pss,
-            uss_mb=uss,
-        )
-
-    def poll_cpu(self) -> float:
-        """Fold the CPU used since the last poll into ``cpu_seconds`` (for marks)."""
-        self._poll()
-        return self._cpu_total
-
-    def _tree(self) -> list[psutil.Process]:
-        if not self._root.is_running():  # also False when the pid was reused
-            raise TargetGone(f"{self.part}: process {self.root_pid} has exited")
-        try:
-            return [self._root, *self._root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            raise TargetGone(f"{self.part}: process {self.root_pid} has exited") from None
-
-    def _poll(self) -> _Reading:
-        seen: dict[ProcessKey, ProcessCpu] = {}
-        alive: dict[ProcessKey, psutil.Process] = {}
-        processes = threads = rss = 0
-        fds: int | None = 0
-        inodes: set[int] = set()
-        for process in self._tree():
-            try:
-                with process.oneshot():
-                    key = (process.pid, process.create_time())
-                    times = process.cpu_times()
-                    ppid = process.ppid()
-                    process_threads = process.num_threads()
-                    process_rss = process.memory_info().rss
-            except _GONE:  # exited since the tree was listed
-                continue
-            seen[key] = ProcessCpu(
-                process.pid,
-                ppid,
-                times.user + times.system,
-                times.children_user + times.children_system,
-            )
-            alive[key] = process
-            processes += 1
-            threads += process_threads
-            rss += process_rss
-            process_fds = _socket_inodes(process.pid, inodes) if self._fds else None
-            fds = None if fds is None or process_fds is None else fds + process_fds
-        if self._primed:
-            self._cpu_total += tree_cpu_delta(self._tracked, seen)
-        self._tracked, self._alive = seen, alive
-        self._primed = True
-        return _Reading(processes, threads, rss, fds, frozenset(inodes))
-
-    def _full_due(self) -> bool:
-        return self._full_every > 0 and (self._samples - 1) % self._full_every == 0
-
-    def _full_memory(self) -> tuple[float | None, float | None]:
-        pss = uss = 0
-        for process in self._alive.values():
-            try:
-                info = process.memory_full_info()
-            except psutil.AccessDenied:
-                return None, None
-            except psutil.NoSuchProcess:
-                continue
-            pss += getattr(info, "pss", 0)
-            uss += info.uss
-        return pss / MB, uss / MB
-
-    def _count_connections(self, inodes: frozenset[int]) -> int | None:
-        if not self._connections:
-            return None
-        established = _established_inodes(self.root_pid)
-        return None if established is None else len(inodes & established)
-
-
-def _socket_inodes(pid: int, into: set[int]) -> int | None:
-    """Count the open fds of ``pid``, adding the inodes of its sockets to ``into``.
-
-    Sockets are collected as a set because forked workers share their parent's
-    (the listening socket of a prefork server is held by every child).
-    """
-    fd_dir = f"/proc/{pid}/fd"
-    try:
-        names = os.listdir(fd_dir)
-    except OSError:  # gone, or not ours to read
-        return None
-    for name in names:
-        try:
-            target = os.readlink(f"{fd_dir}/{name}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            into.add(int(target[8:-1]))
-    return len(names)
-
-
-def _established_inodes(pid: int) -> frozenset[int] | None:
-    """Inodes of the established TCP sockets in the network namespace of ``pid``.
-
-    One read of ``/proc/<pid>/net/tcp{,6}`` per sample, instead of psutil's
-    per-process ``net_connections``, which parses those same files once per
-    process (and, with host networking, they list every socket on the host).
-    """
-    inodes: set[int] = set()
-    found = False
-    for name in ("tcp", "tcp6"):
-        try:
-            text = Path(f"/proc/{pid}/net/{name}").read_text()
-        except OSError:
-            continue
-        found = True
-        inodes.update(parse_proc_net_tcp(text))
-    return frozenset(inodes) if found else None
-
-
-def parse_proc_net_tcp(text: str) -> set[int]:
-    """The inodes of established sockets listed in a ``/proc/net/tcp``-format text."""
-    inodes = set()
-    for line in text.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 9 and fields[3] == _ESTABLISHED:
-            inodes.add(int(fields[9]))
-    return inodes
-
-
-def tree_cpu_delta(
-    before: Mapping[ProcessKey, ProcessCpu], now: Mapping[ProcessKey, ProcessCpu]
-) -> float:
-    """CPU seconds a tree used between two polls, the processes that vanished included.
-
-    A process's ``children_*`` times grow, when it reaps a child, by the
-    child's whole life (and what that child had reaped). Less what was already
-    counted for the children that vanished under it, that is the CPU psutil
-    never saw: their last moments, and processes born and reaped between two
-    polls. What cannot be matched yet (a child gone but not reaped yet) is
-    carried as a debt in ``now``, so nothing is counted twice.
-    """
-    owed = _owed_by_ancestors(before, now)
-    used = 0.0
-    for key, current in now.items():
-        previous = before.get(key)
-        if previous is None:  # appeared since the last poll: counted from its creation
-            used += current.own_s + current.children_s
-            continue
-        debt = previous.debt + owed.get(current.pid, 0.0)
-        reaped = current.children_s - previous.children_s
-        used += max(0.0, current.own_s - previous.own_s) + max(0.0, reaped - debt)
-        current.debt = max(0.0, debt - reaped)
-    return used
-
-
-def _owed_by_ancestors(
-    before: Mapping[ProcessKey, ProcessCpu], now: Mapping[ProcessKey, ProcessCpu]
-) -> dict[int, float]:
-    """For each pid, what was counted for its descendants that vanished since ``before``.
-
-    A vanished process is charged to its nearest ancestor that is still alive,
-    as known at the last poll: when its parent vanished too, the grandparent
-    reaps both.
-    """
-    vanished = {c.pid: c for k, c in before.items() if k not in now}
-    owed: dict[int, float] = {}
-    for gone in vanished.values():
-        ppid, hops = gone.ppid, 0
-        while ppid in vanished and hops < len(vanished):  # hops: a cycle cannot hang us
-            ppid, hops = vanished[ppid].ppid, hops + 1
-        owed[ppid] = owed.get(ppid, 0.0) + gone.own_s + gone.children_s + gone.debt
-    return owed
 
 
 class _PeriodicMonitor:
@@ -476,7 +211,7 @@ class ResourceMonitor(_PeriodicMonitor):
         """Every sample so far, ``t`` relative to the current origin, in time order."""
         with self._lock:
             origin, taken = self._origin, list(self._samples)
-        return [replace(sample, t=round(at - origin, 3)) for at, sample in taken]
+        return [replace(sample, t=tick(at - origin)) for at, sample in taken]
 
     def mark(self, name: str) -> None:
         """Record every part's CPU counters now, under ``name``."""
@@ -593,7 +328,7 @@ class GeneratorMonitor(_PeriodicMonitor):
     def samples(self) -> list[GeneratorSample]:
         with self._lock:
             origin, taken = self._origin, list(self._samples)
-        return [replace(sample, t=round(at - origin, 3)) for at, sample in taken]
+        return [replace(sample, t=tick(at - origin)) for at, sample in taken]
 
     def _tick(self, now: float) -> None:
         if self._sampler is None:
@@ -723,139 +458,3 @@ class RunMonitor:
             generator = self._generator
         found = [] if self._resources is None else self._resources.errors
         return found + ([] if generator is None else generator.errors)
-
-
-# -- pure summaries over samples (warm-up samples, t < 0, left out unless asked) -------------
-
-
-@dataclass(frozen=True)
-class CpuStats:
-    mean: float
-    max: float
-
-
-def measured(
-    samples: Iterable[ResourceSample], include_warmup: bool = False
-) -> list[ResourceSample]:
-    return [s for s in samples if include_warmup or s.t >= 0]
-
-
-def per_tick_totals(samples: Iterable[ResourceSample], field: str) -> list[float]:
-    """The sum over parts of ``field`` at each tick (parts of one tick share their t)."""
-    totals: dict[float, float] = {}
-    for sample in samples:
-        value = getattr(sample, field)
-        if value is not None:
-            totals[sample.t] = totals.get(sample.t, 0.0) + float(value)
-    return [totals[t] for t in sorted(totals)]
-
-
-def cpu_stats(
-    samples: Sequence[ResourceSample], part: str | None = None, *, include_warmup: bool = False
-) -> CpuStats | None:
-    """Mean and max CPU % of one part, or of all parts summed per tick (part None)."""
-    chosen = [s for s in measured(samples, include_warmup) if part is None or s.part == part]
-    values = per_tick_totals(chosen, "cpu_percent")
-    return CpuStats(sum(values) / len(values), max(values)) if values else None
-
-
-def peak_rss_mb(
-    samples: Sequence[ResourceSample], *, include_warmup: bool = False
-) -> dict[str, float]:
-    """Peak RSS per part, plus ``"total"``: the peak of the per-tick sum over parts.
-
-    The total is not the sum of the parts' peaks, which may be reached at
-    different times. RSS double counts pages shared between processes (a
-    prefork server's children); ``pss_mb`` and ``cgroup_memory_mb`` do not.
-    """
-    chosen = measured(samples, include_warmup)
-    peaks: dict[str, float] = {}
-    for sample in chosen:
-        peaks[sample.part] = max(peaks.get(sample.part, 0.0), sample.rss_mb)
-    totals = per_tick_totals(chosen, "rss_mb")
-    if totals:
-        peaks["total"] = max(totals)
-    return peaks
-
-
-def generator_cpu_stats(
-    samples: Sequence[GeneratorSample], *, include_warmup: bool = False
-) -> CpuStats | None:
-    values = [s.cpu_percent for s in samples if include_warmup or s.t >= 0]
-    return CpuStats(sum(values) / len(values), max(values)) if values else None
-
-
-def generator_bound(
-    gen_samples: Sequence[GeneratorSample],
-    server_samples: Sequence[ResourceSample],
-    gen_processes: int,
-    *,
-    server_cores: float | None = None,
-    generator_threshold: float = 0.8,
-    server_threshold: float = 0.9,
-    cores: int | None = None,
-) -> bool:
-    """Whether the generator, not the server, limited the throughput of a run.
-
-    The rule: the generator is saturated, its mean CPU over the measured phase
-    at least ``generator_threshold`` of what its load-generating processes can
-    use (each Locust process is single-threaded: 100 % per process, and never
-    more than the machine's ``cores``), while the server is not, its mean CPU
-    (all parts) below ``server_threshold`` of the CPU it could have had: its
-    quota (``server_cores``), or else what the generator left of the machine.
-    80 % for the generator, because on a shared machine a saturated Python
-    process is seldom given a whole core (measured here: 85 % with the server
-    at 13 %). A server whose CPU is saturated is the bottleneck even when the
-    generator is busy too. No generator samples: False (nothing shows the
-    generator was the limit).
-    """
-    gen = generator_cpu_stats(gen_samples)
-    if gen is None or gen_processes < 1:
-        return False
-    machine = cores or os.cpu_count() or 1
-    generator_capacity = min(gen_processes, machine) * 100.0
-    server = cpu_stats(server_samples)
-    if server_cores:
-        server_capacity = min(server_cores, machine) * 100.0
-    else:  # unlimited: what the generator leaves of the machine, at least one core
-        server_capacity = max(machine * 100.0 - gen.mean, 100.0)
-    server_busy = server is not None and server.mean >= server_threshold * server_capacity
-    return gen.mean >= generator_threshold * generator_capacity and not server_busy
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds this machine spent not idle, all cores, since boot (steal included:
-    a VM's neighbours take CPU from the run as surely as a local process does)."""
-    times = psutil.cpu_times()
-    return float(
-        sum(times)
-        - times.idle
-        - getattr(times, "iowait", 0.0)
-        - getattr(times, "guest", 0.0)
-        - getattr(times, "guest_nice", 0.0)
-    )
-
-
-def own_tree_seconds() -> float:
-    """CPU seconds of this process and all its descendants (the generator, the MQTT
-    observer, the sampler's thread), children already reaped included."""
-    me = psutil.Process()
-    total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except _GONE:
-            continue
-        total += times.user + times.system
-        if proc.pid == me.pid:
-            total += times.children_user + times.children_system
-    return total
-
-
-def foreign_cpu_percent(other_s: float, server_s: float | None, duration_s: float) -> float | None:
-    """CPU used during the measured phase by processes that are neither the server nor
-    this measurement (``other_s``: the machine's busy seconds minus this process tree's),
-    100 = one core; None when the server's CPU is not known (a target given by URL)."""
-    if server_s is None or duration_s <= 0:
-        return None
-    return max(0.0, other_s - server_s) / duration_s * 100

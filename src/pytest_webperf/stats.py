@@ -1,7 +1,10 @@
 """Pure statistics for comparing two runs made of a few repetitions each.
 
 Everything here is plain Python on sequences of floats (no numpy: the inputs are
-tiny, 1-20 repetitions of at most a few hundred seconds each).
+tiny, 1-20 repetitions of at most a few hundred seconds each). Mean, variance and
+standard deviation are ``statistics``'; Student's t and the incomplete beta function
+are written here because ``statistics`` has only the normal distribution and scipy
+is a heavy dependency for two functions.
 
 The one question the regression gate asks is "is the current mean worse than
 the baseline mean by more than X %, credibly?". The choices, and why:
@@ -25,11 +28,9 @@ the baseline mean by more than X %, credibly?". The choices, and why:
   variance used for a side is the larger of the between-repetition variance and
   that within-run variance (each with its own degrees of freedom). With a single
   repetition per side the within-run estimate is the only one there is.
-* **Rank test.** ``mann_whitney_u`` is exact (full enumeration of the
-  ``C(n+m, n)`` splittings, midranks for ties) for small samples and normal with tie
-  correction above. It is reported next to the t-interval, not used to decide: with
-  3 repetitions per side its smallest possible one-sided p-value is 1/20 = 0.05,
-  so a rank gate could never fail a 3-repetition run.
+* **No rank test.** With 3 repetitions per side the smallest one-sided p-value of
+  a rank test is 1/20 = 0.05, so a rank gate could never fail a 3-repetition run;
+  ``ranktest.mann_whitney_u`` is kept apart from the gate's statistics.
 * **Counts (errors, lost messages) as Poisson rates.** Error counts are mostly 0;
   per-repetition rates have no usable log. ``rate_ratio`` compares the two rates
   with the exact conditional binomial test and a Clopper-Pearson interval.
@@ -39,39 +40,34 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import combinations
-from typing import Literal
-
-Alternative = Literal["two-sided", "greater", "less"]
 
 # Seconds per batch when turning a per-second series into batch means: successive
 # seconds of a load test are correlated (queues drain slowly), 5 s batches mostly are not.
 BATCH_SECONDS = 5
 MIN_BATCHES = 3
-EXACT_RANK_LIMIT = 200_000  # enumerate at most this many splittings (10 vs 10 is 184,756)
 
 
 # --- descriptive -------------------------------------------------------------------------
 
 
 def mean(values: Sequence[float]) -> float:
+    """``statistics.fmean``, raising ``ValueError("mean of no values")`` on no values."""
     if not values:
         raise ValueError("mean of no values")
-    return math.fsum(values) / len(values)
+    return statistics.fmean(values)
 
 
 def variance(values: Sequence[float]) -> float:
     """Sample variance (n-1 in the denominator); 0.0 for fewer than two values."""
-    if len(values) < 2:
-        return 0.0
-    m = mean(values)
-    return math.fsum((v - m) ** 2 for v in values) / (len(values) - 1)
+    return statistics.variance(values) if len(values) >= 2 else 0.0
 
 
 def stdev(values: Sequence[float]) -> float:
-    return math.sqrt(variance(values))
+    """Sample standard deviation; 0.0 for fewer than two values."""
+    return statistics.stdev(values) if len(values) >= 2 else 0.0
 
 
 def cv(values: Sequence[float]) -> float:
@@ -82,7 +78,8 @@ def cv(values: Sequence[float]) -> float:
 
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0-100), linear interpolation between order statistics
-    (the default of numpy and of R's type 7)."""
+    (the default of numpy and of R's type 7). ``statistics.quantiles`` cuts into n
+    equal groups only, so a 2.5th percentile would need n=400 cut points."""
     if not values:
         raise ValueError("percentile of no values")
     if not 0 <= q <= 100:
@@ -380,87 +377,6 @@ def bootstrap_ratio_ci(
         raise ValueError("bootstrap of a ratio needs a positive baseline")
     tail = (1 - confidence) / 2 * 100
     return percentile(ratios, tail), percentile(ratios, 100 - tail)
-
-
-# --- rank test ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RankTest:
-    u: float  # Mann-Whitney U of the first sample (pairs where x > y, ties count 1/2)
-    p_value: float
-    exact: bool
-
-
-def _midranks(values: Sequence[float]) -> list[float]:
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def _p_from(u: float, dist: Sequence[float], alternative: Alternative, eps: float) -> float:
-    ge = sum(1 for d in dist if d >= u - eps) / len(dist)
-    le = sum(1 for d in dist if d <= u + eps) / len(dist)
-    if alternative == "greater":
-        return ge
-    if alternative == "less":
-        return le
-    return min(1.0, 2 * min(ge, le))
-
-
-def mann_whitney_u(
-    x: Sequence[float], y: Sequence[float], alternative: Alternative = "two-sided"
-) -> RankTest:
-    """Mann-Whitney U test; "greater" means x tends to be larger than y.
-
-    Exact (enumerating every split of the pooled midranks) while there are at most
-    EXACT_RANK_LIMIT splits, which covers 10 vs 10; normal approximation with tie
-    and continuity correction above.
-    """
-    if not x or not y:
-        raise ValueError("rank test needs two non-empty samples")
-    n, m = len(x), len(y)
-    ranks = _midranks([*x, *y])
-    offset = n * (n + 1) / 2
-    u = sum(ranks[:n]) - offset
-    if math.comb(n + m, n) <= EXACT_RANK_LIMIT:
-        dist = [sum(ranks[i] for i in idx) - offset for idx in combinations(range(n + m), n)]
-        return RankTest(u, _p_from(u, dist, alternative, 1e-9), exact=True)
-    return RankTest(u, _normal_rank_p(u, ranks, n, m, alternative), exact=False)
-
-
-def _normal_rank_p(
-    u: float, ranks: Sequence[float], n: int, m: int, alternative: Alternative
-) -> float:
-    total = n + m
-    counts: dict[float, int] = {}
-    for r in ranks:
-        counts[r] = counts.get(r, 0) + 1
-    ties = sum(c**3 - c for c in counts.values())
-    sigma = math.sqrt(n * m / 12 * ((total + 1) - ties / (total * (total - 1))))
-    if sigma == 0:
-        return 1.0
-    mu = n * m / 2
-
-    def upper(v: float) -> float:
-        return 0.5 * math.erfc((v - mu - 0.5) / sigma / math.sqrt(2))
-
-    def lower(v: float) -> float:
-        return 0.5 * math.erfc(-(v - mu + 0.5) / sigma / math.sqrt(2))
-
-    if alternative == "greater":
-        return min(1.0, upper(u))
-    if alternative == "less":
-        return min(1.0, lower(u))
-    return min(1.0, 2 * min(upper(u), lower(u)))
 
 
 # --- counts ------------------------------------------------------------------------------

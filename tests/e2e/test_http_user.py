@@ -141,7 +141,7 @@ def test_users_subclass_lean_http_user_with_their_own_tasks(
     (tmp_path / "shop_users.py").write_text(
         textwrap.dedent("""
         from locust import task
-        from pytest_webperf.swarm.http import LeanHttpUser
+        from pytest_webperf.swarm.lean import LeanHttpUser
 
         class Shop(LeanHttpUser):
             @task

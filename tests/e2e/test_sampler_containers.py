@@ -10,7 +10,8 @@ from docker.models.containers import Container
 
 from pytest_webperf.cgroup import CgroupReader, owns_its_cgroup
 from pytest_webperf.engine import docker_client
-from pytest_webperf.sampler import ResourceMonitor, cpu_stats
+from pytest_webperf.resources import cpu_stats
+from pytest_webperf.sampler import ResourceMonitor
 
 pytestmark = pytest.mark.e2e
 

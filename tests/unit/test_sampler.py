@@ -1,4 +1,4 @@
-"""Process-tree sampling on real local process trees, monitors, and the pure summaries."""
+"""Process-tree sampling (``proctree``) on real local process trees, and the monitors."""
 
 from __future__ import annotations
 
@@ -14,22 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.models import GeneratorSample, ResourceSample
-from pytest_webperf.sampler import (
-    GeneratorMonitor,
+from pytest_webperf.proctree import (
     ProcessCpu,
     ProcessTreeSampler,
-    ResourceMonitor,
-    RunMonitor,
     TargetGone,
-    cpu_stats,
-    generator_bound,
-    generator_cpu_stats,
     parse_proc_net_tcp,
-    peak_rss_mb,
-    per_tick_totals,
     tree_cpu_delta,
 )
+from pytest_webperf.resources import generator_cpu_stats
+from pytest_webperf.sampler import GeneratorMonitor, ResourceMonitor, RunMonitor
 
 # Every child bounds its own life (60 s) so a failed clean-up cannot leak a burner.
 BUSY_TREE = """
@@ -367,85 +360,3 @@ def test_interval_must_be_positive(sleeper: subprocess.Popen[str]) -> None:
         ResourceMonitor({"x": sleeper.pid}, interval=0)
     with pytest.raises(ValueError, match="at least one part"):
         ResourceMonitor({})
-
-
-# -- pure summaries ---------------------------------------------------------------------------
-
-
-def sample(t: float, part: str, cpu: float, rss: float = 10.0) -> ResourceSample:
-    return ResourceSample(t=t, part=part, cpu_percent=cpu, rss_mb=rss, processes=1, threads=1)
-
-
-def gen(t: float, cpu: float) -> GeneratorSample:
-    return GeneratorSample(t=t, cpu_percent=cpu, processes=1)
-
-
-def test_cpu_stats_sum_parts_per_tick_and_leave_out_warmup() -> None:
-    samples = [
-        sample(-1, "a", 500),
-        sample(0, "a", 50),
-        sample(0, "b", 30),
-        sample(1, "a", 70),
-        sample(1, "b", 10),
-    ]
-    whole = cpu_stats(samples)
-    assert whole is not None and (whole.mean, whole.max) == (80, 80)
-    a = cpu_stats(samples, "a")
-    assert a is not None and (a.mean, a.max) == (60, 70)
-    with_warmup = cpu_stats(samples, "a", include_warmup=True)
-    assert with_warmup is not None and with_warmup.max == 500
-    assert cpu_stats([]) is None
-    assert cpu_stats(samples, "c") is None
-
-
-def test_peak_rss_total_is_the_peak_of_the_sum_not_the_sum_of_peaks() -> None:
-    samples = [
-        sample(0, "a", 0, rss=100),
-        sample(0, "b", 0, rss=10),
-        sample(1, "a", 0, rss=20),
-        sample(1, "b", 50),
-        sample(-1, "a", 0, rss=999),
-    ]
-    assert peak_rss_mb(samples) == {"a": 100, "b": 10, "total": 110}
-    assert peak_rss_mb([]) == {}
-
-
-@given(
-    st.lists(
-        st.tuples(st.integers(-2, 5), st.sampled_from("abc"), st.floats(0, 400, allow_nan=False))
-    )
-)
-def test_per_tick_totals_keep_every_value(rows: list[tuple[int, str, float]]) -> None:
-    samples = [sample(float(t), part, cpu) for t, part, cpu in rows]
-    totals = per_tick_totals(samples, "cpu_percent")
-    assert len(totals) == len({t for t, _, _ in rows})
-    assert sum(totals) == pytest.approx(sum(cpu for _, _, cpu in rows))
-
-
-def test_generator_bound_when_the_generator_is_saturated_and_the_server_is_not() -> None:
-    busy = [gen(t, 97) for t in range(5)]
-    idle_server = [sample(t, "s", 60) for t in range(5)]
-    assert generator_bound(busy, idle_server, 1, cores=2)
-
-
-def test_not_generator_bound_when_the_server_is_saturated_too() -> None:
-    busy = [gen(t, 97) for t in range(5)]
-    assert not generator_bound(busy, [sample(t, "s", 190) for t in range(5)], 1, cores=2)
-    # a --cpus=1 target at 95 % is saturated even on a 2-core machine
-    saturated = [sample(t, "s", 95) for t in range(5)]
-    assert not generator_bound(busy, saturated, 1, cores=2, server_cores=1.0)
-
-
-def test_not_generator_bound_when_the_generator_has_headroom() -> None:
-    assert not generator_bound([gen(t, 60) for t in range(5)], [sample(0, "s", 10)], 1, cores=2)
-    # two processes can use two cores: 120 % is not saturation
-    assert not generator_bound([gen(t, 120) for t in range(5)], [], 2, cores=2)
-    # four processes on two cores cannot exceed 200 %
-    assert generator_bound([gen(t, 185) for t in range(5)], [], 4, cores=2)
-
-
-def test_generator_bound_ignores_warmup_and_missing_data() -> None:
-    warm = [gen(-1, 100), gen(0, 40), gen(1, 40)]
-    assert not generator_bound(warm, [], 1, cores=2)
-    assert not generator_bound([], [sample(0, "s", 10)], 1, cores=2)
-    assert not generator_bound([gen(0, 100)], [], 0, cores=2)

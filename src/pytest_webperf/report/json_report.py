@@ -8,38 +8,47 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_webperf import resources
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.fileio import write_text_atomic
-from pytest_webperf.models import SCHEMA_VERSION, Measurement
+from pytest_webperf.models import SCHEMA_VERSION, Measurement, RunResult
 
 REPORT_SCHEMA = 1
 
 
-def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
-    """The flat per-repetition figures the report promises, beside the full record."""
-    latency = run["latency"]
-    resources = [r for r in run["resources"] if r["t"] >= 0]
-    cpu = [r["cpu_percent"] for r in resources]
-    generator = [g["cpu_percent"] for g in run["generator"] if g["t"] >= 0]
+def _run_summary(run: RunResult) -> dict[str, Any]:
+    """The flat per-repetition figures the report promises, beside the full record.
+
+    The resource figures are ``resources``' (the same as the ``cpu`` and ``rss``
+    checks): measured phase only, a composite target's parts summed per tick.
+    """
+    latency = run.latency
+    cpu = resources.cpu_stats(run.resources)
+    rss = resources.server_rss_peak(run.resources)
+    generator = resources.generator_cpu_stats(run.generator)
     return {
-        "p50_ms": latency["p50_ms"],
-        "p95_ms": latency["p95_ms"],
-        "p99_ms": latency["p99_ms"],
-        "mean_ms": latency["mean_ms"],
-        "cpu_percent": {"mean": sum(cpu) / len(cpu), "max": max(cpu)} if cpu else None,
-        "rss_mb": {"max": max(r["rss_mb"] for r in run["resources"])} if run["resources"] else None,
-        "generator_cpu_percent": sum(generator) / len(generator) if generator else None,
+        "p50_ms": latency.p50_ms,
+        "p95_ms": latency.p95_ms,
+        "p99_ms": latency.p99_ms,
+        "mean_ms": latency.mean_ms,
+        "cpu_percent": None if cpu is None else {"mean": cpu.mean, "max": cpu.max},
+        "rss_mb": None if rss is None else {"max": rss},
+        "generator_cpu_percent": None if generator is None else generator.mean,
     }
+
+
+def _repetitions(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
+    return [{**run.to_dict(), **_run_summary(run)} for run in runs]
 
 
 def report(measurements: Sequence[Measurement], meta: Mapping[str, Any]) -> dict[str, Any]:
     tests = []
     for m in measurements:
         entry = m.to_dict()
-        entry["repetitions"] = [{**run, **_run_summary(run)} for run in entry.pop("runs")]
-        base = entry.pop("base_runs")
+        del entry["runs"], entry["base_runs"]
+        entry["repetitions"] = _repetitions(m.runs)
         if entry.get("against") is not None:  # an A/B run: side A beside side B
-            entry["base_repetitions"] = [{**run, **_run_summary(run)} for run in base]
+            entry["base_repetitions"] = _repetitions(m.base_runs)
         entry["rps"] = m.rps
         tests.append(entry)
     return {

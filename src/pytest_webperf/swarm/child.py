@@ -149,9 +149,9 @@ def load_user_class(spec: SwarmSpec) -> type[Any]:
 
         return mqtt.make_user(spec)
     if spec.user_class == "lean":
-        from pytest_webperf.swarm import http
+        from pytest_webperf.swarm import lean
 
-        return http.make_user(spec)
+        return lean.make_user(spec)
     module_name, _, class_name = spec.user_class.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     if not getattr(cls, "host", None):
