@@ -41,6 +41,14 @@ from typing import Any, Literal
 
 from pytest_webperf import stats
 from pytest_webperf.checks import DEFAULT_CHECKS, AbsoluteCheck, Check, RelativeCheck, num
+from pytest_webperf.estimates import (
+    Estimate,
+    combined,
+    count_estimate,
+    interval,
+    level_estimate,
+    paired_estimate,
+)
 from pytest_webperf.metrics import (
     CONTENDED_CPU_PERCENT,
     METRICS,
@@ -48,7 +56,7 @@ from pytest_webperf.metrics import (
     foreign_cpu,
     requests_exposure,
 )
-from pytest_webperf.models import Measurement, RunResult, Status, Verdict
+from pytest_webperf.models import Measurement, Status, Verdict
 
 NO_BASELINE = "no baseline (run with --webperf-save)"
 GENERATOR_BOUND = (
@@ -111,41 +119,13 @@ def _pct(change: float) -> str:
     return "+inf%" if math.isinf(change) else f"{change * 100:+.1f}%"
 
 
-def _values(metric: Metric, m: Measurement) -> list[float] | None:
-    values = [metric.per_run(r) for r in m.runs]
-    if not values or any(v is None for v in values):
-        return None
-    return [float(v) for v in values if v is not None]
-
-
-def _measured_runs(metric: Metric, m: Measurement) -> tuple[list[RunResult], list[float]]:
-    """The repetitions that measured ``metric``, and their values. A repetition whose
-    sampler could not read the server (e.g. its process was not found yet) must not
-    switch the check off for the others."""
-    kept = [(r, metric.per_run(r)) for r in m.runs]
-    runs = [r for r, v in kept if v is not None]
-    return runs, [float(v) for _, v in kept if v is not None]
-
-
-def _combined(metric: Metric, m: Measurement) -> float | None:
-    values = _values(metric, m)
-    if values is None:
-        return None
-    if metric.combine == "sum":
-        return math.fsum(values)
-    if metric.combine == "rate":
-        exposure = _exposure(metric, m)
-        return math.fsum(values) / exposure if exposure > 0 else None
-    return max(values) if metric.combine == "max" else stats.mean(values)
-
-
 def _skipped(check: Check, metric: Metric, why: str) -> CheckResult:
     return CheckResult(str(check), metric.name, "skipped", f"{check}: skipped, {why}")
 
 
 def _absolute(check: AbsoluteCheck, current: Measurement) -> CheckResult:
     metric = METRICS[check.metric]
-    value = _combined(metric, current)
+    value = combined(metric, current)
     if value is None:
         return _skipped(check, metric, f"{metric.name} was not measured in this run")
     shown = _fmt(value, "" if metric.combine == "rate" else metric.unit)
@@ -166,138 +146,7 @@ def _absolute(check: AbsoluteCheck, current: Measurement) -> CheckResult:
     )
 
 
-@dataclass(frozen=True)
-class _Estimate:
-    current: float
-    baseline: float
-    change: float
-    low: float | None
-    high: float | None
-    p_worse: float
-    p_better: float
-    counts: tuple[int, int] | None = None  # events (current, baseline) of a count metric
-    partial: str = ""  # which repetitions did not measure the metric, if any
-    se: float | None = None  # standard error of the log ratio (None: no spread known)
-    df: float | None = None
-
-
-def _directed(metric: Metric, est: stats.RatioEstimate) -> tuple[float, float]:
-    """(p for "worse", p for "better")."""
-    return (est.p_greater, est.p_less) if metric.bad == "up" else (est.p_less, est.p_greater)
-
-
-def _level_estimate(metric: Metric, current: Measurement, baseline: Measurement) -> _Estimate | str:
-    (runs, xs), (base_runs, ys) = _measured_runs(metric, current), _measured_runs(metric, baseline)
-    if not xs or not ys:
-        side = "this run" if not xs else "the baseline"
-        return f"{metric.name} was not measured in {side}"
-    if stats.mean(ys) <= 0:
-        return f"the baseline's {metric.name} is 0, no relative change exists"
-    series = metric.series
-    est = stats.ratio_change(
-        xs,
-        ys,
-        current_series=[series(r) for r in runs] if series else (),
-        baseline_series=[series(r) for r in base_runs] if series else (),
-    )
-    partial = [
-        f"{len(found)} of {len(m.runs)} repetitions of {side}"
-        for found, m, side in ((runs, current, "this run"), (base_runs, baseline, "the baseline"))
-        if len(found) < len(m.runs)
-    ]
-    return _Estimate(
-        stats.mean(xs),
-        stats.mean(ys),
-        est.change,
-        est.low,
-        est.high,
-        *_directed(metric, est),
-        partial=("; measured in " + " and ".join(partial) if partial else ""),
-        se=est.se,
-        df=est.df,
-    )
-
-
-def _paired_estimate(
-    metric: Metric, change: Measurement, base: Measurement, instances: Sequence[int]
-) -> _Estimate | str:
-    """B against A pair by pair (``change.runs[i]`` against ``base.runs[i]``)."""
-    pairs = [
-        (metric.per_run(b), metric.per_run(a), instance)
-        for b, a, instance in zip(change.runs, base.runs, instances, strict=False)
-    ]
-    kept = [(float(b), float(a), i) for b, a, i in pairs if b is not None and a is not None]
-    if not kept:
-        return f"{metric.name} was not measured in both sides of any pair"
-    if any(a <= 0 for _, a, _ in kept) or any(b < 0 for b, _, _ in kept):
-        return f"the base's {metric.name} is 0 in a pair, no relative change exists"
-    if any(b == 0 for b, _, _ in kept):
-        bs, as_ = [b for b, _, _ in kept], [a for _, a, _ in kept]
-        return _Estimate(stats.mean(bs), stats.mean(as_), -1.0, -1.0, -1.0, 0.0, 1.0)
-    floor = None
-    if metric.series is not None:
-        series = metric.series
-        spreads = [
-            stats.within_run_spread([series(r) for r in side.runs]) for side in (change, base)
-        ]
-        if all(s is not None for s in spreads):
-            floor = stats.Spread(
-                sum(s.rel_var for s in spreads if s), min(s.df for s in spreads if s)
-            )
-    est = stats.paired_change(
-        [math.log(b / a) for b, a, _ in kept], [i for _, _, i in kept], floor=floor
-    )
-    skipped = len(pairs) - len(kept)
-    return _Estimate(
-        stats.mean([b for b, _, _ in kept]),
-        stats.mean([a for _, a, _ in kept]),
-        est.change,
-        est.low,
-        est.high,
-        *_directed(metric, est),
-        partial=f"; {skipped} of {len(pairs)} pairs not measured" if skipped else "",
-        se=est.se,
-        df=est.df,
-    )
-
-
-def _exposure(metric: Metric, m: Measurement) -> float:
-    return math.fsum(metric.exposure(r) for r in m.runs)
-
-
-def _count_estimate(metric: Metric, current: Measurement, baseline: Measurement) -> _Estimate | str:
-    xs, ys = _values(metric, current), _values(metric, baseline)
-    if xs is None or ys is None:
-        return f"{metric.name} was not measured in {'this run' if xs is None else 'the baseline'}"
-    exposure, base_exposure = _exposure(metric, current), _exposure(metric, baseline)
-    if exposure <= 0 or base_exposure <= 0:
-        return "nothing was sent" + (" in this run" if exposure <= 0 else " in the baseline")
-    events, base_events = round(math.fsum(xs)), round(math.fsum(ys))
-    est = stats.rate_ratio(events, exposure, base_events, base_exposure)
-    return _Estimate(
-        events / exposure,
-        base_events / base_exposure,
-        est.change,
-        est.low,
-        est.high,
-        est.p_greater,
-        est.p_less,
-        (events, base_events),
-    )
-
-
-Estimator = Callable[[Metric], "_Estimate | str"]
-
-
-def _interval(est: _Estimate, confidence: float) -> tuple[float | None, float | None]:
-    """The two-sided interval at ``confidence`` (the estimators compute 95 %)."""
-    if est.se is None or est.df is None or est.counts is not None:
-        return est.low, est.high
-    if est.se == 0:
-        return est.change, est.change
-    q = stats.t_ppf(0.5 + confidence / 2, est.df)
-    centre = math.log1p(est.change)
-    return math.expm1(centre - q * est.se), math.expm1(centre + q * est.se)
+Estimator = Callable[[Metric], "Estimate | str"]
 
 
 def _relative(
@@ -318,7 +167,7 @@ def _relative(
         return _skipped(check, metric, est)
     sign = 1 if metric.bad == "up" else -1
     limit = check.percent / 100
-    low, high = _interval(est, 1 - 2 * alpha)  # the level that decides (alpha per look)
+    low, high = interval(est, 1 - 2 * alpha)  # the level that decides (alpha per look)
     has_interval = low is not None and high is not None
     unit = "" if metric.count else metric.unit
     level = (1 - 2 * alpha) * 100
@@ -458,13 +307,13 @@ def evaluate(
         else ("this run", "the baseline's")
     )
 
-    def estimate(metric: Metric) -> _Estimate | str:
+    def estimate(metric: Metric) -> Estimate | str:
         assert baseline is not None
         if metric.count:
-            return _count_estimate(metric, current, baseline)
+            return count_estimate(metric, current, baseline)
         if instances is not None:
-            return _paired_estimate(metric, current, baseline, instances)
-        return _level_estimate(metric, current, baseline)
+            return paired_estimate(metric, current, baseline, instances)
+        return level_estimate(metric, current, baseline)
 
     results = []
     for check in checks:

@@ -22,16 +22,12 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds, own_tree_seconds
 from pytest_webperf.errors import TargetError
 from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult, Workload
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
-from pytest_webperf.sampler import (
-    RunMonitor,
-    foreign_cpu_percent,
-    generator_bound,
-    machine_busy_seconds,
-    own_tree_seconds,
-)
+from pytest_webperf.resources import generator_bound
+from pytest_webperf.sampler import RunMonitor
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec

@@ -23,21 +23,15 @@ from typing import Literal, Protocol
 import psutil
 
 from pytest_webperf.cgroup import CgroupReader, owns_its_cgroup
-from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds, own_tree_seconds
 from pytest_webperf.models import GeneratorSample, ResourceSample
 from pytest_webperf.proctree import MB, ProcessTreeSampler, TargetGone
-from pytest_webperf.resources import generator_bound, tick
+from pytest_webperf.resources import tick
 
 __all__ = [
     "CpuSource",
     "GeneratorMonitor",
     "ResourceMonitor",
     "RunMonitor",
-    # measure.py still imports these from here; their owners are contention and resources
-    "foreign_cpu_percent",
-    "generator_bound",
-    "machine_busy_seconds",
-    "own_tree_seconds",
 ]
 
 log = logging.getLogger(__name__)
