@@ -114,3 +114,26 @@ def test_a_bare_broker_flat_out_at_qos1_has_only_an_observer() -> None:
     assert result is not None and result.store is None
     assert measurement.runs[0].requests > 0
     _clean(result.observer, result.acked)
+
+
+def test_mqtt_goes_through_the_http_rules_limit_and_placement(pytester: pytest.Pytester) -> None:
+    """One loop: an MQTT run is judged against the target's CPU limit (not the machine's
+    cores) and its generator is pinned under split placement, as an HTTP run is."""
+    pytester.makepyfile(
+        test_mq="""
+def test_mq(webperf):
+    target = webperf.server("go-mqtt", cpus=0.5)
+    webperf.mqtt(target, users=10, interval="200ms", duration="2s", warmup="0.5s",
+                 repeat=1, drain="10s", quiet="2s")
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:locust", "--webperf-placement=split", "--webperf-json=mq.json"
+    )
+    result.assert_outcomes(passed=1)
+    entry = json.loads((pytester.path / "mq.json").read_text())["tests"][0]
+    rep = entry["repetitions"][0]
+    assert rep["server_cores"] == 0.5  # the limit, for generator-bound and capacity
+    assert [g["cpus"] for g in rep["generator_processes"]] == [[0]]  # pinned apart
+    assert entry["target"]["limits"] == {"cpus": 0.5, "memory": None, "cpuset": "1"}
+    assert rep["mqtt"]["store"]["lost"] == 0 and rep["mqtt"]["store"]["duplicates"] == 0
