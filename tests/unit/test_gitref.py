@@ -1,0 +1,80 @@
+"""The base tree of an A/B run, from a real (temporary) git repository."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_webperf.errors import OptionError
+from pytest_webperf.gitref import base_tree, map_command, resolve_commit, toplevel
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "servers" / "app").mkdir(parents=True)
+    (tmp_path / "servers" / "app" / "server.toml").write_text('name = "app"\n')
+    (tmp_path / "README").write_text("base\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "base")
+    return tmp_path
+
+
+def test_the_base_tree_holds_the_ref_and_is_removed_afterwards(repo: Path) -> None:
+    (repo / "README").write_text("changed\n")
+    with base_tree(repo, "HEAD") as tree:
+        assert tree.commit == git(repo, "rev-parse", "HEAD")
+        assert (tree.root / "README").read_text() == "base\n"
+        assert tree.dirty
+        root = tree.root
+    assert not root.exists()
+    assert git(repo, "status", "--porcelain") == "M README"  # the user's tree untouched
+
+
+def test_paths_map_into_the_base_tree(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    with base_tree(repo, "HEAD") as tree:
+        assert tree.map(repo / "servers" / "app") == tree.root / "servers" / "app"
+        assert tree.map(repo / "servers" / "new") is None  # not at the ref
+        assert tree.map(outside) is None
+        assert map_command(tree, ["python", str(repo / "README"), "-v", str(outside)]) == [
+            "python",
+            str(tree.root / "README"),
+            "-v",
+            str(outside),
+        ]
+
+
+def test_changes_are_seen_under_a_path_tracked_or_untracked(repo: Path) -> None:
+    with base_tree(repo, "HEAD") as tree:
+        assert not tree.changed(repo / "servers")
+        (repo / "servers" / "app" / "new.py").write_text("x = 1\n")
+        assert tree.changed(repo / "servers")  # untracked counts
+        assert not tree.changed(repo / "README")
+        (repo / "servers" / "app" / "new.py").unlink()
+        (repo / "servers" / "app" / "server.toml").write_text('name = "app2"\n')
+        assert tree.changed(repo / "servers" / "app")
+
+
+def test_an_unknown_ref_is_one_line_naming_it(repo: Path) -> None:
+    with pytest.raises(OptionError, match=r"--webperf-against=nope: git knows no commit"):
+        resolve_commit(repo, "nope")
+    with pytest.raises(OptionError, match="is not a git ref"):
+        resolve_commit(repo, "--upload-pack=evil")
+
+
+def test_outside_a_repository_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(OptionError, match="needs a git repository"):
+        toplevel(tmp_path)
