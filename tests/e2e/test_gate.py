@@ -156,9 +156,14 @@ def test_an_unchanged_server_compares_and_passes(
     result = run_gate(pytester, QUIET_CHECKS, "--webperf-json=out.json")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*test_work[[]c4[]] * GET /work * costly * 4 * pass*"])
+    # 3 x 1 s on a shared machine: a pass, or undecided when it could not have seen 5 %
+    result.stdout.fnmatch_lines(["*test_work[[]c4[]] * GET /work * costly * 4 * [pu][an]*"])
     judged = verdict(pytester.path / "out.json")
-    assert judged["status"] == "pass", judged
+    assert judged["status"] in ("pass", "undecided"), judged
+    cpu = next(c for c in judged["checks"] if c["metric"] == "cpu_per_req")
+    assert cpu["outcome"] in ("pass", "undecided") and cpu["detectable"] > 0
+    if cpu["outcome"] == "undecided":
+        assert "too noisy to judge 5%" in " ".join(judged["notes"])
     assert "no baseline" not in result.stdout.str()
 
 

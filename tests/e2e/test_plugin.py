@@ -41,8 +41,13 @@ def test_concurrency_list_parametrizes_and_reports(pytester: pytest.Pytester, en
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
-            "*test_hello[[]c5[]] PASSED*",
-            "*test_hello[[]c20[]] PASSED*",
+            # progress lines come between a test's name and its result, as live logs do
+            "*test_hello[[]c5[]]*",
+            "webperf test_hello[[]c5[]] GET /hello: repetition 1/2 done, * req/s, 0 errors*",
+            "*PASSED*",
+            "*test_hello[[]c20[]]*",
+            "webperf test_hello[[]c20[]] GET /hello: repetition 2/2 done*",
+            "*PASSED*",
             "*= webperf =*",
             "test * workload * server * users * req/s * requests * errors * timeouts * p50 ms*",
             "test_hello[[]c5[]] * GET /hello * nginx * 5 *",
