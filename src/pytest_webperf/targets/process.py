@@ -22,6 +22,16 @@ from pytest_webperf.targets.base import (
 )
 
 
+def how_it_ended(returncode: int | None) -> str:
+    """``exit code 3``, or ``killed by SIGKILL`` (Popen's negative return code)."""
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
 class ProcessTarget:
     """``command`` run with a free loopback port in ``port_env``, health-checked, and
     killed with its whole process group at exit. Sampled by its process tree (it shares
@@ -116,7 +126,7 @@ class ProcessTarget:
     def check_alive(self) -> None:
         if self.process is None or self.process.poll() is not None:
             code = None if self.process is None else self.process.returncode
-            raise TargetError(f"{self.name} is not running (exit code {code})", self.logs())
+            raise TargetError(f"{self.name} is not running ({how_it_ended(code)})", self.logs())
 
     def logs(self) -> str:
         if self._log is None:
