@@ -176,6 +176,19 @@ def webperf(
     finally:
         session.record(handle.measurements)
         handle.close()
+        session.finished.extend(_target_url_notice(session.config, handle))
+
+
+def _target_url_notice(config: RunConfig, handle: Webperf) -> list[str]:
+    """--webperf-target-url replaces catalogue servers only: say so where a test
+    started its own command instead (a warning would fail suites run with -W error)."""
+    started = any(m.target.get("kind") == "process" for m in handle.measurements)
+    if not config.target_url or not started:
+        return []
+    return [
+        f"webperf: {handle.nodeid}: --webperf-target-url does not apply to "
+        "webperf.process(...): it measured the command it started"
+    ]
 
 
 @pytest.hookimpl(wrapper=True)

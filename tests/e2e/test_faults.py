@@ -4,9 +4,16 @@ process, a container or a temporary directory behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -119,3 +126,124 @@ def test_a_server_that_exits_mid_run_fails_with_its_exit_code(pytester: pytest.P
     result = run_fault(pytester, "exit", "--webperf-duration=2s", "--webperf-repeat=2")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*TargetDied*fault-exit is not running (exit code 3)*"])
+
+
+def descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        for child in children_of(todo.pop()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """The ones still running (zombies are dead: only a reap is missing)."""
+    running = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.add(pid)
+    return running
+
+
+class Background:
+    """A pytest run of TEST in a subprocess, with its own temporary directory."""
+
+    def __init__(self, pytester: pytest.Pytester, mode: str, *options: str) -> None:
+        shutil.copy(SERVER, pytester.path / "fault_server.py")
+        pytester.makepyfile(test_fault=TEST.format(mode=mode))
+        self.tmp = pytester.path / "tmp"
+        self.tmp.mkdir()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pytest", *QUICK, *options],
+            cwd=pytester.path,
+            env={**os.environ, "TMPDIR": str(self.tmp)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.seen: set[int] = set()
+
+    def wait_for_load(self, timeout: float = 60) -> int:
+        """Once the swarm runs: the fault server's pid."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.seen |= descendants(self.process.pid)
+            servers = [p for p in fault_servers() if p in self.seen or self._ours(p)]
+            if servers and len(self.seen) >= 2:
+                time.sleep(2)  # the swarm is measuring now
+                self.seen |= descendants(self.process.pid) | descendants(servers[0])
+                return servers[0]
+            time.sleep(0.2)
+        raise AssertionError(f"no load within {timeout}s")
+
+    def _ours(self, pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/cwd").resolve() == self.tmp.parent
+        except OSError:
+            return False
+
+    def finish(self, timeout: float = 60) -> str:
+        output, _ = self.process.communicate(timeout=timeout)
+        return output
+
+    def left_behind(self) -> set[int]:
+        time.sleep(0.5)  # a child that exits on its own, after its parent
+        return alive(self.seen)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for pid in alive(self.seen):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def background(pytester: pytest.Pytester) -> Iterator[Callable[..., Background]]:
+    started: list[Background] = []
+
+    def start(mode: str, *options: str) -> Background:
+        started.append(Background(pytester, mode, *options))
+        return started[-1]
+
+    yield start
+    for run in started:
+        run.close()
+
+
+def test_a_target_killed_from_outside_says_by_which_signal(
+    background: Callable[..., Background],
+) -> None:
+    run = background("ok", "--webperf-duration=8s")
+    os.kill(run.wait_for_load(), signal.SIGKILL)
+    output = run.finish()
+    assert run.process.returncode == pytest.ExitCode.TESTS_FAILED, output
+    assert "TargetDied: fault-ok died during the measurement" in output, output
+    assert "fault-ok is not running (killed by SIGKILL)" in output, output
+    assert "Traceback" not in output
+    assert run.left_behind() == set()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_run_leaves_nothing_behind(
+    background: Callable[..., Background], pytester: pytest.Pytester, sig: signal.Signals
+) -> None:
+    run = background("ok", "--webperf-duration=30s", "--webperf-json=out.json")
+    run.wait_for_load()
+    run.process.send_signal(sig)
+    output = run.finish()
+    assert run.process.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "KeyboardInterrupt" in output
+    assert run.left_behind() == set(), output
+    assert list(run.tmp.iterdir()) == []  # no webperf-* directory or file of ours
+    written = pytester.path / "out.json"
+    assert [p.name for p in pytester.path.glob(".out.json*")] == []  # no half-written file
+    if written.exists():
+        json.loads(written.read_text())
