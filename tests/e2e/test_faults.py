@@ -138,16 +138,18 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
-def alive(pids: set[int]) -> set[int]:
-    """The ones still running (zombies are dead: only a reap is missing)."""
-    running = set()
+def alive(pids: set[int]) -> dict[int, str]:
+    """The ones still running, with their command (zombies are dead: only a reap is
+    missing)."""
+    running = {}
     for pid in pids:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
         if state != "Z":
-            running.add(pid)
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            running[pid] = command.decode(errors="replace")
     return running
 
 
@@ -192,7 +194,7 @@ class Background:
         output, _ = self.process.communicate(timeout=timeout)
         return output
 
-    def left_behind(self) -> set[int]:
+    def left_behind(self) -> dict[int, str]:
         time.sleep(0.5)  # a child that exits on its own, after its parent
         return alive(self.seen)
 
@@ -228,7 +230,7 @@ def test_a_target_killed_from_outside_says_by_which_signal(
     assert "TargetDied: fault-ok died during the measurement" in output, output
     assert "fault-ok is not running (killed by SIGKILL)" in output, output
     assert "Traceback" not in output
-    assert run.left_behind() == set()
+    assert run.left_behind() == {}
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -241,9 +243,22 @@ def test_an_interrupted_run_leaves_nothing_behind(
     output = run.finish()
     assert run.process.returncode == pytest.ExitCode.INTERRUPTED, output
     assert "KeyboardInterrupt" in output
-    assert run.left_behind() == set(), output
+    assert run.left_behind() == {}, output
     assert list(run.tmp.iterdir()) == []  # no webperf-* directory or file of ours
     written = pytester.path / "out.json"
     assert [p.name for p in pytester.path.glob(".out.json*")] == []  # no half-written file
     if written.exists():
         json.loads(written.read_text())
+
+
+def test_a_killed_pytest_takes_its_process_target_and_swarm_along(
+    background: Callable[..., Background],
+) -> None:
+    run = background("ok", "--webperf-duration=30s")
+    run.wait_for_load()
+    run.process.kill()
+    run.finish()
+    deadline = time.monotonic() + 10  # the swarm notices at its next interval
+    while run.left_behind() and time.monotonic() < deadline:
+        pass
+    assert run.left_behind() == {}
