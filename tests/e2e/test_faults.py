@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,10 +36,6 @@ def test_fault(webperf):
     target = webperf.process([sys.executable, "fault_server.py", {mode!r}], name="fault-{mode}")
     webperf.http(target, path="/hello")
 """
-
-
-def webperf_dirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("webperf-*")}
 
 
 def children_of(pid: int) -> list[int]:
@@ -70,14 +65,21 @@ def fault_servers() -> list[int]:
 
 
 def run_fault(pytester: pytest.Pytester, mode: str, *options: str) -> pytest.RunResult:
+    """TEST against fault_server.py MODE, with its own temporary directory (other runs
+    on the machine come and go in the shared one)."""
     shutil.copy(SERVER, pytester.path / "fault_server.py")
     pytester.makepyfile(test_fault=TEST.format(mode=mode))
-    before = webperf_dirs()
-    result = pytester.runpytest_subprocess(*QUICK, "--webperf-json=out.json", *options, timeout=90)
+    tmp = pytester.path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(tmp))
+        result = pytester.runpytest_subprocess(
+            *QUICK, "--webperf-json=out.json", *options, timeout=90
+        )
     assert "Traceback" not in result.stdout.str(), result.stdout.str()
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert fault_servers() == []
-    assert webperf_dirs() <= before
+    assert list(tmp.iterdir()) == []
     return result
 
 
@@ -262,3 +264,87 @@ def test_a_killed_pytest_takes_its_process_target_and_swarm_along(
     while run.left_behind() and time.monotonic() < deadline:
         pass
     assert run.left_behind() == {}
+
+
+def test_an_unwritable_baseline_dir_is_one_line_and_the_reports_are_still_written(
+    pytester: pytest.Pytester,
+) -> None:
+    """Root ignores permission bits, so a file stands where the directory should be: the
+    same OSError a read-only directory gives."""
+    (pytester.path / "in-the-way").write_text("a file, not a directory\n")
+    result = run_fault(
+        pytester,
+        "ok",
+        "--webperf-save",
+        "--webperf-baseline-dir=in-the-way",
+        "--webperf-markdown=s.md",
+    )
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["webperf: error saving baselines: cannot write the baseline *in-the-way*"]
+    )
+    assert (pytester.path / "in-the-way").read_text() == "a file, not a directory\n"
+    assert json.loads((pytester.path / "out.json").read_text())["tests"]
+    assert "GET /hello" in (pytester.path / "s.md").read_text()
+
+
+def test_an_unwritable_report_path_is_one_line_naming_it(pytester: pytest.Pytester) -> None:
+    (pytester.path / "in-the-way").write_text("a file\n")
+    result = run_fault(
+        pytester, "ok", "--webperf-html=in-the-way/r.html", "--webperf-markdown=new/dir/s.md"
+    )
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["webperf: error writing the HTML report to in-the-way/r.html: *"])
+    assert (pytester.path / "new" / "dir" / "s.md").exists()  # a missing directory is made
+    assert json.loads((pytester.path / "out.json").read_text())["tests"]
+
+
+def test_a_broken_run_is_not_saved_as_a_baseline_unless_asked(pytester: pytest.Pytester) -> None:
+    result = run_fault(pytester, "500", "--webperf-save", "--webperf-baseline-dir=base")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "webperf: not saved as baselines: 1 measurement(s) that failed their absolute "
+            "checks*test_fault.py::test_fault[[]c4[]] [[]GET /hello[]]*--webperf-save-failed*"
+        ]
+    )
+    assert not list((pytester.path / "base").rglob("*.json"))
+    result = run_fault(
+        pytester, "500", "--webperf-save", "--webperf-save-failed", "--webperf-baseline-dir=base"
+    )
+    result.stdout.fnmatch_lines(["webperf: saved 1 baseline(s) in 1 file(s) under *"])
+    assert len(list((pytester.path / "base").rglob("*.json"))) == 1
+
+
+def test_target_url_says_it_does_not_apply_to_a_process_target(pytester: pytest.Pytester) -> None:
+    result = run_fault(pytester, "ok", "--webperf-target-url=http://127.0.0.1:9")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "webperf: test_fault.py::test_fault[[]c4[]]: --webperf-target-url does not apply "
+            "to webperf.process(...): it measured the command it started"
+        ]
+    )
+
+
+def test_no_engine_says_how_to_get_one(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent")
+    pytester.makepyfile(
+        test_server="""
+        def test_server(webperf):
+            webperf.http(webperf.server("nginx"))
+        """
+    )
+    result = pytester.runpytest_subprocess(*QUICK, timeout=120)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*EngineUnavailable: no Docker engine answers (*Start a Docker engine*"
+            "*--webperf-target-url=http://127.0.0.1:PORT*"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
