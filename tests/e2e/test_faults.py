@@ -5,6 +5,7 @@ process, a container or a temporary directory behind."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -16,6 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from pytest_webperf.models import Workload
+from pytest_webperf.swarm.runner import run_swarm
+from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.targets.process import ProcessTarget
 
 pytest_plugins = ["pytester"]
 SERVER = Path(__file__).with_name("fault_server.py")
@@ -348,3 +354,30 @@ def test_no_engine_says_how_to_get_one(
         ]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+EXAMPLES = [
+    ("500", "http_500", "HTTP/1.1 500 Internal Server Error"),
+    ("garbage", "protocol", "not an HTTP/1.x status line: b'\\x00\\x01garbage, not HTTP at all'"),
+    ("short-body", "closed", "connection closed after 10 of 100 body bytes"),
+    ("bad-chunk", "protocol", "bad chunk size b'zz'"),
+    ("silent", "timeout", "no answer within 1 s"),
+]
+
+
+@pytest.mark.parametrize(("mode", "kind", "example"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_the_swarm_keeps_an_example_of_each_failure(mode: str, kind: str, example: str) -> None:
+    """What compare's broken message can show (RunResult.error_examples), from the child."""
+    spec = SwarmSpec(
+        host="",
+        users=2,
+        duration_s=1.5,
+        warmup_s=0.2,
+        timeout_s=1.0,
+        user_class="lean",
+        workload=Workload(path="/hello"),
+    )
+    with ProcessTarget([sys.executable, str(SERVER), mode], name=mode) as target:
+        outcome = run_swarm(dataclasses.replace(spec, host=target.url))
+    assert outcome.total.error_kinds.get(kind, 0) > 0
+    assert outcome.total.error_examples[kind] == example

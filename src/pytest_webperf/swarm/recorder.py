@@ -181,8 +181,9 @@ class Recorder:
         latency = int(response_time * 1000) if kind.startswith("http_") else None
         example = None
         if self.current.wants_example(kind):
-            reason = getattr(response, "reason", None)
-            example = f"{status} {reason}" if kind.startswith("http_") else repr(exception)
+            reason = getattr(response, "reason", None) or ""
+            example = f"HTTP {status} {reason}".strip() if kind.startswith("http_") else None
+            example = example or repr(exception)
         self.record_error(kind, latency, response_length or 0, example)
 
     def roll(self) -> Interval:
