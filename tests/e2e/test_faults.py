@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_webperf.engine import docker_client
 from pytest_webperf.models import Workload
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.targets.container import MANAGED, OWNER
 from pytest_webperf.targets.process import ProcessTarget
 
 pytest_plugins = ["pytester"]
@@ -381,3 +383,72 @@ def test_the_swarm_keeps_an_example_of_each_failure(mode: str, kind: str, exampl
         outcome = run_swarm(dataclasses.replace(spec, host=target.url))
     assert outcome.total.error_kinds.get(kind, 0) > 0
     assert outcome.total.error_examples[kind] == example
+
+
+NGINX = """
+def test_nginx(webperf):
+    webperf.http(webperf.server("nginx"), path="/hello")
+"""
+
+
+def containers_of(pid: int) -> list[str]:
+    """Names of the containers ``pid`` started (sparse: other runs remove theirs as we list)."""
+    found = docker_client().containers.list(all=True, filters={"label": MANAGED}, sparse=True)
+    return [
+        c.attrs["Names"][0].lstrip("/")
+        for c in found
+        if (c.attrs.get("Labels") or {}).get(OWNER, "").startswith(f"{pid}:")
+    ]
+
+
+def start_nginx_run(pytester: pytest.Pytester, duration: str) -> subprocess.Popen[str]:
+    pytester.makepyfile(test_nginx=NGINX)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", *QUICK, f"--webperf-duration={duration}"],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_containers(pid: int, timeout: float = 120) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if names := containers_of(pid):
+            time.sleep(3)  # healthy, and the swarm is running
+            return names
+        time.sleep(0.2)
+    raise AssertionError(f"no container of pid {pid} within {timeout}s")
+
+
+def test_sigterm_mid_run_removes_the_container(pytester: pytest.Pytester, engine: None) -> None:
+    process = start_nginx_run(pytester, "30s")
+    try:
+        wait_for_containers(process.pid)
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert containers_of(process.pid) == [], output
+
+
+def test_the_next_run_sweeps_the_containers_of_a_killed_one(
+    pytester: pytest.Pytester, engine: None
+) -> None:
+    process = start_nginx_run(pytester, "30s")
+    try:
+        names = wait_for_containers(process.pid)
+    finally:
+        process.kill()  # SIGKILL: no clean-up at all
+        process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+    assert containers_of(process.pid) == names  # left behind, until...
+    result = pytester.runpytest_subprocess(*QUICK, timeout=120)  # the next run starts one
+    result.assert_outcomes(passed=1)
+    assert containers_of(process.pid) == []
