@@ -247,7 +247,13 @@ def test_a_target_killed_from_outside_says_by_which_signal(
 def test_an_interrupted_run_leaves_nothing_behind(
     background: Callable[..., Background], pytester: pytest.Pytester, sig: signal.Signals
 ) -> None:
-    run = background("ok", "--webperf-duration=30s", "--webperf-json=out.json")
+    run = background(
+        "ok",
+        "--webperf-duration=30s",
+        "--webperf-json=out.json",
+        "--webperf-save",
+        "--webperf-baseline-dir=base",
+    )
     run.wait_for_load()
     run.process.send_signal(sig)
     output = run.finish()
@@ -255,10 +261,10 @@ def test_an_interrupted_run_leaves_nothing_behind(
     assert "KeyboardInterrupt" in output
     assert run.left_behind() == {}, output
     assert list(run.tmp.iterdir()) == []  # no webperf-* directory or file of ours
-    written = pytester.path / "out.json"
-    assert [p.name for p in pytester.path.glob(".out.json*")] == []  # no half-written file
-    if written.exists():
-        json.loads(written.read_text())
+    assert not list(pytester.path.rglob("*.tmp"))  # no half-written report or baseline
+    for written in [pytester.path / "out.json", *pytester.path.glob("base/*/*.json")]:
+        if written.exists():
+            json.loads(written.read_text())
 
 
 def test_a_killed_pytest_takes_its_process_target_and_swarm_along(
