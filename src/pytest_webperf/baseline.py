@@ -226,7 +226,13 @@ class BaselineStore:
                 {"saved_at": stamp["saved_at"], "metadata": dict(stamp), "summary": summary(m)}
             )
             del record["history"][:-HISTORY_LIMIT]
-        write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        try:
+            write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise BaselineError(
+                f"cannot write the baseline {path}: {exc.strerror or exc}; make "
+                f"{self.base_dir} writable, or pass another --webperf-baseline-dir"
+            ) from None
         return path
 
     def _existing(self, path: Path, nodeid: str) -> dict[str, Any]:

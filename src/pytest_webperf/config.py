@@ -205,6 +205,14 @@ SETTINGS: tuple[Setting, ...] = (
         "save", parse_bool, False, "store this run as the new baseline (history kept)", flag=True
     ),
     Setting(
+        "save_failed",
+        parse_bool,
+        False,
+        "with --webperf-save, also save measurements that failed their absolute checks "
+        "(broken, or an error rate over the limit); without it they are not saved",
+        flag=True,
+    ),
+    Setting(
         "compare_fail",
         parse_checks,
         None,
@@ -325,6 +333,7 @@ class RunConfig:
     min_repeat: int = 1
     baseline_dir: Path = Path("baselines")
     save: bool = False
+    save_failed: bool = False
     compare_fail: tuple[Any, ...] | None = None
     json: Path | None = None
     html: Path | None = None

@@ -227,6 +227,9 @@ class RunResult:
     resources: tuple[ResourceSample, ...] = ()
     generator: tuple[GeneratorSample, ...] = ()
     error_kinds: Mapping[str, int] = field(default_factory=dict)
+    # one failed response per error kind, as it came: "HTTP/1.1 500 Internal Server Error",
+    # "not an HTTP/1.x status line: b'...'", "connection closed after 10 of 100 body bytes"
+    error_examples: Mapping[str, str] = field(default_factory=dict)
     server_cpu_seconds: float | None = None  # cgroup CPU time of the target, all parts
     generator_bound: bool = False  # the generator, not the server, was saturated
     server_cores: float | None = None  # CPUs the target could use (its limit, else the machine)
@@ -272,6 +275,7 @@ class RunResult:
             "timeouts": self.timeouts,
             "connect_errors": self.connect_errors,
             "error_kinds": dict(self.error_kinds),
+            "error_examples": dict(self.error_examples),
             "bytes": self.bytes,
             "latency": self.latency.to_dict(),
             "server_cpu_seconds": self.server_cpu_seconds,
@@ -306,6 +310,7 @@ class RunResult:
             resources=tuple(ResourceSample.from_dict(r) for r in data.get("resources", ())),
             generator=tuple(GeneratorSample.from_dict(g) for g in data.get("generator", ())),
             error_kinds=dict(data.get("error_kinds", {})),
+            error_examples=dict(data.get("error_examples", {})),
             server_cpu_seconds=data.get("server_cpu_seconds"),
             generator_bound=bool(data.get("generator_bound", False)),
             server_cores=data.get("server_cores"),

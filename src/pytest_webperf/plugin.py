@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,32 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[session_key] = session
     _join_xdist(config, session)
+    _sigterm_as_ctrl_c(config)
+
+
+sigterm_key = pytest.StashKey[Any]()  # the SIGTERM handler we replaced
+
+
+def _sigterm_as_ctrl_c(config: pytest.Config) -> None:
+    """A cancelled CI job sends SIGTERM: make it a KeyboardInterrupt, so that targets,
+    swarms and temporary files go as they do on Ctrl-C. Only in the main thread, and
+    only where nobody else handles SIGTERM; a second SIGTERM kills as usual."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt(f"webperf: {signal.Signals(signum).name} received")
+
+    config.stash[sigterm_key] = signal.signal(signal.SIGTERM, interrupt)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    previous = config.stash.get(sigterm_key, None)
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _session(config: pytest.Config) -> WebperfSession:
@@ -148,6 +176,19 @@ def webperf(
     finally:
         session.record(handle.measurements)
         handle.close()
+        session.finished.extend(_target_url_notice(session.config, handle))
+
+
+def _target_url_notice(config: RunConfig, handle: Webperf) -> list[str]:
+    """--webperf-target-url replaces catalogue servers only: say so where a test
+    started its own command instead (a warning would fail suites run with -W error)."""
+    started = any(m.target.get("kind") == "process" for m in handle.measurements)
+    if not config.target_url or not started:
+        return []
+    return [
+        f"webperf: {handle.nodeid}: --webperf-target-url does not apply to "
+        "webperf.process(...): it measured the command it started"
+    ]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -251,16 +292,28 @@ def _settings_lines(config: pytest.Config) -> list[str]:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Baselines and reports are written, and containers go, however the run ended
-    (Ctrl-C included); the terminal summary only shows what was done."""
+    (Ctrl-C included); the terminal summary only shows what was done. What could not
+    be written (a read-only directory) is one line each and fails the run."""
     from pytest_webperf.targets.container import remove_session_containers
 
     webperf = session.config.stash.get(session_key, None)
+    problems: list[str] = []
     try:
         if webperf is not None:
             webperf.finish()
+            problems = webperf.problems
+    except WebperfError as exc:
+        problems = [f"webperf: {type(exc).__name__}: {exc}"]
     finally:
         with contextlib.suppress(WebperfError):
             remove_session_containers()
+    if problems:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for line in problems:
+            if reporter is not None:
+                reporter.write_line(line, red=True)
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

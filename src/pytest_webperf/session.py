@@ -17,7 +17,7 @@ from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.checks import DEFAULT_CHECKS, Check, format_checks
 from pytest_webperf.config import RunConfig
 from pytest_webperf.distribution import Distribution
-from pytest_webperf.errors import BaselineError, EngineUnavailable
+from pytest_webperf.errors import BaselineError, EngineUnavailable, WebperfError
 from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
@@ -38,6 +38,17 @@ class Extensions:
     update_json: Callable[[dict[str, Any]], None] = _unchanged
 
 
+def failed_absolute(measurement: Measurement) -> bool:
+    """Whether its verdict failed the checks that hold baseline or not: broken, or an
+    error rate over --webperf-max-error-rate (not a baseline to compare against)."""
+    verdict = measurement.verdict
+    if verdict is None:
+        return False
+    return verdict.status == "broken" or any(
+        c.get("metric") == "error_rate" and c.get("outcome") == "fail" for c in verdict.checks
+    )
+
+
 class WebperfSession:
     """Collects what every test measured; judges, saves and reports it."""
 
@@ -50,6 +61,7 @@ class WebperfSession:
         self.distribution = Distribution()
         self.measurements: list[Measurement] = []
         self.finished: list[str] = []  # what finish() did, for the terminal summary
+        self.problems: list[str] = []  # what finish() could not do: the run fails
         self._stack = ExitStack()  # what lives as long as the run (the A/B base tree)
         self._against: ab.Against | None = None
         if config.against:  # a bad ref or no repository: a usage error before anything runs
@@ -239,8 +251,10 @@ class WebperfSession:
             self._stack.close()
 
     def _finish(self) -> None:
+        """Save, then write every report; a path that cannot be written is one problem
+        line (naming it), and the other files are still written."""
         if self.config.save and self.measurements:
-            self._save()
+            self._attempt("saving baselines", self._save)
         config = self.config
         writers = (
             (config.json, self._write_json, "JSON report"),
@@ -251,8 +265,21 @@ class WebperfSession:
         if wanted:
             data = report(self.measurements, self.meta())
             for path, write, what in wanted:
-                write(path, data)
-                self.finished.append(f"webperf: {what} written to {path}")
+                if self._attempt(
+                    f"writing the {what} to {path}", functools.partial(write, path, data)
+                ):
+                    self.finished.append(f"webperf: {what} written to {path}")
+
+    def _attempt(self, what: str, action: Callable[[], object]) -> bool:
+        try:
+            action()
+        except (WebperfError, OSError) as exc:
+            detail = (
+                str(exc) if isinstance(exc, WebperfError) else f"{exc.strerror}: {exc.filename}"
+            )
+            self.problems.append(f"webperf: error {what}: {detail}")
+            return False
+        return True
 
     def _write_json(self, path: Path, data: Mapping[str, Any]) -> None:
         extended = copy.deepcopy(dict(data))  # the hook's keys stay out of the other reports
@@ -265,15 +292,25 @@ class WebperfSession:
             "git": baseline.git_commit(self.rootdir),
             "plugin_version": __version__,
         }
-        paths = self.store.save(self.measurements, metadata)
+        saved = self.measurements
+        failed = [m for m in saved if failed_absolute(m)]
+        if failed and not self.config.save_failed:
+            saved = [m for m in saved if not failed_absolute(m)]
+            self.problems.append(
+                f"webperf: not saved as baselines: {len(failed)} measurement(s) that failed "
+                "their absolute checks (broken, or an error rate over the limit): "
+                + ", ".join(f"{m.nodeid} [{m.name}]" for m in failed[:3])
+                + ("" if len(failed) <= 3 else ", ...")
+                + "; fix the server, or pass --webperf-save-failed to save them anyway"
+            )
+        if not saved:
+            return
+        paths = self.store.save(saved, metadata)
         where = self.store.base_dir / self.store.machine_id
         self.finished.append(
-            f"webperf: saved {len(self.measurements)} baseline(s) in {len(paths)} file(s) "
-            f"under {where}"
+            f"webperf: saved {len(saved)} baseline(s) in {len(paths)} file(s) under {where}"
         )
-        busy = [
-            m for m in self.measurements if metrics.foreign_cpu(m) > metrics.CONTENDED_CPU_PERCENT
-        ]
+        busy = [m for m in saved if metrics.foreign_cpu(m) > metrics.CONTENDED_CPU_PERCENT]
         if busy:
             worst = max(metrics.foreign_cpu(m) for m in busy)
             self.finished.append(

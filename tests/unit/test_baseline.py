@@ -137,7 +137,7 @@ def test_a_crash_during_the_write_keeps_the_old_file(
         raise OSError("simulated crash before the rename")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="simulated crash"):
+    with pytest.raises(BaselineError, match=r"cannot write the baseline .*simulated crash"):
         store.save([make(2000.0)])
     monkeypatch.undo()
     assert path.read_bytes() == before
@@ -157,7 +157,7 @@ def test_a_crash_while_writing_the_temp_file_keeps_the_old_file(
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(BaselineError, match="disk full"):
         store.save([make(2000.0)])
     monkeypatch.undo()
     assert path.read_bytes() == before

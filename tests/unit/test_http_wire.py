@@ -203,3 +203,34 @@ def test_split_host() -> None:
     assert split_host("http://localhost/") == ("localhost", 80, "localhost")
     with pytest.raises(ValueError, match="https"):
         split_host("https://127.0.0.1:8443")
+
+
+def test_an_error_response_keeps_its_status_line_and_a_success_none() -> None:
+    parser = ResponseParser()
+    assert parser.feed(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+    assert parser.status_line == b"HTTP/1.1 503 Service Unavailable"
+    parser.begin()
+    assert parser.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    assert parser.status_line == b""
+
+
+@pytest.mark.parametrize(
+    ("wire", "said"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789", "after 10 of 100 body bytes"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", "after 3 body bytes"),
+        (b"HTTP/1.1 200 O", "after 14 bytes of the response head"),
+    ],
+)
+def test_a_connection_closed_early_says_how_far_it_got(wire: bytes, said: str) -> None:
+    parser = ResponseParser()
+    assert not parser.feed(wire)
+    assert not parser.eof()
+    assert said in parser.closed_early()
+
+
+def test_garbage_is_shown_by_its_first_bytes_in_at_most_80_characters() -> None:
+    with pytest.raises(ProtocolError) as raised:
+        ResponseParser().feed(b"\x00\x01" * 40 + b"\r\n\r\n")
+    shown = str(raised.value).split(": ", 1)[1]
+    assert shown.startswith("b'\\x00\\x01") and len(shown) <= 80

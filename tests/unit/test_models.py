@@ -34,6 +34,7 @@ def run_result(requests: int = 1000, duration: float = 2.0, cpu: float | None = 
             ),
         ),
         error_kinds={"timeout": 1, "http_500": 1},
+        error_examples={"http_500": "HTTP/1.1 500 Internal Server Error"},
         server_cpu_seconds=cpu,
     )
 

@@ -105,3 +105,32 @@ def test_on_request_maps_locust_events() -> None:
 )
 def test_classify(exception: BaseException | str | None, status: int | None, kind: str) -> None:
     assert classify(exception, status) == kind
+
+
+def test_one_example_per_error_kind_survives_merging_and_the_wire() -> None:
+    first, second = Interval(), Interval()
+    first.record_error("http_500", 80, 4, "HTTP/1.1 500 Internal Server Error")
+    assert not first.wants_example("http_500") and first.wants_example(TIMEOUT)
+    first.record_error("http_500", 80, 4, "HTTP/1.1 500 later, not kept")
+    second.record_error(TIMEOUT, example="no answer within 1 s")
+    second.record_error("http_500", 80, 4, "HTTP/1.1 500 from another worker")
+    first.merge(Interval.from_dict(second.to_dict()))
+    assert first.error_examples == {
+        "http_500": "HTTP/1.1 500 Internal Server Error",
+        TIMEOUT: "no answer within 1 s",
+    }
+    old = {k: v for k, v in first.to_dict().items() if k != "error_examples"}
+    assert Interval.from_dict(old).error_examples == {}  # from a worker of an older version
+
+
+def test_a_locust_error_event_leaves_its_status_and_reason_as_the_example() -> None:
+    class Response:
+        status_code, reason = 503, "Service Unavailable"
+
+    recorder = Recorder()
+    recorder.on_request(1.5, 10, exception=RuntimeError("bad"), response=Response())
+    recorder.on_request(1.5, 0, exception=ConnectionResetError(104, "reset by peer"))
+    assert recorder.roll().error_examples == {
+        "http_503": "HTTP 503 Service Unavailable",
+        "reset": "ConnectionResetError(104, 'reset by peer')",
+    }

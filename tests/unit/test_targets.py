@@ -4,7 +4,8 @@ from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.errors import OptionError
 from pytest_webperf.report.table import mqtt_lines
 from pytest_webperf.targets.base import is_loopback, split_url
-from pytest_webperf.targets.container import ContainerTarget
+from pytest_webperf.targets.container import ContainerTarget, stopped
+from pytest_webperf.targets.process import how_it_ended
 
 
 def test_env_goes_to_the_part_it_names():
@@ -76,3 +77,30 @@ def test_mqtt_lines_say_where_messages_went():
     (line,) = mqtt_lines([entry])
     assert "published 11" in line and "observer got 10 (lost 1, dup 0" in line
     assert "p50/p99 1.5/9.2 ms" in line or "p50/p99 1.5/9.3 ms" in line
+
+
+@pytest.mark.parametrize(
+    ("state", "said"),
+    [
+        (
+            {"Status": "exited", "ExitCode": 137, "OOMKilled": True},
+            "OOM-killed: it reached its memory limit; status exited, exit code 137",
+        ),
+        (
+            {"Status": "exited", "ExitCode": 137, "OOMKilled": False},
+            "killed by SIGKILL; status exited, exit code 137",
+        ),
+        ({"Status": "exited", "ExitCode": 3}, "status exited, exit code 3"),
+        ({"Status": "exited", "ExitCode": 255}, "status exited, exit code 255"),
+    ],
+)
+def test_a_stopped_container_says_why(state: dict[str, object], said: str) -> None:
+    assert stopped(state) == said
+
+
+@pytest.mark.parametrize(
+    ("returncode", "said"),
+    [(-9, "killed by SIGKILL"), (-15, "killed by SIGTERM"), (3, "exit code 3"), (-99, "signal 99")],
+)
+def test_a_stopped_process_says_how_it_ended(returncode: int, said: str) -> None:
+    assert said in how_it_ended(returncode)

@@ -61,11 +61,13 @@ _TIMED_OUT = object()  # what the timer switches into a waiting greenlet
 
 
 class RequestFailed(Exception):
-    """A request that got no usable response; ``kind`` is the Recorder's error kind."""
+    """A request that got no usable response; ``kind`` is the Recorder's error kind,
+    ``example`` what came instead (for the report: one example per kind and interval)."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, example: str | None = None) -> None:
         super().__init__(kind)
         self.kind = kind
+        self.example = example
 
 
 class _Timeout(Exception):
@@ -90,6 +92,7 @@ class Connection:
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
         self.family, self.address = resolve(host, port)
         self.hub = get_hub()
+        self.timeout_s = timeout_s
         self.timer = self.hub.loop.timer(timeout_s, timeout_s)
         self._on_timer_callback = self._on_timer
         self.sock: _socket.socket | None = None
@@ -116,14 +119,14 @@ class Connection:
         except _Timeout:
             kind = CONNECT if self.connecting else TIMEOUT
             self.close()
-            raise RequestFailed(kind) from None
-        except ProtocolError:
+            raise RequestFailed(kind, f"no answer within {self.timeout_s:g} s") from None
+        except ProtocolError as exc:
             self.close()
-            raise RequestFailed(PROTOCOL) from None
+            raise RequestFailed(PROTOCOL, str(exc)) from None
         except OSError as exc:
             kind = CONNECT if self.connecting and exc.errno != errno.EMFILE else classify(exc)
             self.close()
-            raise RequestFailed(kind) from None
+            raise RequestFailed(kind, str(exc)) from None
 
     def close(self) -> None:
         for watcher in (self.reader, self.writer):
@@ -160,7 +163,7 @@ class Connection:
             if not data:
                 if parser.eof():
                     break
-                raise RequestFailed(CLOSED)
+                raise RequestFailed(CLOSED, parser.closed_early())
             done = parser.feed(data)
         if parser.keep_alive:
             self.rest = parser.rest
@@ -346,11 +349,11 @@ class LeanHttpUser(User):
                 prepared.payload, head_only=prepared.head_only, keep_body=keep_body
             )
         except RequestFailed as failure:
-            self._failed(prepared, failure.kind)
+            self._failed(prepared, failure)
             return Response(0, 0, 0, failure.kind)
         latency = (time.perf_counter_ns() - started) // 1000
         status = parser.status
-        error = self._record(prepared, status, latency, parser.body_bytes)
+        error = self._record(prepared, parser, latency)
         return Response(
             status, parser.body_bytes, latency, error, parser.body if keep_body else b""
         )
@@ -367,13 +370,13 @@ class LeanHttpUser(User):
             try:
                 parser = exchange(payload, head_only=head_only)
             except RequestFailed as failure:
-                self._failed(prepared, failure.kind)
+                self._failed(prepared, failure)
                 continue
             status = parser.status
             if status < 400:
                 channel.current.record((clock() - started) // 1000, parser.body_bytes)
             else:
-                self._record(prepared, status, (clock() - started) // 1000, parser.body_bytes)
+                self._record(prepared, parser, (clock() - started) // 1000)
 
     def on_stop(self) -> None:
         if self._connection is not None:
@@ -386,17 +389,22 @@ class LeanHttpUser(User):
         return self._connection
 
     def _record(
-        self, prepared: PreparedRequest, status: int, latency_us: int, nbytes: int
+        self, prepared: PreparedRequest, parser: ResponseParser, latency_us: int
     ) -> str | None:
+        status, nbytes, interval = parser.status, parser.body_bytes, prepared.channel.current
         if status < 400:
-            prepared.channel.current.record(latency_us, nbytes)
+            interval.record(latency_us, nbytes)
             return None
         kind = f"http_{status}"
-        prepared.channel.current.record_error(kind, latency_us, nbytes)
+        example = None
+        if interval.wants_example(kind):
+            example = parser.status_line.decode("latin-1")
+        interval.record_error(kind, latency_us, nbytes, example)
         return kind
 
-    def _failed(self, prepared: PreparedRequest, kind: str) -> None:
-        prepared.channel.current.record_error(kind)
+    def _failed(self, prepared: PreparedRequest, failure: RequestFailed) -> None:
+        kind = failure.kind
+        prepared.channel.current.record_error(kind, example=failure.example)
         if kind == CONNECT:
             gevent.sleep(self.connect_backoff_s)
 

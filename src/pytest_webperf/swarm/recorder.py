@@ -18,6 +18,7 @@ from pytest_webperf.histogram import Histogram
 
 TIMEOUT = "timeout"
 CONNECT = "connect"
+EXAMPLE_CHARS = 120  # an example of a failed response is a hint, not a log
 
 
 @dataclass
@@ -29,20 +30,30 @@ class Interval:
     bytes: int = 0
     histogram: Histogram = field(default_factory=Histogram)
     error_kinds: dict[str, int] = field(default_factory=dict)
+    error_examples: dict[str, str] = field(default_factory=dict)  # kind -> one failed response
 
     def record(self, latency_us: int, nbytes: int) -> None:
         self.requests += 1
         self.bytes += nbytes
         self.histogram.record(latency_us)
 
-    def record_error(self, kind: str, latency_us: int | None = None, nbytes: int = 0) -> None:
-        """A failed request; HTTP errors carry a latency (a response came), others do not."""
+    def record_error(
+        self, kind: str, latency_us: int | None = None, nbytes: int = 0, example: str | None = None
+    ) -> None:
+        """A failed request; HTTP errors carry a latency (a response came), others do not.
+        ``example`` shows what failed (kept for the first error of each kind); callers on a
+        hot path check ``wants_example(kind)`` before building one."""
+        if example is not None and kind not in self.error_examples:
+            self.error_examples[kind] = example[:EXAMPLE_CHARS]
         self.requests += 1
         self.errors += 1
         self.bytes += nbytes
         self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
         if latency_us is not None:
             self.histogram.record(latency_us)
+
+    def wants_example(self, kind: str) -> bool:
+        return kind not in self.error_examples
 
     def merge(self, other: Interval) -> None:
         self.requests += other.requests
@@ -51,6 +62,8 @@ class Interval:
         self.histogram += other.histogram
         for kind, n in other.error_kinds.items():
             self.error_kinds[kind] = self.error_kinds.get(kind, 0) + n
+        for kind, example in other.error_examples.items():
+            self.error_examples.setdefault(kind, example)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +71,7 @@ class Interval:
             "errors": self.errors,
             "bytes": self.bytes,
             "error_kinds": dict(self.error_kinds),
+            "error_examples": dict(self.error_examples),
             "histogram": self.histogram.to_dict(),
         }
 
@@ -69,6 +83,7 @@ class Interval:
             bytes=int(data["bytes"]),
             histogram=Histogram.from_dict(data["histogram"]),
             error_kinds={str(k): int(v) for k, v in data.get("error_kinds", {}).items()},
+            error_examples={str(k): str(v) for k, v in data.get("error_examples", {}).items()},
         )
 
 
@@ -108,8 +123,10 @@ class Channel:
     def record(self, latency_us: int, nbytes: int) -> None:
         self.current.record(latency_us, nbytes)
 
-    def record_error(self, kind: str, latency_us: int | None = None, nbytes: int = 0) -> None:
-        self.current.record_error(kind, latency_us, nbytes)
+    def record_error(
+        self, kind: str, latency_us: int | None = None, nbytes: int = 0, example: str | None = None
+    ) -> None:
+        self.current.record_error(kind, latency_us, nbytes, example)
 
     def take(self) -> Interval:
         interval, self.current = self.current, Interval()
@@ -142,8 +159,10 @@ class Recorder:
     def record(self, latency_us: int, nbytes: int) -> None:
         self.current.record(latency_us, nbytes)
 
-    def record_error(self, kind: str, latency_us: int | None = None, nbytes: int = 0) -> None:
-        self.current.record_error(kind, latency_us, nbytes)
+    def record_error(
+        self, kind: str, latency_us: int | None = None, nbytes: int = 0, example: str | None = None
+    ) -> None:
+        self.current.record_error(kind, latency_us, nbytes, example)
 
     def on_request(
         self,
@@ -160,7 +179,12 @@ class Recorder:
             return
         kind = classify(exception, status if isinstance(status, int) and status else None)
         latency = int(response_time * 1000) if kind.startswith("http_") else None
-        self.record_error(kind, latency, response_length or 0)
+        example = None
+        if self.current.wants_example(kind):
+            reason = getattr(response, "reason", None) or ""
+            example = f"HTTP {status} {reason}".strip() if kind.startswith("http_") else None
+            example = example or repr(exception)
+        self.record_error(kind, latency, response_length or 0, example)
 
     def roll(self) -> Interval:
         interval, self.current = self.current, Interval()

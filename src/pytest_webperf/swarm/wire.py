@@ -96,6 +96,7 @@ class ResponseParser:
         "keep_body",
         "rest",
         "status",
+        "status_line",
     )
 
     def __init__(self) -> None:
@@ -106,6 +107,7 @@ class ResponseParser:
         self.head_only = head_only
         self.keep_body = keep_body
         self.status = 0
+        self.status_line = b""  # kept for error statuses (>= 400) only
         self.keep_alive = True
         self.body_bytes = 0
         self.rest = b""
@@ -143,6 +145,17 @@ class ResponseParser:
             self.keep_alive = False
             return True
         return self._state == DONE
+
+    def closed_early(self) -> str:
+        """What had arrived when the peer closed before the response was complete (an
+        example for the error report; not called on the success path)."""
+        if self._state == HEAD:
+            got = len(self._buffer)
+            return f"connection closed after {got} bytes of the response head (or none)"
+        if self._state == LENGTH:
+            total = self.body_bytes + self._remaining
+            return f"connection closed after {self.body_bytes} of {total} body bytes"
+        return f"connection closed after {self.body_bytes} body bytes (chunked)"
 
     def _consume(self, data: bytes) -> int:
         """Advance through ``data`` as far as it goes; the position where it stopped."""
@@ -211,13 +224,15 @@ class ResponseParser:
 
     def _on_head(self, head: bytes) -> None:
         if head[:7] != b"HTTP/1." or head[8:9] != b" " or not head[9:12].isdigit():
-            raise ProtocolError(f"not an HTTP/1.x status line: {head[:40]!r}")
+            first = repr(head[:40])[:80]
+            raise ProtocolError(f"not an HTTP/1.x status line: {first}")
         status = int(head[9:12])
         if 100 <= status < 200:
             if status == 101:
                 raise ProtocolError("101 Switching Protocols is not supported")
             return  # an interim response: the real one follows
         self.status = status
+        self.status_line = head.split(b"\r\n", 1)[0] if status >= 400 else b""
         lower = head.lower()
         connection = _header(lower, _CONNECTION)
         if head[7:8] == b"0":  # HTTP/1.0 closes unless asked to keep alive

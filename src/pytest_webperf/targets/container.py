@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
@@ -183,11 +184,7 @@ class ServerContainer:
             raise TargetError(f"{self.part}: its container was removed from outside") from None
         state = wrapped.attrs["State"]
         if not state.get("Running"):
-            raise TargetError(
-                f"{self.part} is not running (status {state.get('Status')}, "
-                f"exit code {state.get('ExitCode')})",
-                self.logs(),
-            )
+            raise TargetError(f"{self.part} is not running ({stopped(state)})", self.logs())
 
     def pid(self) -> int:
         """The container's init process on this host (attrs read at create time say 0)."""
@@ -319,6 +316,18 @@ class ContainerTarget:
             "limits": self.limits.to_dict(),
             "parts": {c.part: {"image": c.image, "port": c.port} for c in self.containers},
         }
+
+
+def stopped(state: Mapping[str, Any]) -> str:
+    """Why a container stopped, from its ``State``: OOM-killed, a signal, or its exit code."""
+    code = state.get("ExitCode")
+    status = f"status {state.get('Status')}"
+    if state.get("OOMKilled"):
+        return f"OOM-killed: it reached its memory limit; {status}, exit code {code}"
+    if isinstance(code, int) and code > 128:  # the shell's convention: 128 + signal
+        with suppress(ValueError):
+            return f"killed by {signal.Signals(code - 128).name}; {status}, exit code {code}"
+    return f"{status}, exit code {code}"
 
 
 @contextmanager

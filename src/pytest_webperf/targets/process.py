@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
 import subprocess
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from pytest_webperf.errors import TargetError
@@ -20,6 +22,35 @@ from pytest_webperf.targets.base import (
     probe_tcp,
     wait_healthy,
 )
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """Linux: the target gets SIGKILL when this process dies, even by SIGKILL (its own
+    session spares it our signals, so nothing else would end it). The command's own
+    children are not covered: a server whose workers outlive their master is rare."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def in_child() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    return in_child
+
+
+def how_it_ended(returncode: int | None) -> str:
+    """``exit code 3``, or ``killed by SIGKILL`` (Popen's negative return code)."""
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
 
 
 class ProcessTarget:
@@ -63,6 +94,8 @@ class ProcessTarget:
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own group: killed whole, spared our Ctrl-C
+                # only a prctl call, already resolved: no lock or import a thread could hold
+                preexec_fn=_die_with_parent(),  # noqa: PLW1509
             )
         except OSError as exc:
             self._close_log()
@@ -116,7 +149,7 @@ class ProcessTarget:
     def check_alive(self) -> None:
         if self.process is None or self.process.poll() is not None:
             code = None if self.process is None else self.process.returncode
-            raise TargetError(f"{self.name} is not running (exit code {code})", self.logs())
+            raise TargetError(f"{self.name} is not running ({how_it_ended(code)})", self.logs())
 
     def logs(self) -> str:
         if self._log is None:
