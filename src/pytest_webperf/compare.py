@@ -119,6 +119,17 @@ def _pct(change: float) -> str:
     return "+inf%" if math.isinf(change) else f"{change * 100:+.1f}%"
 
 
+# Beyond this a "could detect" figure says only that the run knew nothing (one or two
+# process instances give t quantiles in the tens): it is shown capped.
+DETECTABLE_CAP = 10.0  # +1000 %
+
+
+def _detectable(value: float) -> str:
+    if value > DETECTABLE_CAP:
+        return f"> {DETECTABLE_CAP * 100:.0f}% (too few repetitions or instances to say more)"
+    return f">= {value * 100:.1f}%"
+
+
 def _skipped(check: Check, metric: Metric, why: str) -> CheckResult:
     return CheckResult(str(check), metric.name, "skipped", f"{check}: skipped, {why}")
 
@@ -186,7 +197,7 @@ def _relative(
         if est.se is None or metric.count
         else stats.detectable_change(est.se, est.df, alpha=alpha, power=POWER)
     )
-    could = "" if detectable is None else f"; could detect >= {detectable * 100:.1f}%"
+    could = "" if detectable is None else f"; could detect {_detectable(detectable)}"
     numbers = dict(
         check=str(check),
         metric=metric.name,
@@ -227,6 +238,12 @@ def _relative(
             )
         if est.p_worse < alpha:
             return result("fail", f"{line} beyond {bound}")
+        if detectable is not None and detectable > limit:
+            return result(
+                "undecided",
+                f"{metric.name}: too noisy to judge {num(check.percent)}%: could detect "
+                f"{_detectable(detectable)}, and it moved beyond it ({line})",
+            )
         return result(
             "not-credible",
             f"{line} beyond {bound} but within the noise of the two runs: not failed{could}",
@@ -241,8 +258,8 @@ def _relative(
     if detectable is not None and detectable > limit and (worst is None or worst >= limit):
         return result(
             "undecided",
-            f"{metric.name}: too noisy to judge {num(check.percent)}%: could detect >= "
-            f"{detectable * 100:.1f}% ({line})",
+            f"{metric.name}: too noisy to judge {num(check.percent)}%: could detect "
+            f"{_detectable(detectable)} ({line})",
         )
     return result("pass", f"{line} within {bound}{could}")
 
@@ -260,7 +277,11 @@ def _error_health(current: Measurement, max_error_rate: float | None) -> CheckRe
     for run in current.runs:
         for kind, count in run.error_kinds.items():
             kinds[kind] = kinds.get(kind, 0) + count
-    top = ", ".join(f"{k}: {n:,}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:3])
+    ranked = sorted(kinds.items(), key=lambda kv: -kv[1])
+    top = ", ".join(f"{k}: {n:,}" for k, n in ranked[:3])
+    examples = {k: v for run in current.runs for k, v in run.error_examples.items()}
+    if ranked and ranked[0][0] in examples:
+        top += f"; e.g. {examples[ranked[0][0]]}"
     what = (
         f"no request completed ({top or 'nothing answered'})"
         if not requests

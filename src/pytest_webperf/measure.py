@@ -186,6 +186,7 @@ def run_result(
         resources=resources,
         generator=generator,
         error_kinds=dict(total.error_kinds),
+        error_examples=dict(total.error_examples),
         server_cpu_seconds=server_cpu,
         generator_bound=bound,
         server_cores=usable_cores(resources, plan.server_cores),

@@ -214,8 +214,9 @@ def test_a_change_within_the_noise_is_undecided_not_a_failure() -> None:
     verdict = decide(current, baseline, parse_checks("rps:5%"))
     assert verdict.status == "undecided"
     assert not verdict.failed
-    assert "within the noise" in verdict.notes[0]
-    assert "could detect >=" in verdict.notes[0]
+    # -9 % but no credible change, and the run could not have seen 5 %: it says so
+    assert "too noisy to judge 5%: could detect" in verdict.notes[0]
+    assert verdict.checks[0]["outcome"] == "undecided"
     assert verdict.checks[0]["detectable"] > 0.05
 
 
@@ -488,3 +489,9 @@ def test_mqtt_delivery_metrics_come_from_the_store_read_back() -> None:
     http = of_rps([1000, 1000])
     skipped = decide(http, http, parse_checks("lost:0%,lost<=0"))
     assert skipped.status == "pass" and len(skipped.notes) == 2
+
+
+def test_a_detectable_change_beyond_reason_is_shown_capped() -> None:
+    # two repetitions a side, far apart: the t quantile with 1 df makes it astronomic
+    verdict = decide(of_rps([1000, 400]), of_rps([1000, 1010]), parse_checks("rps:5%"))
+    assert "> 1000% (too few repetitions or instances to say more)" in " ".join(verdict.notes)
