@@ -339,7 +339,7 @@ def run_row(row: Row, args: argparse.Namespace, base: Path) -> Row:
             )
             pairs = "" if trial.pairs is None else f" {trial.pairs} pairs"
             print(
-                f"  {row} x{slowdown:g} #{i + 1}: {trial.status:15} {shown}  "
+                f"  {row} x{slowdown:.2f} #{i + 1}: {trial.status:15} {shown}  "
                 f"{trial.wall_s:.0f}s{pairs}  load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
@@ -394,7 +394,7 @@ def summary(row: Row, args: argparse.Namespace) -> list[str]:
     for slowdown in args.slowdowns:
         trials = [t for t in row.trials if t.slowdown == slowdown]
         what = "false alarms (A/A)" if slowdown == 1.0 else f"detected {slowdown - 1:+.0%}"
-        lines.append(f"  x{slowdown:<5g} {what:19} {rate(trials, _regression)}")
+        lines.append(f"  x{slowdown:<5.2f} {what:19} {rate(trials, _regression)}")
         pairs = [t.pairs for t in trials if t.pairs is not None]
         if pairs:
             lines.append(f"         pairs median {statistics.median(pairs):g}, max {max(pairs)}")
