@@ -27,7 +27,6 @@ Plain Python: the pytest run is a subprocess, like a user's.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -154,6 +153,14 @@ class NoiseRun:
     restart_every: int
     servers: tuple[Path, ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.restart_every < 2 or self.repeat < 2 * self.restart_every:
+            raise NoiseError(
+                f"--repeat {self.repeat} --restart-every {self.restart_every}: the spreads "
+                "need 2 or more repetitions on each of 2 or more instances (e.g. --repeat 8 "
+                "--restart-every 2)"
+            )
+
 
 @dataclass(frozen=True)
 class Measured:
@@ -215,9 +222,7 @@ def measure(run: NoiseRun) -> Measured:
             f"--webperf-json={out}",
         ]
         started = time.monotonic()
-        done = subprocess.run(
-            command, cwd=project, capture_output=True, text=True, check=False, env=os.environ
-        )
+        done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
         wall = time.monotonic() - started
         if not out.is_file():
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])

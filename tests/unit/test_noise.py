@@ -6,7 +6,15 @@ from hypothesis import strategies as st
 
 from pytest_webperf import stats
 from pytest_webperf.compare import POWER
-from pytest_webperf.noise import Spread, instances_of, pairs_in, project, spread
+from pytest_webperf.noise import (
+    NoiseError,
+    NoiseRun,
+    Spread,
+    instances_of,
+    pairs_in,
+    project,
+    spread,
+)
 
 
 def test_instances_follow_the_restarts() -> None:
@@ -98,3 +106,9 @@ def test_more_pairs_detect_less_at_one_look(pairs: int) -> None:
     now = project(NOISE, pairs, restart_every=1).detectable
     later = project(NOISE, pairs + 1, restart_every=1).detectable
     assert now is not None and later is not None and later < now
+
+
+@pytest.mark.parametrize(("repeat", "restart_every"), [(8, 1), (3, 2)])
+def test_a_run_that_cannot_separate_the_spreads_is_refused(repeat: int, restart_every: int) -> None:
+    with pytest.raises(NoiseError, match="2 or more repetitions on each of 2 or more instances"):
+        NoiseRun("costly", "/work", 8, 1.0, 0.5, repeat, restart_every)
