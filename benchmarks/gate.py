@@ -1,28 +1,35 @@
-"""How good is the regression gate? False alarms and detection, measured through pytest.
+"""How good are the regression gates? False alarms and detection of both, measured
+through pytest on the same machine in one run.
 
-    .venv/bin/python benchmarks/gate.py [--settings 3x5s,5x3s] [-k 8] [--cost 1000]
-                                        [--slower 1.1] [--concurrency 8] [--warmup 2s]
-                                        [--out gate-results.json]
+    .venv/bin/python benchmarks/gate.py [--mode stored,ab] [--server costly|pywork]
+                                        [--slowdowns 1.0,1.05,1.1] [-k 8]
+                                        [--restart-every 1,0] [--settings 3x3s]
+                                        [--warmup 1s] [--concurrency 8] [--budget 30s]
+                                        [--cost N] [--out gate-results.json]
 
-For each setting (repetitions x duration) the script writes a one-test project that
-loads the test-only ``costly`` server (tests/servers/costly: COST_US units of CPU
-work per request, never a sleep), runs pytest once with ``--webperf-save`` to store a
-baseline, then K times unchanged and K times slowed (COST_US x ``--slower``),
-alternating, each a separate ``pytest`` subprocess compared with that baseline under
-the default checks, and reads each verdict from ``--webperf-json``: what a user's CI
-job gets. Reported per setting:
+Two gates, each a separate ``pytest`` subprocess per trial, read back from
+``--webperf-json``: what a user's CI job gets.
 
-* false-alarm rate: unchanged runs whose verdict is ``regression``;
-* detection rate: slowed runs whose verdict is ``regression``;
-* both with exact (Clopper-Pearson) 95 % intervals: with K = 8, 0 of 8 only says
-  the rate is below 37 %, so read small-K figures as "no alarm seen", not "never";
-* which default check fired, from re-deciding each stored run with ``compare.decide``
-  per check (each run is also saved, to a scratch copy of the baseline directory, so
-  its whole ``Measurement`` can be read back), and the spread of the rps and
-  cpu_per_req changes;
-* wall time per pytest run (start-up, container, warm-up and repetitions).
+* ``stored``: per row (setting x restart-every) a one-test project saves a baseline
+  with ``--webperf-save``, then every trial runs the server with its cost knob
+  (COST_US for ``costly``, WORK for ``pywork``) times the slowdown and is compared with
+  that baseline. Each trial is also saved, to a scratch copy of the baseline directory,
+  so its whole ``Measurement`` can be re-decided per default check.
+* ``ab``: every trial makes a throwaway git repository holding the server directory
+  and the test, commits it, sets the knob times the slowdown in ``server.toml`` and
+  commits again, and runs ``pytest --webperf-against=HEAD~1``; a slowdown of 1.0 is an
+  A/A trial, ``--webperf-against=HEAD --webperf-against-always`` (the same code on both
+  sides). ``--budget`` is ``--webperf-against-budget``; the setting's repetitions are
+  the minimum number of pairs.
 
-The machine is shared: the load average is printed before and after each setting.
+Reported per mode, setting and restart-every: false alarms over the A/A trials and
+detections per slowdown (verdict ``regression``), with exact Clopper-Pearson 95 %
+intervals (with K = 8, 0 of 8 only says the rate is below 37 %: read small K as "none
+seen", not "never"); how many trials ended ``undecided``; wall time per test; the
+median ``detectable`` each check stated beside the real slowdown, and the median
+change it measured. Trial kinds are alternated (the order of the slowdowns rotates
+every round), so drift on the machine hits them alike. The machine is shared: the
+load average is printed before and after each row.
 """
 
 from __future__ import annotations
@@ -37,12 +44,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import checks, compare, metrics
+from pytest_webperf import checks, compare
 from pytest_webperf.baseline import BaselineStore
 from pytest_webperf.config import parse_duration
 from pytest_webperf.models import Measurement
@@ -50,18 +57,25 @@ from pytest_webperf.models import Measurement
 ROOT = Path(__file__).resolve().parents[1]
 SERVERS = ROOT / "tests" / "servers"
 MACHINE = "gate-bench"
-NODEID_PREFIX = "test_gate_target.py::test_work"
 NAME = "GET /work"
-COST_ENV = "GATE_BENCH_COST_US"
-TARGET = f"""
+TEST_FILE = "test_gate_target.py"
+KNOB_ENV = "GATE_BENCH_KNOB"
+KNOBS = {"costly": ("COST_US", 1000), "pywork": ("WORK", 120)}  # env var, default base
+STORED_TEST = """
 import os
 
 
 def test_work(webperf):
-    target = webperf.server("costly", env={{"COST_US": os.environ["{COST_ENV}"]}})
+    target = webperf.server({server!r}, env={{{knob!r}: os.environ["{env}"]}})
+    webperf.http(target, path="/work")
+"""
+AB_TEST = """
+def test_work(webperf):
+    target = webperf.server({server!r})
     webperf.http(target, path="/work")
 """
 SINGLE_CHECKS = [str(c) for c in checks.DEFAULT_CHECKS]
+JUDGED = ("rps", "cpu_per_req", "p95")  # the relative default checks, in the summary
 
 
 @dataclass(frozen=True)
@@ -79,23 +93,30 @@ class Setting:
 
 
 @dataclass
-class Run:
-    kind: str  # "unchanged" or "slower"
+class Trial:
+    slowdown: float  # 1.0: A/A (or unchanged against the stored baseline)
+    knob: int
     status: str
     reasons: list[str]
     wall_s: float
-    fired: dict[str, bool]  # per single default check, re-decided from the stored run
-    rps_change: float
-    cpu_change: float | None
+    checks: dict[str, dict[str, Any]]  # metric -> outcome, change, detectable, ...
+    fired: dict[str, bool] = field(default_factory=dict)  # stored: per single check
+    pairs: int | None = None  # ab: pairs measured
+    stopped: str = ""
 
 
 @dataclass
-class Outcome:
+class Row:
+    mode: str
     setting: Setting
-    runs: list[Run] = field(default_factory=list)
+    restart_every: int
+    trials: list[Trial] = field(default_factory=list)
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    baseline_wall_s: float = 0.0
+    baseline_wall_s: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.mode} {self.setting} restart-every {self.restart_every}"
 
 
 # --- statistics -----------------------------------------------------------------------------
@@ -127,17 +148,8 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 # --- one pytest run -------------------------------------------------------------------------
 
 
-def pytest_run(
-    project: Path,
-    baseline_dir: Path,
-    setting: Setting,
-    args: argparse.Namespace,
-    cost: int,
-    *,
-    report: Path,
-) -> tuple[dict[str, Any], float]:
-    """Run the project's test once, saving into ``baseline_dir``; (verdict, wall s)."""
-    command = [
+def pytest_command(setting: Setting, args: argparse.Namespace, restart_every: int) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "pytest",
@@ -146,24 +158,27 @@ def pytest_run(
         "no:locust",
         "-p",
         "no:cacheprovider",
-        f"--webperf-servers={SERVERS}",
         f"--webperf-concurrency={args.concurrency}",
         f"--webperf-duration={setting.duration_s}s",
         f"--webperf-warmup={args.warmup}s",
         f"--webperf-repeat={setting.repeat}",
+        f"--webperf-restart-every={restart_every}",
         f"--webperf-machine-id={MACHINE}",
-        f"--webperf-baseline-dir={baseline_dir}",
-        "--webperf-save",
-        f"--webperf-json={report}",
     ]
+
+
+def run_pytest(
+    command: Sequence[str], cwd: Path, report: Path, env: dict[str, str] | None = None
+) -> tuple[dict[str, Any], float]:
+    """One pytest run; (its test's JSON entry, wall seconds)."""
     started = time.monotonic()
     done = subprocess.run(
-        command,
-        cwd=project,
+        [*command, f"--webperf-json={report}"],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=900,
-        env={**os.environ, COST_ENV: str(cost)},
+        env={**os.environ, **(env or {})},
         check=False,
     )
     wall = time.monotonic() - started
@@ -171,8 +186,31 @@ def pytest_run(
         raise SystemExit(
             f"pytest failed to run (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
         )
-    tests = json.loads(report.read_text())["tests"]
-    return tests[0]["verdict"], wall
+    (entry,) = json.loads(report.read_text())["tests"]
+    return entry, wall
+
+
+def judged_checks(verdict: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    keys = ("outcome", "change", "detectable", "threshold", "low", "high")
+    return {c["metric"]: {k: c.get(k) for k in keys} for c in verdict["checks"]}
+
+
+def trial_of(entry: dict[str, Any], slowdown: float, knob: int, wall: float) -> Trial:
+    verdict = entry["verdict"]
+    against = entry.get("against") or {}
+    return Trial(
+        slowdown,
+        knob,
+        verdict["status"],
+        list(verdict["reasons"]),
+        wall,
+        judged_checks(verdict),
+        pairs=against.get("pairs"),
+        stopped=against.get("stopped", ""),
+    )
+
+
+# --- the stored-baseline gate ---------------------------------------------------------------
 
 
 def stored(baseline_dir: Path, nodeid: str) -> Measurement:
@@ -182,179 +220,283 @@ def stored(baseline_dir: Path, nodeid: str) -> Measurement:
     return found
 
 
-def mean_of(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.fmean(known) if known else None
+class StoredGate:
+    """A baseline saved once per row; every trial compared with it."""
+
+    def __init__(self, row: Row, args: argparse.Namespace, base: Path) -> None:
+        self.args, self.row = args, row
+        self.project = base / f"stored-{row.setting}-r{row.restart_every}"
+        self.project.mkdir()
+        knob = KNOBS[args.server][0]
+        (self.project / TEST_FILE).write_text(
+            STORED_TEST.format(server=args.server, knob=knob, env=KNOB_ENV)
+        )
+        self.command = [
+            *pytest_command(row.setting, args, row.restart_every),
+            f"--webperf-servers={SERVERS}",
+            "--webperf-save",
+        ]
+        self.reference_dir = self.project / "reference"
+        _, row.baseline_wall_s = self.run(self.reference_dir, args.cost, "baseline.json")
+        nodeid = f"{TEST_FILE}::test_work[c{args.concurrency}]"
+        self.reference = stored(self.reference_dir, nodeid)
+        self.count = 0
+
+    def run(self, baseline_dir: Path, knob: int, report: str) -> tuple[dict[str, Any], float]:
+        return run_pytest(
+            [*self.command, f"--webperf-baseline-dir={baseline_dir}"],
+            self.project,
+            self.project / report,
+            {KNOB_ENV: str(knob)},
+        )
+
+    def trial(self, slowdown: float, knob: int) -> Trial:
+        self.count += 1
+        scratch = self.project / f"trial-{self.count}"
+        shutil.copytree(self.reference_dir, scratch / "bl")
+        entry, wall = self.run(scratch / "bl", knob, f"trial-{self.count}.json")
+        current = stored(scratch / "bl", self.reference.nodeid)  # as the save stored it
+        found = trial_of(entry, slowdown, knob, wall)
+        found.fired = {
+            spec: compare.decide(current, self.reference, checks.parse_checks(spec)).failed
+            for spec in SINGLE_CHECKS
+        }
+        return found
 
 
-def change(current: Measurement, reference: Measurement, metric: str) -> float | None:
-    per_run = metrics.METRICS[metric].per_run
-    now = mean_of([per_run(r) for r in current.runs])
-    then = mean_of([per_run(r) for r in reference.runs])
-    return None if now is None or then is None or then == 0 else now / then - 1
+# --- the A/B gate ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Project:
-    """Where a setting's runs happen, and the baseline they are compared with."""
-
-    directory: Path
-    reference_dir: Path
-    reference: Measurement
-
-
-def one_run(
-    project: Project,
-    kind: str,
-    cost: int,
-    setting: Setting,
-    *,
-    args: argparse.Namespace,
-    index: int,
-) -> Run:
-    reference, reference_dir = project.reference, project.reference_dir
-    scratch = project.directory / f"run-{index}-{kind}"
-    shutil.copytree(reference_dir, scratch / "bl")
-    verdict, wall = pytest_run(
-        project.directory, scratch / "bl", setting, args, cost, report=scratch / "report.json"
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=gate", "-c", "user.email=gate@bench", *args],
+        capture_output=True,
+        check=True,
     )
-    current = stored(scratch / "bl", reference.nodeid)  # this run, as the save stored it
-    fired = {
-        spec: compare.decide(current, reference, checks.parse_checks(spec)).failed
-        for spec in SINGLE_CHECKS
-    }
-    rps = change(current, reference, "rps")
-    return Run(
-        kind,
-        verdict["status"],
-        list(verdict["reasons"]),
-        wall,
-        fired,
-        rps if rps is not None else math.nan,
-        change(current, reference, "cpu_per_req"),
-    )
 
 
-def run_setting(setting: Setting, args: argparse.Namespace, base: Path) -> Outcome:
-    project = base / f"setting-{setting}"
-    project.mkdir()
-    (project / "test_gate_target.py").write_text(TARGET)
-    outcome = Outcome(setting, load_before=os.getloadavg())
-    reference_dir = project / "reference"
-    _, outcome.baseline_wall_s = pytest_run(
-        project, reference_dir, setting, args, args.cost, report=project / "baseline.json"
+def set_knob(toml: Path, name: str, value: int) -> None:
+    """``NAME = "..."`` in the server's [env] table, set to ``value``."""
+    text = toml.read_text()
+    start = text.index(f'{name} = "')
+    end = text.index('"', start + len(name) + 4)
+    toml.write_text(f'{text[:start]}{name} = "{value}{text[end:]}')
+
+
+class AbGate:
+    """A throwaway repository per trial: the base committed, the change committed on it."""
+
+    def __init__(self, row: Row, args: argparse.Namespace, base: Path) -> None:
+        self.args, self.row = args, row
+        self.directory = base / f"ab-{row.setting}-r{row.restart_every}"
+        self.directory.mkdir()
+        self.command = [
+            *pytest_command(row.setting, args, row.restart_every),
+            f"--webperf-against-budget={args.budget}s",
+        ]
+        self.count = 0
+
+    def trial(self, slowdown: float, knob: int) -> Trial:
+        self.count += 1
+        server, (name, base_knob) = self.args.server, (KNOBS[self.args.server][0], self.args.cost)
+        repo = self.directory / f"trial-{self.count}"
+        shutil.copytree(SERVERS / server, repo / "servers" / server)
+        toml = repo / "servers" / server / "server.toml"
+        set_knob(toml, name, base_knob)
+        (repo / TEST_FILE).write_text(AB_TEST.format(server=server))
+        (repo / "pytest.ini").write_text("[pytest]\n")
+        git(repo, "init", "-q")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "base")
+        if knob == base_knob:
+            against = ["--webperf-against=HEAD", "--webperf-against-always"]  # A/A
+        else:
+            set_knob(toml, name, knob)
+            git(repo, "commit", "-q", "-am", f"{name} x {slowdown:g}")
+            against = ["--webperf-against=HEAD~1"]
+        entry, wall = run_pytest([*self.command, *against], repo, repo / "report.json")
+        return trial_of(entry, slowdown, knob, wall)
+
+
+# --- the rows -------------------------------------------------------------------------------
+
+
+def run_row(row: Row, args: argparse.Namespace, base: Path) -> Row:
+    row.load_before = os.getloadavg()
+    gate: StoredGate | AbGate = (
+        StoredGate(row, args, base) if row.mode == "stored" else AbGate(row, args, base)
     )
-    nodeid = f"{NODEID_PREFIX}[c{args.concurrency}]"
-    where = Project(project, reference_dir, stored(reference_dir, nodeid))
-    slower = round(args.cost * args.slower)
     for i in range(args.k):
-        order = [("unchanged", args.cost), ("slower", slower)]
-        for kind, cost in order if i % 2 == 0 else order[::-1]:  # alternate: drift hits both
-            run = one_run(where, kind, cost, setting, args=args, index=i)
-            outcome.runs.append(run)
-            cpu = "-" if run.cpu_change is None else f"{run.cpu_change:+.1%}"
+        shift = i % len(args.slowdowns)  # rotate: every kind runs early and late alike
+        for slowdown in args.slowdowns[shift:] + args.slowdowns[:shift]:
+            knob = round(args.cost * slowdown)
+            trial = gate.trial(slowdown, knob)
+            row.trials.append(trial)
+            shown = "  ".join(
+                f"{m} {_pct(c['change'])} (>= {_size(c['detectable'])})"
+                for m, c in trial.checks.items()
+                if m in JUDGED
+            )
+            pairs = "" if trial.pairs is None else f" {trial.pairs} pairs"
             print(
-                f"  {setting} {kind:9} #{i + 1}: {run.status:15} rps {run.rps_change:+.1%} "
-                f"cpu/req {cpu}  {run.wall_s:.0f}s  load {os.getloadavg()[0]:.1f}",
+                f"  {row} x{slowdown:.2f} #{i + 1}: {trial.status:15} {shown}  "
+                f"{trial.wall_s:.0f}s{pairs}  load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
-    outcome.load_after = os.getloadavg()
-    return outcome
+    row.load_after = os.getloadavg()
+    return row
 
 
 # --- report ---------------------------------------------------------------------------------
 
 
-def rate(runs: Sequence[Run], flagged: Any) -> str:
-    k, n = sum(1 for r in runs if flagged(r)), len(runs)
+def _pct(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:+.1%}"
+
+
+def _size(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def rate(trials: Sequence[Trial], flagged: Callable[[Trial], bool]) -> str:
+    k, n = sum(1 for t in trials if flagged(t)), len(trials)
+    if not n:
+        return "-"
     low, high = clopper_pearson(k, n)
     return f"{k}/{n} = {k / n:.0%} (95% CI {low:.0%}..{high:.0%})"
 
 
-def spread(values: Sequence[float | None]) -> str:
-    known = sorted(v for v in values if v is not None and not math.isnan(v))
-    if not known:
-        return "-"
-    return f"{known[0]:+.1%} / {statistics.median(known):+.1%} / {known[-1]:+.1%}"
-
-
-def summary(outcome: Outcome, args: argparse.Namespace) -> list[str]:
-    same = [r for r in outcome.runs if r.kind == "unchanged"]
-    slow = [r for r in outcome.runs if r.kind == "slower"]
-    walls = [r.wall_s for r in outcome.runs]
-    lines = [
-        f"setting {outcome.setting} (repeat x duration), warm-up {args.warmup}s, "
-        f"{args.concurrency} users, COST_US {args.cost} vs {round(args.cost * args.slower)}",
-        f"  load average before {outcome.load_before[0]:.1f}, after {outcome.load_after[0]:.1f}",
-        f"  false alarms (default checks): {rate(same, lambda r: r.status == 'regression')}",
-        f"  detected {args.slower - 1:.0%} slower: "
-        f"{rate(slow, lambda r: r.status == 'regression')}",
-        f"  wall time per pytest run: median {statistics.median(walls):.0f}s, "
-        f"max {max(walls):.0f}s (baseline save {outcome.baseline_wall_s:.0f}s)",
-        "  rps change       min / median / max: unchanged "
-        f"{spread([r.rps_change for r in same])}, slower {spread([r.rps_change for r in slow])}",
-        "  cpu_per_req chg  min / median / max: unchanged "
-        f"{spread([r.cpu_change for r in same])}, slower {spread([r.cpu_change for r in slow])}",
-        "  per check (re-decided from the stored runs): false alarms | detections",
+def median_of(trials: Sequence[Trial], metric: str, key: str) -> str:
+    values = [
+        t.checks[metric][key]
+        for t in trials
+        if metric in t.checks and t.checks[metric].get(key) is not None
     ]
-    for spec in SINGLE_CHECKS:
-        lines.append(
-            f"    {spec:16} {rate(same, lambda r, s=spec: r.fired[s])} | "
-            f"{rate(slow, lambda r, s=spec: r.fired[s])}"
-        )
+    if not values:
+        return "-"
+    median = statistics.median(values)
+    return f"{median:.1%}" if key == "detectable" else f"{median:+.1%}"
+
+
+def summary(row: Row, args: argparse.Namespace) -> list[str]:
+    knob = KNOBS[args.server][0]
+    walls = [t.wall_s for t in row.trials]
+    saved = "" if row.baseline_wall_s is None else f" (baseline save {row.baseline_wall_s:.0f}s)"
+    budget = f", budget {args.budget:g}s" if row.mode == "ab" else ""
+    lines = [
+        f"{row}: {args.server} {knob} {args.cost}, warm-up {args.warmup:g}s, "
+        f"{args.concurrency} users{budget}",
+        f"  load average before {row.load_before[0]:.1f}, after {row.load_after[0]:.1f}",
+        f"  wall time per test: median {statistics.median(walls):.0f}s, max {max(walls):.0f}s"
+        + saved,
+        f"  undecided: {rate(row.trials, lambda t: t.status == 'undecided')}",
+    ]
+    for slowdown in args.slowdowns:
+        trials = [t for t in row.trials if t.slowdown == slowdown]
+        what = "false alarms (A/A)" if slowdown == 1.0 else f"detected {slowdown - 1:+.0%}"
+        lines.append(f"  x{slowdown:<5.2f} {what:19} {rate(trials, _regression)}")
+        pairs = [t.pairs for t in trials if t.pairs is not None]
+        if pairs:
+            lines.append(f"         pairs median {statistics.median(pairs):g}, max {max(pairs)}")
+        for metric in JUDGED:
+            lines.append(
+                f"         {metric:12} change median {median_of(trials, metric, 'change'):>7}, "
+                f"stated detectable median {median_of(trials, metric, 'detectable'):>7} "
+                f"(real {slowdown - 1:+.0%})"
+            )
+    if row.mode == "stored":
+        lines.append("  per check (re-decided from the stored runs): regression per slowdown")
+        for spec in SINGLE_CHECKS:
+            cells = [
+                f"x{s:g} {rate([t for t in row.trials if t.slowdown == s], _fired(spec))}"
+                for s in args.slowdowns
+            ]
+            lines.append(f"    {spec:16} " + " | ".join(cells))
     return lines
 
 
-def to_json(outcomes: Sequence[Outcome], args: argparse.Namespace) -> dict[str, Any]:
+def _regression(trial: Trial) -> bool:
+    return trial.status == "regression"
+
+
+def _fired(spec: str) -> Callable[[Trial], bool]:
+    return lambda trial: trial.fired.get(spec, False)
+
+
+def to_json(rows: Sequence[Row], args: argparse.Namespace) -> dict[str, Any]:
     return {
         "args": {k: v for k, v in vars(args).items() if k != "settings"},
-        "settings": [
+        "settings": [str(s) for s in args.settings],
+        "rows": [
             {
-                "setting": str(o.setting),
-                "load_before": o.load_before,
-                "load_after": o.load_after,
-                "baseline_wall_s": o.baseline_wall_s,
-                "runs": [vars(r) for r in o.runs],
+                "mode": r.mode,
+                "setting": str(r.setting),
+                "restart_every": r.restart_every,
+                "load_before": r.load_before,
+                "load_after": r.load_after,
+                "baseline_wall_s": r.baseline_wall_s,
+                "trials": [asdict(t) for t in r.trials],
             }
-            for o in outcomes
+            for r in rows
         ],
     }
 
 
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",")]
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", default="stored,ab", help="stored, ab or both (default)")
+    parser.add_argument("--server", choices=sorted(KNOBS), default="costly")
+    parser.add_argument("--cost", type=int, help="the base's knob (COST_US 1000, WORK 120)")
     parser.add_argument(
-        "--settings",
-        default="3x5s,5x3s",
-        help="comma-separated REPEATxDURATION settings (default 3x5s,5x3s)",
+        "--slowdowns", type=_floats, default=[1.0, 1.05, 1.1], help="knob factors; 1.0 = A/A"
     )
-    parser.add_argument("-k", type=int, default=8, help="unchanged and slowed runs each")
-    parser.add_argument("--cost", type=int, default=1000, help="COST_US of the baseline")
-    parser.add_argument("--slower", type=float, default=1.1, help="cost factor of a regression")
+    parser.add_argument("-k", type=int, default=8, help="trials per slowdown and row")
+    parser.add_argument(
+        "--restart-every",
+        default="1",
+        help="comma-separated --webperf-restart-every values, a row each (e.g. 1,0)",
+    )
+    parser.add_argument(
+        "--settings", default="3x3s", help="comma-separated REPEATxDURATION (default 3x3s)"
+    )
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--warmup", type=parse_duration, default=2.0)
-    parser.add_argument("--out", type=Path, default=None, help="also write the runs as JSON")
+    parser.add_argument("--warmup", type=parse_duration, default=1.0)
+    parser.add_argument(
+        "--budget", type=parse_duration, default=30.0, help="--webperf-against-budget (ab)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="also write the trials as JSON")
     args = parser.parse_args(argv)
+    args.mode = args.mode.split(",")
+    if not set(args.mode) <= {"stored", "ab"}:
+        parser.error(f"--mode {','.join(args.mode)}: stored, ab or stored,ab")
+    if 1.0 not in args.slowdowns:
+        parser.error("--slowdowns must include 1.0: false alarms need A/A trials")
+    args.cost = args.cost or KNOBS[args.server][1]
+    args.restart_every = [int(x) for x in args.restart_every.split(",")]
     args.settings = [Setting.parse(s) for s in args.settings.split(",")]
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    outcomes = []
+    rows = []
     with tempfile.TemporaryDirectory(prefix="webperf-gate-") as tmp:
         for setting in args.settings:
-            print(
-                f"== {setting}: baseline, then {args.k} unchanged + {args.k} slower runs",
-                flush=True,
-            )
-            outcomes.append(run_setting(setting, args, Path(tmp)))
-            print("\n".join(summary(outcomes[-1], args)), flush=True)
+            for restart_every in args.restart_every:
+                for mode in args.mode:
+                    row = Row(mode, setting, restart_every)
+                    print(f"== {row}: {args.k} x {','.join(map(str, args.slowdowns))}", flush=True)
+                    rows.append(run_row(row, args, Path(tmp)))
+                    print("\n".join(summary(row, args)), flush=True)
     print("\n== summary")
-    for outcome in outcomes:
-        print("\n".join(summary(outcome, args)))
+    for row in rows:
+        print("\n".join(summary(row, args)))
     if args.out is not None:
-        args.out.write_text(json.dumps(to_json(outcomes, args), indent=1, default=str) + "\n")
+        args.out.write_text(json.dumps(to_json(rows, args), indent=1, default=str) + "\n")
     return 0
 
 

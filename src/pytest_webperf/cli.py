@@ -1,5 +1,5 @@
 """The ``webperf`` command: build the catalogue's images, list servers, start a new
-one, prune old images, render and compare JSON reports."""
+one, prune old images, render and compare JSON reports, measure a target's noise."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 
 import docker
 
-from pytest_webperf import compare
+from pytest_webperf import compare, noise
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.checks import DEFAULT_CHECKS, parse_checks
+from pytest_webperf.config import parse_duration, parse_positive_duration, parse_positive_int
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.images import ensure_images
 from pytest_webperf.prune import REPO_PREFIX, current_tags, plan
@@ -109,6 +110,25 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_noise(args: argparse.Namespace) -> int:
+    """An A/A run of one catalogue server: its spreads and what a gate could detect."""
+    spec = _catalog(args).get(args.target)
+    path = args.path or next((r for r in spec.routes if r != spec.health), "/hello")
+    run = noise.NoiseRun(
+        server=spec.name,
+        path=path,
+        concurrency=args.concurrency,
+        duration_s=args.duration,
+        warmup_s=args.warmup,
+        repeat=args.repeat,
+        restart_every=args.restart_every,
+        servers=tuple(Path(d).resolve() for d in args.servers),
+    )
+    for line in noise.lines(noise.measure(run), min_pairs=args.min_pairs):
+        print(line)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="webperf", description=__doc__)
     top.add_argument(
@@ -145,6 +165,27 @@ def parser() -> argparse.ArgumentParser:
     cmp.add_argument("new")
     cmp.add_argument("--compare-fail", help="checks, as --webperf-compare-fail")
     cmp.set_defaults(func=cmd_compare)
+    aa = sub.add_parser(
+        "noise",
+        help="A/A-measure a server: its spread per run and per instance, and the "
+        "regression an A/B gate could detect in 30/60/120 s",
+    )
+    aa.add_argument("target", help="catalogue server")
+    aa.add_argument("--path", help="the route to load (default: its first route but health)")
+    aa.add_argument("--concurrency", type=parse_positive_int, default=8)
+    aa.add_argument("--duration", type=parse_positive_duration, default=3.0, help="per run")
+    aa.add_argument("--warmup", type=parse_duration, default=1.0)
+    aa.add_argument("--repeat", type=parse_positive_int, default=8, help="runs in all")
+    aa.add_argument(
+        "--restart-every",
+        type=parse_positive_int,
+        default=2,
+        help="runs per instance (2 or more separates the per-run and instance spreads)",
+    )
+    aa.add_argument(
+        "--min-pairs", type=parse_positive_int, default=3, help="the gate's --webperf-repeat"
+    )
+    aa.set_defaults(func=cmd_noise)
     return top
 
 
