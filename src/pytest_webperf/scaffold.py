@@ -47,6 +47,9 @@ ROUTES = {{"/health": b"ok", "/hello": b"<h1>Hello World</h1>"}}
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the load generator expects
+    # headers and body go out as two writes: without this, Nagle holds the body back for
+    # the client's delayed ACK (40 ms per request)
+    disable_nagle_algorithm = True
 
     def do_GET(self) -> None:
         body = ROUTES.get(self.path)
