@@ -39,6 +39,7 @@ from pytest_webperf.measure import (
     LoadKind,
     MonitorFactory,
     RunPlan,
+    TargetDied,
     died,
     no_monitor,
     run_repetition,
@@ -173,8 +174,8 @@ def run_pairs(
         order = order_of(index)
         for letter in order:
             runs = pairs.base if letter == "A" else pairs.change
-            runs.append(
-                run_repetition(
+            try:
+                run = run_repetition(
                     sides[letter],
                     kind,
                     plan,
@@ -184,7 +185,11 @@ def run_pairs(
                     label=Label(label.nodeid, label.name, letter, max(next_look, index + 1)),
                     before=pairs.change,
                 )
-            )
+            except TargetDied as exc:  # both sides have one name: say which one died
+                which = "the base (A)" if letter == "A" else "the change (B)"
+                message = str(exc.args[0]).split("\n--- last lines")[0]
+                raise TargetDied(f"{which}: {message}", exc.logs, exc.runs) from None
+            runs.append(run)
         pairs.order.append(order)
         pairs.instances.append(instance)
         done = len(pairs.order)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.e2e.test_process_target import SERVER
 
 pytest_plugins = ["pytester"]
 QUICK = [
@@ -17,27 +18,6 @@ QUICK = [
     "--webperf-warmup=0.5s",
     "--webperf-repeat=1",
 ]
-SERVER = """
-import http.server, os
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        if self.path not in ("/health", "/hello"):
-            self.send_error(404)
-            return
-        body = b"ok" if self.path == "/health" else b"<h1>Hello World</h1>"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
-"""
 # Each test logs the wall-clock window of its measurement (the report's series
 # times are relative to each run's own start).
 TEST = """

@@ -148,3 +148,17 @@ def test_a_single_threaded_target_saturated_at_one_core_can_use_one() -> None:
     assert usable_cores(samples(40, 50), None, machine=4) == 4.0  # not saturated at all
     assert usable_cores(samples(99, 100), 1.5, machine=4) == 1.5  # a limit wins
     assert usable_cores([], None, machine=2) == 2.0
+
+
+def test_a_side_that_dies_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_webperf.measure import TargetDied
+
+    def fake(target: FakeTarget, kind: Any, plan: Any, repetition: int, **kw: Any) -> RunResult:
+        if kw["label"].side == "A" and repetition == 2:
+            raise TargetDied("a died during the measurement: a is not running", "boom", ())
+        return run(repetition, kw["label"].side)
+
+    monkeypatch.setattr(ab, "run_repetition", fake)
+    target, _, _ = pair()
+    with pytest.raises(TargetDied, match=r"^the base \(A\): a died during the measurement"):
+        ab.run_pairs(target, FakeKind(), PLAN, ab.Schedule(3, 1e9, 1), lambda p: True)
