@@ -93,7 +93,8 @@ def interval(check: Check) -> str:
     low, high = number(check.get("low")), number(check.get("high"))
     if low is None or high is None:
         return MISSING
-    return f"{100 * low:+.1f}..{100 * high:+.1f}%"
+    top = f"{100 * high:+.1f}%" if high <= DETECTABLE_CAP else f">+{100 * DETECTABLE_CAP:.0f}%"
+    return f"{100 * low:+.1f}..{top}"
 
 
 def detectable(check: Check) -> str:
@@ -101,8 +102,13 @@ def detectable(check: Check) -> str:
     n = number(check.get("detectable"))
     if n is None:
         return MISSING
+    if n > DETECTABLE_CAP:  # one or two instances: the figure says only "nothing known"
+        return f"> {100 * DETECTABLE_CAP:.0f}%"
     shown = f"{100 * n:.0f}" if 100 * n >= 10 else f"{100 * n:.1f}"
     return f">= {shown}%"
+
+
+DETECTABLE_CAP = 10.0  # as compare.DETECTABLE_CAP; renderers read dicts, not compare
 
 
 def _text(check: Check, key: str) -> str:
