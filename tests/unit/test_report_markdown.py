@@ -122,3 +122,40 @@ def test_every_status_has_a_mark() -> None:
         text = render_markdown({"tests": [{"nodeid": "a::b", "verdict": {"status": state}}]})
         row = cells(table_rows(text)[2])
         assert row[-1] == f"{STATUS_MARK[state]} {md_escape(state)}"
+
+
+def test_the_code_measured_is_named_per_test() -> None:
+    """A container by its image, a process by its commit (dirty or not)."""
+
+    def entry(target: dict[str, Any]) -> dict[str, Any]:
+        return {"nodeid": "s.py::t", "target": target}
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    targets = [
+        {"kind": "container", "image": "webperf/nginx:3f2a"},
+        {"kind": "process", "git": {"commit": sha, "dirty": False}},
+        {"kind": "process", "git": {"commit": sha, "dirty": True}},
+        {"kind": "process", "git": None},
+        {"kind": "external", "url": "http://127.0.0.1:1"},
+    ]
+    rows = table_rows(render_markdown({"tests": [entry(t) for t in targets]}))
+    header = cells(rows[0])
+    codes = [dict(zip(header, cells(r), strict=True))["code"] for r in rows[2:]]
+    assert codes == [
+        "image webperf/nginx:3f2a",
+        "commit 0123456789",
+        "commit 0123456789+dirty",
+        "no git repository",
+        "-",
+    ]
+
+
+def test_a_baseline_run_has_the_baseline_and_the_change_of_each_check() -> None:
+    from test_report_ab import a_check
+
+    checks = [a_check(), a_check(check="p95:10%", metric="p95", baseline=4.0, change=0.05)]
+    test = {"nodeid": "s.py::t", "verdict": {"status": "pass", "checks": checks}}
+    rows = table_rows(render_markdown({"tests": [test]}))
+    row = dict(zip(cells(rows[0]), cells(rows[2]), strict=True))
+    assert row["baseline / A"] == "rps 1,234; p95 4.00"
+    assert row["change"] == "rps -4.4%; p95 +5.0%"

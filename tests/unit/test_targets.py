@@ -1,3 +1,6 @@
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from pytest_webperf.catalog import Catalog, default_directories
@@ -5,7 +8,7 @@ from pytest_webperf.errors import OptionError
 from pytest_webperf.report.table import mqtt_lines
 from pytest_webperf.targets.base import is_loopback, split_url
 from pytest_webperf.targets.container import ContainerTarget, stopped
-from pytest_webperf.targets.process import how_it_ended
+from pytest_webperf.targets.process import ProcessTarget, how_it_ended
 
 
 def test_env_goes_to_the_part_it_names():
@@ -104,3 +107,38 @@ def test_a_stopped_container_says_why(state: dict[str, object], said: str) -> No
 )
 def test_a_stopped_process_says_how_it_ended(returncode: int, said: str) -> None:
     assert said in how_it_ended(returncode)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.strip()
+
+
+def test_a_process_target_names_the_commit_of_its_working_directory(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "app").mkdir(parents=True)
+    git(repo, "init", "-q")
+    (repo / "app" / "server.py").write_text("print('v1')\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "v1")
+    head = git(repo, "rev-parse", "HEAD")
+
+    target = ProcessTarget("python server.py", cwd=str(repo / "app"))  # never started
+    assert target.describe()["git"] == {"commit": head, "dirty": False}
+
+    (repo / "app" / "server.py").write_text("print('v2')\n")
+    assert target.describe()["git"] == {"commit": head, "dirty": False}  # asked once
+    assert ProcessTarget("python server.py", cwd=str(repo)).describe()["git"] == {
+        "commit": head,
+        "dirty": True,
+    }
+
+
+def test_a_process_target_outside_a_repository_has_no_commit(tmp_path: Path) -> None:
+    assert ProcessTarget("python server.py", cwd=str(tmp_path)).describe()["git"] is None

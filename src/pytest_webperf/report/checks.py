@@ -20,6 +20,7 @@ from pytest_webperf.report.table import (
     rep_nested,
     rep_rps,
     repetitions,
+    short_sha,
 )
 
 Check = Mapping[str, Any]  # one item of verdict.checks
@@ -42,10 +43,6 @@ def is_ab(entry: Entry) -> bool:
 def base_repetitions(entry: Entry) -> list[Rep]:
     reps = entry.get("base_repetitions")
     return [r for r in reps if isinstance(r, Mapping)] if isinstance(reps, list) else []
-
-
-def short_sha(commit: object) -> str:
-    return str(commit)[:10] if commit else MISSING
 
 
 def against_line(against: object) -> str | None:

@@ -37,6 +37,7 @@ from pytest_webperf.report.table import (
     NUMERIC,
     STATUSES,
     Entry,
+    code,
     delivery,
     durations,
     fmt,
@@ -46,6 +47,7 @@ from pytest_webperf.report.table import (
     rep_nested,
     rep_rps,
     repetitions,
+    short_sha,
     short_test,
     status,
     status_counts,
@@ -283,7 +285,7 @@ def sides(entry: Entry) -> Sides | None:
         [Row(list(zip(r[1:], numeric, strict=True)), r[0]) for r in rows],
         label="pair",
     )
-    commit = ab.short_sha(against.get("commit"))
+    commit = short_sha(against.get("commit"))
     return Sides(
         a=f"A = {ref} ({commit}) · image {_image(against.get('base_target'))}",
         b=f"B = working tree · image {_image(entry.get('target'))}",
@@ -319,6 +321,7 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         ("users", fmt(number(entry.get("concurrency")))),
         ("duration s", durations(entry)),
         ("repetitions", str(len(reps))),
+        ("code", code(entry)),
     ]
     return Section(
         anchor=f"m{index}",

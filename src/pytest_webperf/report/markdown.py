@@ -35,8 +35,9 @@ STATUS_MARK = {
     "unchanged": "💤",
     "no-baseline": "⚪",
 }
-# The shared columns, then the baseline (or side A) and the change of each check.
-COLUMNS = (*shared.COLUMNS, *ab.SUMMARY_COLUMNS)
+# The shared columns, what code was measured (a container's image, a process's commit),
+# then the baseline (or side A) and the change of each check.
+COLUMNS = (*shared.COLUMNS, ("code", shared.code), *ab.SUMMARY_COLUMNS)
 
 # GFM lets a backslash escape any ASCII punctuation; these are the ones that could start
 # emphasis, code, links, HTML or strike-through, or end a table cell.

@@ -114,6 +114,33 @@ def _capacity(entry: Entry) -> str:
     return fmt(mean([number(r.get("capacity_rps")) for r in repetitions(entry)]))
 
 
+def short_sha(commit: object) -> str:
+    return str(commit)[:10] if commit else MISSING
+
+
+def code(entry: Entry) -> str:
+    """What code was measured: a container's image (each part's), a process target's
+    commit (``+dirty`` when its tree had changes), ``no git repository`` for a process
+    outside one; ``-`` when the report does not say (an external URL, an older report)."""
+    target = entry.get("target")
+    if not isinstance(target, Mapping):
+        return MISSING
+    if "git" in target:
+        git = target["git"]
+        if not isinstance(git, Mapping) or not git.get("commit"):
+            return "no git repository"
+        return f"commit {short_sha(git['commit'])}" + ("+dirty" if git.get("dirty") else "")
+    if target.get("image"):
+        return f"image {target['image']}"
+    parts = target.get("parts")
+    images = [
+        f"{name} {part['image']}"
+        for name, part in (parts.items() if isinstance(parts, Mapping) else ())
+        if isinstance(part, Mapping) and part.get("image")
+    ]
+    return ("images " + ", ".join(images)) if images else MISSING
+
+
 def short_test(entry: Entry) -> str:
     """The test's own part of the node id (what a user recognises in a long table)."""
     return str(entry.get("nodeid", MISSING)).split("::")[-1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import shlex
 import signal
@@ -11,8 +12,10 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import IO, Any
 
+from pytest_webperf.baseline import git_commit
 from pytest_webperf.errors import TargetError
 from pytest_webperf.targets.base import (
     Probe,
@@ -159,5 +162,14 @@ class ProcessTarget:
         self._log.seek(0, os.SEEK_END)
         return text
 
+    @functools.cached_property
+    def git(self) -> dict[str, Any] | None:
+        """The commit of the repository holding the working directory, and whether its
+        tree is dirty (None outside a repository): the code measured, as an image tag
+        says for a container. Asked of git once (bounded by its timeout), on the first
+        ``describe()``; ``baseline.git_commit`` so "dirty" means what a baseline's
+        metadata says (tracked files changed; untracked files do not count)."""
+        return git_commit(Path(self.cwd) if self.cwd else None)
+
     def describe(self) -> dict[str, Any]:
-        return {"kind": "process", "url": self.url, "command": self.argv}
+        return {"kind": "process", "url": self.url, "command": self.argv, "git": self.git}
