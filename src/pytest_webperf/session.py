@@ -21,7 +21,7 @@ from pytest_webperf.errors import BaselineError, EngineUnavailable, WebperfError
 from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
-from pytest_webperf.report.json_report import report, write_json
+from pytest_webperf.report.json_report import history_entry, report, write_json
 from pytest_webperf.report.markdown import write_markdown
 
 
@@ -241,6 +241,35 @@ class WebperfSession:
             **({"against": self._against.describe()} if self._against is not None else {}),
         }
 
+    def histories(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """The store's last saves of each measurement judged against a baseline (an A/B
+        run's have none), oldest first, for the report's trend. Read before this run
+        saves, so this run is never among them; an unreadable file gives none (the
+        verdict already says why)."""
+        found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for m in self.measurements:
+            if m.against is not None or (m.nodeid, m.name) in found:
+                continue
+            try:
+                saved = self.store.history(m.nodeid, m.name)
+            except BaselineError:
+                saved = []
+            found[(m.nodeid, m.name)] = [
+                history_entry(s) for s in saved[-baseline.HISTORY_LIMIT :] if isinstance(s, dict)
+            ]
+        return found
+
+    def report_data(
+        self, histories: Mapping[tuple[str, str], list[dict[str, Any]]] | None = None
+    ) -> dict[str, Any]:
+        """The report's data: every measurement with its baseline's history, the meta."""
+        data = report(self.measurements, self.meta())
+        for entry in data["tests"]:
+            saves = (histories or {}).get((entry["nodeid"], entry["name"]))
+            if saves is not None:
+                entry["history"] = saves
+        return data
+
     def finish(self) -> None:
         """Save baselines if asked and write the reports (once, at the end of the run;
         under pytest-xdist in the controller only: workers send their measurements)."""
@@ -253,8 +282,6 @@ class WebperfSession:
     def _finish(self) -> None:
         """Save, then write every report; a path that cannot be written is one problem
         line (naming it), and the other files are still written."""
-        if self.config.save and self.measurements:
-            self._attempt("saving baselines", self._save)
         config = self.config
         writers = (
             (config.json, self._write_json, "JSON report"),
@@ -262,8 +289,11 @@ class WebperfSession:
             (config.markdown, write_markdown, "Markdown summary"),
         )
         wanted = [(path, write, what) for path, write, what in writers if path is not None]
+        histories = self.histories() if wanted else {}  # before this run's save joins them
+        if self.config.save and self.measurements:
+            self._attempt("saving baselines", self._save)
         if wanted:
-            data = report(self.measurements, self.meta())
+            data = self.report_data(histories)
             for path, write, what in wanted:
                 if self._attempt(
                     f"writing the {what} to {path}", functools.partial(write, path, data)

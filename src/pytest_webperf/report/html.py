@@ -29,6 +29,12 @@ from pytest_webperf.report.charts import (
     measurement_charts,
     pair_charts,
     rep_label,
+    save_code,
+    save_value,
+    save_when,
+    saves,
+    trend_figures,
+    trend_metrics,
 )
 from pytest_webperf.report.svg import colour
 from pytest_webperf.report.table import (
@@ -164,6 +170,8 @@ class Section:
     mqtt: Table | None
     toggles: Sequence[tuple[str, str, str]]  # css, colour, label
     change: Figure | None = None  # each check's change with its interval
+    trend: Sequence[Figure] = field(default_factory=list)  # over the baseline's saves
+    saves: Table | None = None  # the baseline's saves behind the trend, as figures
     figures: Sequence[Figure] = field(default_factory=list)
     open: bool = True
 
@@ -248,6 +256,23 @@ def checks_table(entry: Entry) -> Table | None:
         for c in found
     ]
     return Table(headers, rows, css="checks")
+
+
+def saves_table(entry: Entry) -> Table | None:
+    """The baseline's saves behind the trend charts: when, which code, each figure."""
+    metrics = [str(c.get("metric")) for c in trend_metrics(entry)]
+    if not metrics:
+        return None
+    rows = [
+        Row(
+            [(save_when(s), False), (save_code(s), False)]
+            + [(ab.value(save_value(s, m)), True) for m in metrics],
+            str(i + 1),
+        )
+        for i, s in enumerate(saves(entry))
+    ]
+    headers = [("saved", False), ("code", False)] + [(m, True) for m in metrics]
+    return Table(headers, rows, label="save")
 
 
 def _image(target: object) -> str:
@@ -337,6 +362,8 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         if len(reps) > 1
         else [],
         change=change_figure(entry),
+        trend=trend_figures(entry),
+        saves=saves_table(entry),
         figures=measurement_charts(reps) if reps else [],
         open=open_charts,
     )

@@ -41,6 +41,29 @@ def _repetitions(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
     return [{**run.to_dict(), **_run_summary(run)} for run in runs]
 
 
+def history_entry(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """One save of a baseline's history (``BaselineStore.history``) as the report holds
+    it: when, which code (commit, image), and each metric's per-repetition values; the
+    machine details every save repeats are left out (the report's ``machine`` says them)."""
+    metadata = saved.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    git = metadata.get("git")
+    values = saved.get("summary")
+    return {
+        "saved_at": str(saved.get("saved_at") or metadata.get("saved_at") or ""),
+        "git": {"commit": git.get("commit"), "dirty": bool(git.get("dirty"))}
+        if isinstance(git, Mapping)
+        else None,
+        "image": metadata.get("image"),
+        "plugin_version": metadata.get("plugin_version"),
+        "summary": {
+            str(name): list(per_run)
+            for name, per_run in (values.items() if isinstance(values, Mapping) else ())
+            if isinstance(per_run, list)
+        },
+    }
+
+
 def report(measurements: Sequence[Measurement], meta: Mapping[str, Any]) -> dict[str, Any]:
     tests = []
     for m in measurements:

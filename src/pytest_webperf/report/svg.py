@@ -138,6 +138,7 @@ class Line:
     dash: str = ""
     css: str = ""  # e.g. "rep-2", so the repetition toggles can hide it
     markers: bool = False  # a dot on every point (few points: pairs, repetitions)
+    tips: Sequence[str] = ()  # with markers: a tooltip per point (e.g. a save's commit)
 
 
 @dataclass(frozen=True)
@@ -217,13 +218,14 @@ def _path(line: Line, box: Box, x: Axis, y: Axis) -> str:
     """One ``M``/``L`` path; a gap starts a new sub-path. Round caps draw a lone point
     (a sub-path of length zero) as a dot."""
     commands, dots, pen_down = [], [], False
-    for px, py in line.points:
+    for i, (px, py) in enumerate(line.points):
         if py is None or not (math.isfinite(px) and math.isfinite(py)):
             pen_down = False
             continue
         cx, cy = _n(box.x(x, px)), _n(box.y(y, py))
         commands.append(f"{'L' if pen_down else 'M'}{cx} {cy}")
-        dots.append(f'<circle cx="{cx}" cy="{cy}" r="3" fill="{line.colour}"/>')
+        tip = f"<title>{escape(line.tips[i])}</title>" if i < len(line.tips) else ""
+        dots.append(f'<circle cx="{cx}" cy="{cy}" r="3" fill="{line.colour}">{tip}</circle>')
         pen_down = True
     if not commands:
         return ""
