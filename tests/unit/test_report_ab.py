@@ -292,3 +292,10 @@ def test_durations() -> None:
     assert durations({"repetitions": [{"duration_s": 5.0}, {"duration_s": 5.01}]}) == "5.0"
     assert durations({"repetitions": [{"duration_s": 4.5}, {"duration_s": 5.0}]}) == "4.5-5.0"
     assert durations({}) == "-"
+
+
+def test_every_paired_chart_metric_is_a_metric_checks_name() -> None:
+    from pytest_webperf.metrics import METRICS as CHECKED
+    from pytest_webperf.report.checks import METRICS as CHARTED
+
+    assert set(CHARTED) <= set(CHECKED)

@@ -165,7 +165,7 @@ METRICS: dict[str, tuple[str, Callable[[Rep], float | None]]] = {
     "p50": ("p50 latency (ms)", lambda r: rep_latency(r, "p50_ms")),
     "p95": ("p95 latency (ms)", lambda r: rep_latency(r, "p95_ms")),
     "p99": ("p99 latency (ms)", lambda r: rep_latency(r, "p99_ms")),
-    "mean": ("mean latency (ms)", lambda r: rep_latency(r, "mean_ms")),
+    "latency_mean": ("mean latency (ms)", lambda r: rep_latency(r, "mean_ms")),
     "cpu": ("CPU % (mean)", lambda r: rep_nested(r, "cpu_percent", "mean")),
     "rss": ("peak RSS (MB)", lambda r: rep_nested(r, "rss_mb", "max")),
     "errors": ("errors", lambda r: number(r.get("errors"))),
