@@ -79,9 +79,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_new(args: argparse.Namespace) -> int:
     spec = new_server(Path(args.directory), args.name)
     print(f"webperf: wrote {spec.directory}/ (server.toml, Dockerfile, server.py)")
+    where = (
+        "found by itself when servers/ is at the project's root"
+        if Path(args.directory).name == "servers"
+        else f"run pytest with --webperf-servers={args.directory}"
+    )
     print(
-        f"next: webperf --servers {args.directory} build {spec.name}; in a test, "
-        f'webperf.server("{spec.name}") with pytest --webperf-servers={args.directory}'
+        f'next: in a test, webperf.server("{spec.name}") ({where}); '
+        f"webperf --servers {args.directory} build {spec.name} builds it ahead"
     )
     return 0
 

@@ -22,7 +22,8 @@ startup_timeout = 60
 routes = ["/hello", "/health"]
 notes = \"\"\"
 Made by `webperf new {name}`. Build it with `webperf --servers DIR build {name}` and load it
-from a test with `webperf.server("{name}")` (run pytest with --webperf-servers=DIR).
+from a test with `webperf.server("{name}")` (a servers/ directory at the project's root
+is found by itself; any other directory: pytest --webperf-servers=DIR).
 \"\"\"
 """
 
