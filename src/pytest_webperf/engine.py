@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import gc
+import warnings
 
 import docker
 import docker.errors
@@ -25,8 +27,16 @@ def docker_client() -> DockerClient:
         client = docker.from_env(timeout=300)
         client.ping()
     except docker.errors.DockerException as exc:
-        raise EngineUnavailable(f"no Docker engine answers ({exc}). {HOW_TO_GET_ONE}") from None
-    return client
+        reason = str(exc)
+    else:
+        return client
+    # docker-py's unix-socket transport drops the socket whose connect() failed
+    # without closing it; finalise it here, quietly, rather than have a
+    # ResourceWarning surface at some later garbage collection (an error under -W error).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+    raise EngineUnavailable(f"no Docker engine answers ({reason}). {HOW_TO_GET_ONE}")
 
 
 def engine_version() -> str:
