@@ -5,7 +5,8 @@ through pytest on the same machine in one run.
                                         [--slowdowns 1.0,1.05,1.1] [-k 8]
                                         [--restart-every 1,0] [--settings 3x3s]
                                         [--warmup 1s] [--concurrency 8] [--budget 30s]
-                                        [--cost N] [--out gate-results.json]
+                                        [--cost N] [--compare-fail SPEC]
+                                        [--out gate-results.json]
 
 Two gates, each a separate ``pytest`` subprocess per trial, read back from
 ``--webperf-json``: what a user's CI job gets.
@@ -74,7 +75,6 @@ def test_work(webperf):
     target = webperf.server({server!r})
     webperf.http(target, path="/work")
 """
-SINGLE_CHECKS = [str(c) for c in checks.DEFAULT_CHECKS]
 JUDGED = ("rps", "cpu_per_req", "p95")  # the relative default checks, in the summary
 
 
@@ -164,6 +164,7 @@ def pytest_command(setting: Setting, args: argparse.Namespace, restart_every: in
         f"--webperf-repeat={setting.repeat}",
         f"--webperf-restart-every={restart_every}",
         f"--webperf-machine-id={MACHINE}",
+        *([f"--webperf-compare-fail={args.compare_fail}"] if args.compare_fail else []),
     ]
 
 
@@ -259,7 +260,7 @@ class StoredGate:
         found = trial_of(entry, slowdown, knob, wall)
         found.fired = {
             spec: compare.decide(current, self.reference, checks.parse_checks(spec)).failed
-            for spec in SINGLE_CHECKS
+            for spec in single_checks(self.args)
         }
         return found
 
@@ -385,7 +386,7 @@ def summary(row: Row, args: argparse.Namespace) -> list[str]:
     budget = f", budget {args.budget:g}s" if row.mode == "ab" else ""
     lines = [
         f"{row}: {args.server} {knob} {args.cost}, warm-up {args.warmup:g}s, "
-        f"{args.concurrency} users{budget}",
+        f"{args.concurrency} users{budget}, checks {args.compare_fail or 'the defaults'}",
         f"  load average before {row.load_before[0]:.1f}, after {row.load_after[0]:.1f}",
         f"  wall time per test: median {statistics.median(walls):.0f}s, max {max(walls):.0f}s"
         + saved,
@@ -406,13 +407,19 @@ def summary(row: Row, args: argparse.Namespace) -> list[str]:
             )
     if row.mode == "stored":
         lines.append("  per check (re-decided from the stored runs): regression per slowdown")
-        for spec in SINGLE_CHECKS:
+        for spec in single_checks(args):
             cells = [
                 f"x{s:g} {rate([t for t in row.trials if t.slowdown == s], _fired(spec))}"
                 for s in args.slowdowns
             ]
             lines.append(f"    {spec:16} " + " | ".join(cells))
     return lines
+
+
+def single_checks(args: argparse.Namespace) -> list[str]:
+    """The checks every trial is judged by (the defaults, or --compare-fail), one by one."""
+    chosen = checks.parse_checks(args.compare_fail) if args.compare_fail else checks.DEFAULT_CHECKS
+    return [str(c) for c in chosen]
 
 
 def _regression(trial: Trial) -> bool:
@@ -467,6 +474,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=parse_duration, default=1.0)
     parser.add_argument(
         "--budget", type=parse_duration, default=30.0, help="--webperf-against-budget (ab)"
+    )
+    parser.add_argument(
+        "--compare-fail",
+        default="",
+        help="--webperf-compare-fail for every trial (default: the plugin's default checks)",
     )
     parser.add_argument("--out", type=Path, default=None, help="also write the trials as JSON")
     args = parser.parse_args(argv)
