@@ -200,18 +200,24 @@ def usable_cores(
     resources: Sequence[ResourceSample], limit: float | None, machine: int | None = None
 ) -> float:
     """The CPUs the target could use, for its capacity estimate: its limit (quota or
-    cpuset) when it has one; else, when it was saturated at fewer whole cores than the
-    machine has (a single-threaded server at 100 % of one core), that many; else the
-    machine's cores."""
+    cpuset) when it has one; else no more cores than it had threads (a single-threaded
+    server can use one core, however busy the machine kept it); else, when it was
+    saturated at fewer whole cores than the machine has (a server holding one lock at
+    100 % of one core), that many; else the machine's cores."""
     cores = machine or os.cpu_count() or 1
     if limit:
         return limit
     per_tick: dict[float, float] = {}
+    threads: dict[float, int] = {}
     for sample in resources:
         if sample.t >= 0:
             per_tick[sample.t] = per_tick.get(sample.t, 0.0) + sample.cpu_percent
+            threads[sample.t] = threads.get(sample.t, 0) + sample.threads
     if not per_tick:
         return float(cores)
+    most_threads = max(threads.values())
+    if 0 < most_threads < cores:
+        return float(most_threads)
     busy = sum(per_tick.values()) / len(per_tick) / 100  # mean cores in use
     whole = max(1, round(busy))
     if whole < cores and busy >= 0.9 * whole and busy <= whole + 0.05:

@@ -131,11 +131,11 @@ def test_the_minimum_pairs_always_run(ran: list[str]) -> None:
 # --- the cores a target can use (its capacity estimate) -------------------------------------
 
 
-def samples(*cpu: float) -> list[Any]:
+def samples(*cpu: float, threads: int = 8) -> list[Any]:
     from pytest_webperf.models import ResourceSample
 
     return [
-        ResourceSample(t=float(i), part="p", cpu_percent=c, rss_mb=1, processes=1, threads=1)
+        ResourceSample(t=float(i), part="p", cpu_percent=c, rss_mb=1, processes=1, threads=threads)
         for i, c in enumerate(cpu)
     ]
 
@@ -148,6 +148,16 @@ def test_a_single_threaded_target_saturated_at_one_core_can_use_one() -> None:
     assert usable_cores(samples(40, 50), None, machine=4) == 4.0  # not saturated at all
     assert usable_cores(samples(99, 100), 1.5, machine=4) == 1.5  # a limit wins
     assert usable_cores([], None, machine=2) == 2.0
+
+
+def test_a_target_can_use_no_more_cores_than_it_has_threads() -> None:
+    from pytest_webperf.measure import usable_cores
+
+    # one thread kept at 70 % of a core by a busy machine: still one core, not two
+    assert usable_cores(samples(70, 72, 68, threads=1), None, machine=2) == 1.0
+    assert usable_cores(samples(150, 160, threads=3), None, machine=4) == 3.0
+    assert usable_cores(samples(150, 160, threads=4), None, machine=4) == 4.0  # as many as cores
+    assert usable_cores(samples(70, threads=1), 0.5, machine=2) == 0.5  # a limit still wins
 
 
 def test_a_side_that_dies_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

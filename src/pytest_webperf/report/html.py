@@ -408,16 +408,18 @@ def header_facts(
         if k not in PER_ENTRY_OPTIONS
     ]
     machine = report.get("machine")
+    # the machine info's "placement" is the pinning in cpuset terms ("-" unpinned): the
+    # first block already says it in the terminal's words, so it is not said twice
+    machine_facts = (
+        [(str(k), _plain(v)) for k, v in machine.items() if k != "placement"]
+        if isinstance(machine, Mapping)
+        else []
+    )
     blocks = [
         ("Measured with", ran if entries else []),
         ("Run", run),
         ("Other options", options),
-        (
-            "Machine",
-            [(str(k), _plain(v)) for k, v in machine.items()]
-            if isinstance(machine, Mapping)
-            else [],
-        ),
+        ("Machine", machine_facts),
     ]
     return [(title, facts) for title, facts in blocks if facts]
 
