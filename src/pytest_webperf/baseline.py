@@ -10,8 +10,9 @@ file. A file holds, for every measurement name of the test, the latest baseline
 (the whole ``Measurement``, the one compared against) and a bounded history of
 compact per-repetition summaries (the last ``HISTORY_LIMIT`` saves; appended and
 trimmed, never rewritten), each with the metadata of its save: ``saved_at``, the
-machine id and whatever the caller passes (git commit, image tag/digest,
-machine fingerprint details)::
+machine id and whatever the caller passes (git commit, machine fingerprint
+details), and the code the measurement itself ran (``code``: its image, or its
+process target's commit)::
 
     {"schema": 1, "nodeid": "...", "machine_id": "...",
      "measurements": {"<name>": {"latest": ENTRY, "history": [SUMMARY, ...]}}}
@@ -88,6 +89,24 @@ def summary(measurement: Measurement) -> dict[str, list[float | None]]:
         for name, metric in METRICS.items()
         if name != "tps"
     }
+
+
+def code_of(target: Mapping[str, Any]) -> dict[str, Any]:
+    """Which code a measurement ran, from its target's ``describe()``: the image(s) of a
+    container target, the commit (and dirtiness) of a process target's directory."""
+    parts = target.get("parts")
+    images = sorted(
+        {str(p["image"]) for p in parts.values() if isinstance(p, Mapping) and p.get("image")}
+        if isinstance(parts, Mapping)
+        else ()
+    )
+    found: dict[str, Any] = {}
+    if images:
+        found["image"] = ", ".join(images)
+    git = target.get("git")
+    if isinstance(git, Mapping) and git.get("commit"):
+        found["git"] = {"commit": git.get("commit"), "dirty": bool(git.get("dirty"))}
+    return found
 
 
 def git_commit(cwd: Path | None = None) -> dict[str, Any] | None:
@@ -223,7 +242,12 @@ class BaselineStore:
                 "measurement": replace(m, verdict=None).to_dict(),
             }
             record["history"].append(
-                {"saved_at": stamp["saved_at"], "metadata": dict(stamp), "summary": summary(m)}
+                {
+                    "saved_at": stamp["saved_at"],
+                    "metadata": dict(stamp),
+                    "summary": summary(m),
+                    "code": code_of(m.target),
+                }
             )
             del record["history"][:-HISTORY_LIMIT]
         try:

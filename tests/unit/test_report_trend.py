@@ -12,7 +12,7 @@ from test_report_ab import a_check, ab_entry, ab_report
 from test_report_html import assert_finite, check, measurement
 from test_session import run_config
 
-from pytest_webperf import metrics
+from pytest_webperf import baseline, metrics
 from pytest_webperf.baseline import HISTORY_LIMIT, BaselineStore, summary
 from pytest_webperf.models import Verdict
 from pytest_webperf.report.charts import COUNT_METRICS, _trend_axis, trend_figures
@@ -136,6 +136,24 @@ def test_a_save_from_the_store_becomes_a_history_entry() -> None:
         "summary": {"rps": [1.0, 2.0], "p95": [None, 3.0]},
     }
     assert history_entry({})["git"] is None and history_entry({})["summary"] == {}
+
+
+def test_a_save_names_the_code_its_measurement_ran() -> None:
+    """A container's image(s), or a process target's own commit, beat the run's commit."""
+    container = {
+        "kind": "container",
+        "parts": {"app": {"image": "webperf/app:2", "port": 1}, "db": {"image": "webperf/db:1"}},
+    }
+    process = {"kind": "process", "git": {"commit": "f" * 40, "dirty": True}}
+    assert baseline.code_of(container) == {"image": "webperf/app:2, webperf/db:1"}
+    assert baseline.code_of(process) == {"git": {"commit": "f" * 40, "dirty": True}}
+    assert baseline.code_of({"kind": "external", "url": "http://x"}) == {}
+    run_git = {"commit": SHA, "dirty": False}
+    saved = {"metadata": {"git": run_git}, "code": baseline.code_of(process)}
+    assert history_entry(saved)["git"] == {"commit": "f" * 40, "dirty": True}
+    saved = {"metadata": {"git": run_git}, "code": baseline.code_of(container)}
+    assert history_entry(saved)["image"] == "webperf/app:2, webperf/db:1"
+    assert history_entry(saved)["git"] == run_git
 
 
 def test_the_report_carries_the_saves_before_this_run_saves(tmp_path: Path) -> None:

@@ -47,14 +47,16 @@ def history_entry(saved: Mapping[str, Any]) -> dict[str, Any]:
     machine details every save repeats are left out (the report's ``machine`` says them)."""
     metadata = saved.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
-    git = metadata.get("git")
+    code = saved.get("code")  # the measurement's own (image, or its process's commit)
+    code = code if isinstance(code, Mapping) else {}
+    git = code.get("git") or metadata.get("git")  # else the commit pytest ran from
     values = saved.get("summary")
     return {
         "saved_at": str(saved.get("saved_at") or metadata.get("saved_at") or ""),
         "git": {"commit": git.get("commit"), "dirty": bool(git.get("dirty"))}
         if isinstance(git, Mapping)
         else None,
-        "image": metadata.get("image"),
+        "image": code.get("image") or metadata.get("image"),
         "plugin_version": metadata.get("plugin_version"),
         "summary": {
             str(name): list(per_run)
