@@ -28,6 +28,7 @@ from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.checks import DEFAULT_CHECKS, DEFAULT_MQTT_CHECKS, Check
 from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
+from pytest_webperf.errors import OptionError
 from pytest_webperf.gitref import map_command
 from pytest_webperf.measure import (
     HttpRequests,
@@ -195,19 +196,36 @@ class Webperf:
         warmup: str | float | None = None,
         repeat: int | None = None,
         user: str | None = None,
+        interval: str | float | None = None,
     ) -> Measurement:
-        """Load ``target`` with a closed-loop HTTP swarm; all repetitions, judged."""
+        """Load ``target`` with an HTTP swarm; all repetitions, judged. Closed loop by
+        default; with ``interval`` (``"500ms"``) each user sends one request per interval
+        (paced: latency then counts from each request's intended start, the service
+        time and the generator's lateness are reported beside it; lean user only)."""
+        interval_s = 0.0 if interval is None else parse_duration(interval)
+        if interval is not None and interval_s <= 0:
+            raise OptionError(f"interval={interval!r}: a pacing interval is > 0 (e.g. '500ms')")
+        user_class = user or self.config.user
+        if interval_s and user_class != "lean":
+            raise OptionError(
+                f"interval={interval!r} paces the lean user, not {user_class!r}: "
+                "drop user= / --webperf-user, or the interval"
+            )
         workload = Workload(
             path=path,
             method=method.upper(),
             body=body.encode() if isinstance(body, str) else body,
             headers=tuple((headers or {}).items()),
+            interval_s=interval_s,
         )
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
-        kind = HttpRequests(workload, user_class=user or self.config.user)
-        return self._measure(target, kind, plan, name or f"{method.upper()} {path}", workload)
+        kind = HttpRequests(workload, user_class=user_class)
+        paced = f" every {interval_s * 1000:g}ms" if interval_s else ""
+        return self._measure(
+            target, kind, plan, name or f"{method.upper()} {path}{paced}", workload
+        )
 
     def mqtt(
         self,

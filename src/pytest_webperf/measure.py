@@ -26,8 +26,9 @@ from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds,
 from pytest_webperf.errors import TargetError
 from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult, Workload
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
-from pytest_webperf.resources import generator_bound
+from pytest_webperf.resources import generator_bound, generator_cpu_stats
 from pytest_webperf.sampler import RunMonitor
+from pytest_webperf.swarm.pacing import kept
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -125,7 +126,8 @@ class _HttpRound:
 
 @dataclass(frozen=True)
 class HttpRequests:
-    """A closed-loop HTTP swarm: every user sends its next request when the last completes."""
+    """An HTTP swarm: every user sends its next request when the last completes (closed
+    loop) or, with the workload's ``interval_s``, when its schedule says (paced)."""
 
     workload: Workload
     user_class: str = "lean"
@@ -153,12 +155,26 @@ def run_result(
     monitor: Monitor | None,
     *,
     other_cpu_s: float | None = None,
+    interval_s: float = 0.0,
 ) -> RunResult:
+    """One repetition's result from what its swarm measured and the monitor sampled;
+    ``interval_s``: the users' pacing (0: a closed loop)."""
     total = outcome.total
     resources = tuple(monitor.resource_samples()) if monitor else ()
     generator = tuple(monitor.generator_samples()) if monitor else ()
     bound = generator_bound(generator, resources, plan.workers, server_cores=plan.server_cores)
     notes = list(outcome.notes)
+    behind = fell_behind(
+        total,
+        interval_s,
+        users=plan.concurrency,
+        seconds=outcome.duration_s,
+        generator=generator,
+        workers=plan.workers,
+    )
+    if behind is not None:
+        notes.append(behind[0])
+        bound = bound or behind[1]
     if monitor is not None:
         notes += [f"sampler: {error}" for error in dict.fromkeys(monitor.errors)]
     if bound:
@@ -193,7 +209,55 @@ def run_result(
         generator_processes=tuple(g.to_dict() for g in outcome.generators),
         foreign_cpu_percent=foreign,
         notes=tuple(notes),
+        service=Latency.of(total.service) if total.service is not None else None,
+        schedule_lag=Latency.of(total.lag) if total.lag is not None else None,
     )
+
+
+# A paced run that sent less than this share of its offered rate did not keep its schedule.
+KEPT_SHARE = 0.9
+GENERATOR_SATURATED = 0.8  # of its processes' CPU (as resources.generator_bound)
+
+
+def fell_behind(
+    total: Interval,
+    interval_s: float,
+    *,
+    users: int,
+    seconds: float,
+    generator: Sequence[GeneratorSample],
+    workers: int,
+) -> tuple[str, bool] | None:
+    """Whether a paced run kept its schedule: None if it did (or was not paced); else
+    what to say and whether the generator is to blame (it was saturated: the run
+    measured the generator and is flagged). A schedule missed with the generator not
+    saturated is the server's (or the machine's) doing: its latencies, counted from
+    each intended start, show it."""
+    if total.lag is None or interval_s <= 0:
+        return None
+    share = kept(total.requests, seconds, users, interval_s)
+    if share >= KEPT_SHARE:
+        return None
+    offered = users / interval_s
+    lag = total.lag.percentile(99) / 1000
+    missed = (
+        f"the paced schedule was not kept: {share:.0%} of the offered {offered:,.0f} req/s "
+        f"({users} users, one request each per {interval_s * 1000:g} ms), p99 of sends "
+        f"{lag:,.1f} ms late"
+    )
+    stats = generator_cpu_stats(generator)
+    saturated = (
+        stats is not None
+        and stats.mean >= GENERATOR_SATURATED * min(workers, os.cpu_count() or 1) * 100
+    )
+    if saturated:
+        return (
+            f"generator-bound: {missed}, with the generator's CPU saturated: latencies "
+            "measure the generator; use fewer users, a longer interval or more "
+            "--webperf-workers",
+            True,
+        )
+    return f"{missed}; the generator was not saturated, so the server did not keep up", False
 
 
 def usable_cores(
@@ -351,7 +415,14 @@ def run_repetition(
         if dead is not None:
             raise dead
         result = round_.account(
-            run_result(outcome, repetition, plan, monitor, other_cpu_s=clock.other_seconds)
+            run_result(
+                outcome,
+                repetition,
+                plan,
+                monitor,
+                other_cpu_s=clock.other_seconds,
+                interval_s=round_.spec.workload.interval_s,
+            )
         )
     if progress is not None:
         progress.done(

@@ -67,6 +67,14 @@ def _delivery(run: RunResult) -> Delivery | None:
     return run.mqtt.store or run.mqtt.observer
 
 
+def _service_p99(run: RunResult) -> float | None:
+    return None if run.service is None else run.service.p99_ms
+
+
+def _lag_p99(run: RunResult) -> float | None:
+    return None if run.schedule_lag is None else run.schedule_lag.p99_ms
+
+
 def _tps(run: RunResult) -> float | None:
     return run.mqtt.tps if run.mqtt is not None and run.mqtt.tps is not None else run.rps
 
@@ -207,6 +215,17 @@ METRICS: Mapping[str, Metric] = {
             aliases=("duplicates",),
         ),
         Metric("e2e_p99", "ms", "up", _e2e_p99, aliases=("e2e_p99_ms",), load_sensitive=True),
+        # paced HTTP: p99 of send-to-response (p99 itself counts from the intended start),
+        # and of how late the generator sent with the connection free
+        Metric(
+            "service_p99",
+            "ms",
+            "up",
+            _service_p99,
+            aliases=("service_p99_ms",),
+            load_sensitive=True,
+        ),
+        Metric("lag_p99", "ms", "up", _lag_p99, aliases=("lag_p99_ms",), load_sensitive=True),
     )
 }
 BY_SPELLING: Mapping[str, Metric] = {

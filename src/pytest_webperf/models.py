@@ -239,6 +239,10 @@ class RunResult:
     foreign_cpu_percent: float | None = None
     notes: tuple[str, ...] = ()
     mqtt: MqttResult | None = None  # MQTT runs only
+    # paced HTTP runs only (``latency`` then counts from each request's intended start):
+    # send-to-response time, and how late the generator itself sent
+    service: Latency | None = None
+    schedule_lag: Latency | None = None
 
     @property
     def rps(self) -> float:
@@ -291,6 +295,12 @@ class RunResult:
             "histogram": self.histogram.to_dict(),
             "notes": list(self.notes),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
+            **({"service": self.service.to_dict()} if self.service is not None else {}),
+            **(
+                {"schedule_lag": self.schedule_lag.to_dict()}
+                if self.schedule_lag is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -318,17 +328,27 @@ class RunResult:
             foreign_cpu_percent=data.get("foreign_cpu_percent"),
             notes=tuple(data.get("notes", ())),
             mqtt=MqttResult.from_dict(data["mqtt"]) if data.get("mqtt") else None,
+            service=Latency.from_dict(data["service"]) if data.get("service") else None,
+            schedule_lag=Latency.from_dict(data["schedule_lag"])
+            if data.get("schedule_lag")
+            else None,
         )
 
 
 @dataclass(frozen=True)
 class Workload:
-    """What the swarm does: one HTTP request shape, closed loop."""
+    """What the swarm does: one HTTP request shape, in a closed loop or, with
+    ``interval_s``, paced (each user sends one request every ``interval_s``)."""
 
     path: str = "/hello"
     method: str = "GET"
     body: bytes = b""
     headers: tuple[tuple[str, str], ...] = ()
+    interval_s: float = 0.0  # 0: closed loop (the next request when the last is answered)
+
+    def __post_init__(self) -> None:
+        if self.interval_s < 0:
+            raise ValueError(f"a pacing interval is >= 0 s, not {self.interval_s}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -336,6 +356,7 @@ class Workload:
             "method": self.method,
             "body": self.body.decode("latin-1"),
             "headers": [list(h) for h in self.headers],
+            **({"interval_s": self.interval_s} if self.interval_s else {}),
         }
 
     @classmethod
@@ -345,6 +366,7 @@ class Workload:
             method=str(data.get("method", "GET")),
             body=str(data.get("body", "")).encode("latin-1"),
             headers=tuple((str(k), str(v)) for k, v in data.get("headers", ())),
+            interval_s=float(data.get("interval_s", 0.0)),
         )
 
 

@@ -37,6 +37,7 @@ import _socket
 import contextlib
 import errno
 import os
+import random
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from locust import User, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from pytest_webperf.swarm import locust_stats
+from pytest_webperf.swarm.pacing import first_due, timing
 from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Channel, Recorder, classify
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.wire import ProtocolError, ResponseParser, encode_request, split_host
@@ -378,6 +380,37 @@ class LeanHttpUser(User):
             else:
                 self._record(prepared, parser, (clock() - started) // 1000)
 
+    def paced_loop(self, prepared: PreparedRequest, interval_s: float) -> None:
+        """Send ``prepared`` once every ``interval_s`` until the user is stopped (open
+        model per user). Latency counts from each request's intended start, so a server
+        that stalls is charged for the requests it delayed (coordinated omission
+        corrected, as wrk2 does); the service time (send to response) and how late each
+        send was are recorded beside it. A late schedule is never skipped ahead: every
+        intended request is sent."""
+        connection = self._connection or self._open()
+        exchange = connection.exchange
+        payload, head_only = prepared.payload, prepared.head_only
+        clock = time.perf_counter_ns
+        period = max(1, int(interval_s * 1e9))
+        intended = first_due(clock(), period, random.random())
+        while self._state != LOCUST_STATE_STOPPING:
+            wait = intended - clock()
+            if wait > 0:
+                gevent.sleep(wait / 1e9)
+                if self._state == LOCUST_STATE_STOPPING:
+                    break
+            sent = clock()
+            try:
+                parser = exchange(payload, head_only=head_only)
+            except RequestFailed as failure:
+                self._failed(prepared, failure)
+                intended += period
+                continue
+            times = timing(intended, sent, clock())
+            self._record(prepared, parser, times.latency_us)
+            prepared.channel.current.record_schedule(times.service_us, times.lag_us)
+            intended += period
+
     def on_stop(self) -> None:
         if self._connection is not None:
             self._connection.shutdown()
@@ -419,14 +452,16 @@ def make_user(spec: SwarmSpec) -> type[LeanHttpUser]:
 
         @task
         def loop(self) -> None:
-            self.closed_loop(
-                self.prepare(
-                    workload.method,
-                    workload.path,
-                    body=workload.body,
-                    headers=workload.headers,
-                    name=workload.path,
-                )
+            prepared = self.prepare(
+                workload.method,
+                workload.path,
+                body=workload.body,
+                headers=workload.headers,
+                name=workload.path,
             )
+            if workload.interval_s > 0:
+                self.paced_loop(prepared, workload.interval_s)
+            else:
+                self.closed_loop(prepared)
 
     return WebperfLeanHttpUser

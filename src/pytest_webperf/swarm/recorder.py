@@ -31,6 +31,19 @@ class Interval:
     histogram: Histogram = field(default_factory=Histogram)
     error_kinds: dict[str, int] = field(default_factory=dict)
     error_examples: dict[str, str] = field(default_factory=dict)  # kind -> one failed response
+    # paced users only (``histogram`` then holds latency from each request's intended
+    # start, coordinated omission corrected): the time from the actual send to the
+    # response, and how late each send was behind its schedule
+    service: Histogram | None = None
+    lag: Histogram | None = None
+
+    def record_schedule(self, service_us: int, lag_us: int) -> None:
+        """A paced request's service time and how late it was sent."""
+        if self.service is None:
+            self.service, self.lag = Histogram(), Histogram()
+        assert self.lag is not None
+        self.service.record(service_us)
+        self.lag.record(max(0, lag_us))
 
     def record(self, latency_us: int, nbytes: int) -> None:
         self.requests += 1
@@ -64,6 +77,11 @@ class Interval:
             self.error_kinds[kind] = self.error_kinds.get(kind, 0) + n
         for kind, example in other.error_examples.items():
             self.error_examples.setdefault(kind, example)
+        if other.service is not None and other.lag is not None:
+            if self.service is None or self.lag is None:
+                self.service, self.lag = Histogram(), Histogram()
+            self.service += other.service
+            self.lag += other.lag
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +91,11 @@ class Interval:
             "error_kinds": dict(self.error_kinds),
             "error_examples": dict(self.error_examples),
             "histogram": self.histogram.to_dict(),
+            **(
+                {"service": self.service.to_dict(), "lag": self.lag.to_dict()}
+                if self.service is not None and self.lag is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -84,6 +107,8 @@ class Interval:
             histogram=Histogram.from_dict(data["histogram"]),
             error_kinds={str(k): int(v) for k, v in data.get("error_kinds", {}).items()},
             error_examples={str(k): str(v) for k, v in data.get("error_examples", {}).items()},
+            service=Histogram.from_dict(data["service"]) if "service" in data else None,
+            lag=Histogram.from_dict(data["lag"]) if "lag" in data else None,
         )
 
 

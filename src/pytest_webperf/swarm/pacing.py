@@ -1,0 +1,49 @@
+"""The arithmetic of a paced request (no gevent, no Locust: unit-testable).
+
+A paced user intends its k-th request at ``start + k * period`` and sends it then, or
+as soon as its connection is free when the previous response came late (a late
+schedule is never skipped). Latency counts from the intended start (what a user
+arriving on schedule would have waited: coordinated omission corrected, as wrk2 does);
+the service time from the actual send; the lag is how late the send was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Timing:
+    latency_us: int  # intended start -> response
+    service_us: int  # send -> response
+    lag_us: int  # how late it was sent (>= 0)
+
+
+def timing(intended_ns: int, sent_ns: int, done_ns: int) -> Timing:
+    """One paced request's times, from when it was due, when it was sent and when its
+    response was complete (one clock, ns)."""
+    if not sent_ns <= done_ns:
+        raise ValueError(f"a response before its request ({sent_ns} > {done_ns})")
+    return Timing(
+        latency_us=(done_ns - min(intended_ns, sent_ns)) // 1000,
+        service_us=(done_ns - sent_ns) // 1000,
+        lag_us=max(0, sent_ns - intended_ns) // 1000,
+    )
+
+
+def kept(requests: int, seconds: float, users: int, period_s: float) -> float:
+    """The share of the offered rate (``users`` requests per ``period_s``) that ``requests``
+    over ``seconds`` achieved."""
+    if seconds <= 0 or period_s <= 0 or users < 1:
+        return 0.0
+    return requests / seconds / (users / period_s)
+
+
+def first_due(now_ns: int, period_ns: int, fraction: float) -> int:
+    """A user's first intended start: spread over one period (``fraction`` in [0, 1)),
+    so that N users pace at N per period, not in bursts of N."""
+    if period_ns <= 0:
+        raise ValueError(f"a pacing period is > 0, not {period_ns} ns")
+    if not 0 <= fraction < 1:
+        raise ValueError(f"fraction {fraction} outside [0, 1)")
+    return now_ns + int(fraction * period_ns)
