@@ -80,6 +80,12 @@ def test_a_stall_shows_in_latency_from_the_intended_start_not_in_service_time(
     assert rep["service"]["max_ms"] > 900  # the few requests that were on the wire
     assert rep["schedule_lag"]["p50_ms"] < 5  # most requests were sent on time
     assert not any("not kept" in n for n in rep["notes"]), rep["notes"]
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]GET /work every 10ms[]] rep 1: paced: p99 * ms from the intended start, "
+            "service p99 * ms, sends p99 * ms late"
+        ]
+    )
 
 
 def test_a_generator_behind_its_schedule_is_flagged_not_passed(

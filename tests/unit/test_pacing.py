@@ -139,3 +139,22 @@ def test_a_paced_run_that_missed_its_schedule_says_who_is_to_blame() -> None:
     assert "50% of the offered 100 req/s" in message and "50.0 ms late" in message
     message, flagged = behind(100, 30) or ("", True)  # half the pace, generator idle
     assert not flagged and "the server did not keep up" in message
+
+
+def test_the_terminal_puts_a_paced_runs_times_side_by_side() -> None:
+    from pytest_webperf.report.table import paced_lines
+
+    rep = {
+        "repetition": 1,
+        "latency": {"p99_ms": 912.34},
+        "service": {"p99_ms": 1.25},
+        "schedule_lag": {"p99_ms": 880.0},
+        "notes": ["sampler: x", "the paced schedule was not kept: 50% of ..."],
+    }
+    entry = {"nodeid": "t.py::t", "name": "GET / every 10ms", "repetitions": [rep]}
+    assert paced_lines([entry]) == [
+        "t.py::t [GET / every 10ms] rep 1: paced: p99 912.3 ms from the intended start, "
+        "service p99 1.2 ms, sends p99 880.0 ms late; the paced schedule was not kept: 50% of ..."
+    ]
+    closed = {"nodeid": "t.py::t", "name": "GET /", "repetitions": [{"latency": {}}]}
+    assert paced_lines([closed]) == []

@@ -239,6 +239,27 @@ def mqtt_lines(entries: Sequence[Entry]) -> list[str]:
     return lines
 
 
+def paced_lines(entries: Sequence[Entry]) -> list[str]:
+    """A paced HTTP measurement's times side by side, one line per repetition: p99 from
+    the intended start (the table's latency), of the service time, and of the send lag."""
+    lines = []
+    for entry in entries:
+        for rep in repetitions(entry):
+            service, lag, latency = rep.get("service"), rep.get("schedule_lag"), rep.get("latency")
+            if not isinstance(service, Mapping) or not isinstance(lag, Mapping):
+                continue
+            p99 = number(latency.get("p99_ms")) if isinstance(latency, Mapping) else None
+            missed = [str(n) for n in rep.get("notes") or () if "schedule was not kept" in str(n)]
+            lines.append(
+                f"{entry.get('nodeid')} [{entry.get('name')}] rep {rep.get('repetition')}: "
+                f"paced: p99 {fmt(p99, 1)} ms from the intended start, service p99 "
+                f"{fmt(number(service.get('p99_ms')), 1)} ms, sends p99 "
+                f"{fmt(number(lag.get('p99_ms')), 1)} ms late"
+                + "".join(f"; {note}" for note in missed)
+            )
+    return lines
+
+
 def placement_text(placement: object) -> str:
     """The report's ``placement`` in the terminal's words (``Placement.describe``)."""
     if not isinstance(placement, Mapping):

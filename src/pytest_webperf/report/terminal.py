@@ -13,6 +13,7 @@ from pytest_webperf.report.table import (
     NUMERIC,
     Entry,
     mqtt_lines,
+    paced_lines,
     status,
     tests,
     verdict_texts,
@@ -76,5 +77,10 @@ def summary(report: Mapping[str, Any]) -> list[str]:
     against = ab.run_against(report)
     head = [f"webperf A/B: {against}"] if against else []
     return (
-        head + table(entries) + check_lines(entries) + mqtt_lines(entries) + verdict_lines(entries)
+        head
+        + table(entries)
+        + check_lines(entries)
+        + mqtt_lines(entries)
+        + paced_lines(entries)
+        + verdict_lines(entries)
     )
