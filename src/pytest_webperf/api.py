@@ -197,11 +197,15 @@ class Webperf:
         repeat: int | None = None,
         user: str | None = None,
         interval: str | float | None = None,
+        requests: int | None = None,
     ) -> Measurement:
         """Load ``target`` with an HTTP swarm; all repetitions, judged. Closed loop by
         default; with ``interval`` (``"500ms"``) each user sends one request per interval
         (paced: latency then counts from each request's intended start, the service
-        time and the generator's lateness are reported beside it; lean user only)."""
+        time and the generator's lateness are reported beside it; lean user only). With
+        ``requests`` (or ``--webperf-requests``) each repetition sends exactly that many
+        requests and stops, as ``ab -n`` does: no warm-up, the duration is the time
+        limit, and time taken, time per request and transfer rate are reported."""
         interval_s = 0.0 if interval is None else parse_duration(interval)
         if interval is not None and interval_s <= 0:
             raise OptionError(f"interval={interval!r}: a pacing interval is > 0 (e.g. '500ms')")
@@ -211,18 +215,30 @@ class Webperf:
                 f"interval={interval!r} paces the lean user, not {user_class!r}: "
                 "drop user= / --webperf-user, or the interval"
             )
+        count = self.config.requests if requests is None else requests
+        if count < 0:
+            raise OptionError(f"requests={count}: a request count is >= 0")
+        if count and (interval_s or user_class != "lean" or self.config.workers > 1):
+            raise OptionError(
+                f"requests={count} (a fixed count) runs one lean generator process in a "
+                "closed loop: not with interval=, another user or --webperf-workers > 1"
+            )
         workload = Workload(
             path=path,
             method=method.upper(),
             body=body.encode() if isinstance(body, str) else body,
             headers=tuple((headers or {}).items()),
             interval_s=interval_s,
+            requests=count,
         )
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
+        if count:
+            plan = dataclasses.replace(plan, warmup_s=0.0)  # ab measures from the first request
         kind = HttpRequests(workload, user_class=user_class)
         paced = f" every {interval_s * 1000:g}ms" if interval_s else ""
+        paced += f" x{count:,}" if count else ""
         return self._measure(
             target, kind, plan, name or f"{method.upper()} {path}{paced}", workload
         )

@@ -314,6 +314,13 @@ SETTINGS: tuple[Setting, ...] = (
         flag=True,
     ),
     Setting(
+        "requests",
+        parse_count,
+        0,
+        "send exactly N requests per repetition, then stop, as ab -n does (no warm-up; "
+        "the duration becomes the time limit); 0: run for the duration",
+    ),
+    Setting(
         "max_error_rate",
         parse_fraction,
         0.01,
@@ -357,6 +364,7 @@ class RunConfig:
     restart_every: int = 1
     require_power: bool = False
     max_error_rate: float = 0.01
+    requests: int = 0
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # name -> origin
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str) -> RunConfig:

@@ -156,9 +156,11 @@ def run_result(
     *,
     other_cpu_s: float | None = None,
     interval_s: float = 0.0,
+    requests_asked: int = 0,
 ) -> RunResult:
     """One repetition's result from what its swarm measured and the monitor sampled;
-    ``interval_s``: the users' pacing (0: a closed loop)."""
+    ``interval_s``: the users' pacing (0: a closed loop); ``requests_asked``: a fixed
+    request count (0: the run lasted its duration)."""
     total = outcome.total
     resources = tuple(monitor.resource_samples()) if monitor else ()
     generator = tuple(monitor.generator_samples()) if monitor else ()
@@ -175,6 +177,11 @@ def run_result(
     if behind is not None:
         notes.append(behind[0])
         bound = bound or behind[1]
+    if requests_asked and total.requests < requests_asked:
+        notes.append(
+            f"cut at the time limit: {total.requests:,} of the {requests_asked:,} requests "
+            f"asked completed in {outcome.duration_s:.1f} s (raise duration=, the limit)"
+        )
     if monitor is not None:
         notes += [f"sampler: {error}" for error in dict.fromkeys(monitor.errors)]
     if bound:
@@ -211,6 +218,7 @@ def run_result(
         notes=tuple(notes),
         service=Latency.of(total.service) if total.service is not None else None,
         schedule_lag=Latency.of(total.lag) if total.lag is not None else None,
+        requests_asked=requests_asked or None,
     )
 
 
@@ -422,6 +430,7 @@ def run_repetition(
                 monitor,
                 other_cpu_s=clock.other_seconds,
                 interval_s=round_.spec.workload.interval_s,
+                requests_asked=round_.spec.workload.requests,
             )
         )
     if progress is not None:

@@ -226,6 +226,24 @@ METRICS: Mapping[str, Metric] = {
             load_sensitive=True,
         ),
         Metric("lag_p99", "ms", "up", _lag_p99, aliases=("lag_p99_ms",), load_sensitive=True),
+        # a fixed request count (ab's -n): its time taken, and ab's transfer rate
+        Metric(
+            "time_taken",
+            "s",
+            "up",
+            lambda r: r.duration_s if r.requests_asked else None,
+            aliases=("time_taken_s",),
+            load_sensitive=True,
+        ),
+        Metric(
+            "transfer_rate",
+            "KB/s",
+            "down",
+            lambda r: r.transfer_kb_s,
+            aliases=("transfer_kb_s",),
+            throughput=True,
+            load_sensitive=True,
+        ),
     )
 }
 BY_SPELLING: Mapping[str, Metric] = {

@@ -243,6 +243,17 @@ class RunResult:
     # send-to-response time, and how late the generator itself sent
     service: Latency | None = None
     schedule_lag: Latency | None = None
+    requests_asked: int | None = None  # a fixed request count (ab's -n); duration: time taken
+
+    @property
+    def time_per_request_ms(self) -> float | None:
+        """ab's "Time per request (mean)": concurrency x time taken / requests."""
+        return self.concurrency * self.duration_s * 1000 / self.requests if self.requests else None
+
+    @property
+    def transfer_kb_s(self) -> float:
+        """ab's "Transfer rate" (of bodies here), KB/s."""
+        return self.bytes / 1024 / self.duration_s if self.duration_s > 0 else 0.0
 
     @property
     def rps(self) -> float:
@@ -301,6 +312,19 @@ class RunResult:
                 if self.schedule_lag is not None
                 else {}
             ),
+            **(
+                {
+                    "requests_asked": self.requests_asked,
+                    "time_taken_s": self.duration_s,
+                    "time_per_request_ms": self.time_per_request_ms,
+                    "time_per_request_all_ms": self.duration_s * 1000 / self.requests
+                    if self.requests
+                    else None,
+                    "transfer_kb_s": self.transfer_kb_s,
+                }
+                if self.requests_asked
+                else {}
+            ),
         }
 
     @classmethod
@@ -332,6 +356,7 @@ class RunResult:
             schedule_lag=Latency.from_dict(data["schedule_lag"])
             if data.get("schedule_lag")
             else None,
+            requests_asked=data.get("requests_asked"),
         )
 
 
@@ -345,10 +370,13 @@ class Workload:
     body: bytes = b""
     headers: tuple[tuple[str, str], ...] = ()
     interval_s: float = 0.0  # 0: closed loop (the next request when the last is answered)
+    requests: int = 0  # > 0: exactly this many requests, then stop (ab's -n); 0: for a time
 
     def __post_init__(self) -> None:
         if self.interval_s < 0:
             raise ValueError(f"a pacing interval is >= 0 s, not {self.interval_s}")
+        if self.requests < 0:
+            raise ValueError(f"a request count is >= 0, not {self.requests}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -357,6 +385,7 @@ class Workload:
             "body": self.body.decode("latin-1"),
             "headers": [list(h) for h in self.headers],
             **({"interval_s": self.interval_s} if self.interval_s else {}),
+            **({"requests": self.requests} if self.requests else {}),
         }
 
     @classmethod
@@ -367,6 +396,7 @@ class Workload:
             body=str(data.get("body", "")).encode("latin-1"),
             headers=tuple((str(k), str(v)) for k, v in data.get("headers", ())),
             interval_s=float(data.get("interval_s", 0.0)),
+            requests=int(data.get("requests", 0)),
         )
 
 

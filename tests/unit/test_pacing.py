@@ -158,3 +158,27 @@ def test_the_terminal_puts_a_paced_runs_times_side_by_side() -> None:
     ]
     closed = {"nodeid": "t.py::t", "name": "GET /", "repetitions": [{"latency": {}}]}
     assert paced_lines([closed]) == []
+
+
+@given(count=st.integers(0, 50), steps=st.lists(st.booleans(), max_size=200))
+def test_tickets_hand_out_exactly_the_count(count: int, steps: list[bool]) -> None:
+    """Any interleaving of users taking tickets and completing requests: never more
+    than ``count`` sent, finished exactly when all of them completed."""
+    from pytest_webperf.swarm.pacing import Tickets
+
+    tickets = Tickets()
+    assert tickets.take() is None and not tickets.finished  # closed until opened
+    tickets.open(count)
+    sent = in_flight = 0
+    for take in steps:
+        if take:
+            got = tickets.take()
+            assert got is (sent < count)
+            if got:
+                sent += 1
+                in_flight += 1
+        elif in_flight:
+            tickets.completed()
+            in_flight -= 1
+        assert tickets.finished == (sent == count and in_flight == 0)
+    assert sent <= count

@@ -260,6 +260,26 @@ def paced_lines(entries: Sequence[Entry]) -> list[str]:
     return lines
 
 
+def counted_lines(entries: Sequence[Entry]) -> list[str]:
+    """A fixed-count measurement (ab's ``-n``) in ab's terms, one line per repetition."""
+    lines = []
+    for entry in entries:
+        for rep in repetitions(entry):
+            asked = number(rep.get("requests_asked"))
+            if asked is None:
+                continue
+            lines.append(
+                f"{entry.get('nodeid')} [{entry.get('name')}] rep {rep.get('repetition')}: "
+                f"{fmt(number(rep.get('requests')))} of {fmt(asked)} requests in "
+                f"{fmt(number(rep.get('time_taken_s')), 3)} s; time per request "
+                f"{fmt(number(rep.get('time_per_request_ms')), 3)} ms (mean), "
+                f"{fmt(number(rep.get('time_per_request_all_ms')), 3)} ms (mean, across all "
+                f"concurrent requests); transfer rate {fmt(number(rep.get('transfer_kb_s')), 2)} "
+                "KB/s"
+            )
+    return lines
+
+
 def placement_text(placement: object) -> str:
     """The report's ``placement`` in the terminal's words (``Placement.describe``)."""
     if not isinstance(placement, Mapping):

@@ -12,6 +12,7 @@ from pytest_webperf.report.table import (
     MISSING,
     NUMERIC,
     Entry,
+    counted_lines,
     mqtt_lines,
     paced_lines,
     status,
@@ -82,5 +83,6 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         + check_lines(entries)
         + mqtt_lines(entries)
         + paced_lines(entries)
+        + counted_lines(entries)
         + verdict_lines(entries)
     )

@@ -58,6 +58,7 @@ INTERVAL = "webperf_interval"
 HALT = "webperf_halt"
 HALTED = "webperf_halted"
 WORKER_READY_S = 60.0  # starting a worker (python + locust import) takes ~1-2 s, more under load
+COUNT_POLL_S = 0.005  # how often a fixed-count phase checks whether its requests are done
 ROLL_REPLY_S = 5.0  # how long the master waits for the workers' intervals at each tick
 
 
@@ -368,17 +369,23 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
             processes=processes,
         )
 
-        def tick_for(seconds: float, phase: str, last: Roll) -> Roll:
+        def tick_for(
+            seconds: float, phase: str, last: Roll, done: Callable[[], bool] | None = None
+        ) -> Roll:
             """Emit an interval per tick; the last roll. An interval's ``elapsed`` is the
-            time between the hand-overs that bound it, so rates are exact."""
+            time between the hand-overs that bound it, so rates are exact. ``done``: the
+            phase ends early once it says so (a fixed request count completed)."""
             tick_start = time.monotonic()
             end = tick_start + seconds
             while True:
                 now = time.monotonic()
                 if now >= end:
                     return last
-                gevent.sleep(min(spec.interval_s - (now - tick_start), end - now))
+                step = min(spec.interval_s - (now - tick_start), end - now)
+                gevent.sleep(step if done is None else min(step, COUNT_POLL_S))
                 now = time.monotonic()
+                if done is not None and done():
+                    end = now  # this is the last interval
                 if now - tick_start >= spec.interval_s - 1e-3 or now >= end:
                     roll = swarm.roll(final=phase == "measure" and now >= end)
                     emit(
@@ -395,7 +402,13 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
         if spec.warmup_s > 0:
             first = tick_for(spec.warmup_s, "warmup", first)  # its last roll starts the measure
         emit("measure-start", processes=first.processes)
-        last = tick_for(spec.duration_s, "measure", first)
+        done = None
+        if spec.workload.requests and spec.user_class == "lean":
+            from pytest_webperf.swarm import lean
+
+            lean.TICKETS.open(spec.workload.requests)  # ab's -n: exactly this many, from now
+            done = lambda: lean.TICKETS.finished  # noqa: E731
+        last = tick_for(spec.duration_s, "measure", first, done)
         emit(
             "done",
             duration_s=last.at - first.at,

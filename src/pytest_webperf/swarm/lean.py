@@ -50,7 +50,7 @@ from locust import User, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from pytest_webperf.swarm import locust_stats
-from pytest_webperf.swarm.pacing import first_due, timing
+from pytest_webperf.swarm.pacing import Tickets, first_due, timing
 from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Channel, Recorder, classify
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.wire import ProtocolError, ResponseParser, encode_request, split_host
@@ -270,6 +270,9 @@ def _roll_forever(recorder: Recorder) -> None:
         recorder.roll()
 
 
+TICKETS = Tickets()  # this process's (a swarm child runs one spec)
+
+
 class LeanHttpUser(User):
     """A Locust user with one persistent HTTP/1.1 connection (plain http only).
 
@@ -411,6 +414,31 @@ class LeanHttpUser(User):
             prepared.channel.current.record_schedule(times.service_us, times.lag_us)
             intended += period
 
+    def counted_loop(self, prepared: PreparedRequest, tickets: Tickets) -> None:
+        """Send ``prepared`` back to back while ``tickets`` last (ab's ``-n``), then stop."""
+        connection = self._connection or self._open()
+        exchange = connection.exchange
+        payload, head_only = prepared.payload, prepared.head_only
+        clock = time.perf_counter_ns
+        while self._state != LOCUST_STATE_STOPPING:
+            ticket = tickets.take()
+            if ticket is None:
+                gevent.sleep(0.002)  # the measured phase has not begun
+                continue
+            if not ticket:
+                break
+            started = clock()
+            try:
+                parser = exchange(payload, head_only=head_only)
+            except RequestFailed as failure:
+                self._failed(prepared, failure)
+            else:
+                self._record(prepared, parser, (clock() - started) // 1000)
+            finally:
+                tickets.completed()
+        while self._state != LOCUST_STATE_STOPPING:  # idle (the connection kept) until stopped
+            gevent.sleep(0.05)
+
     def on_stop(self) -> None:
         if self._connection is not None:
             self._connection.shutdown()
@@ -459,7 +487,9 @@ def make_user(spec: SwarmSpec) -> type[LeanHttpUser]:
                 headers=workload.headers,
                 name=workload.path,
             )
-            if workload.interval_s > 0:
+            if workload.requests > 0:
+                self.counted_loop(prepared, TICKETS)
+            elif workload.interval_s > 0:
                 self.paced_loop(prepared, workload.interval_s)
             else:
                 self.closed_loop(prepared)

@@ -1,4 +1,4 @@
-"""The arithmetic of a paced request (no gevent, no Locust: unit-testable).
+"""The arithmetic of paced and counted requests (no gevent, no Locust: unit-testable).
 
 A paced user intends its k-th request at ``start + k * period`` and sends it then, or
 as soon as its connection is free when the previous response came late (a late
@@ -47,3 +47,33 @@ def first_due(now_ns: int, period_ns: int, fraction: float) -> int:
     if not 0 <= fraction < 1:
         raise ValueError(f"fraction {fraction} outside [0, 1)")
     return now_ns + int(fraction * period_ns)
+
+
+class Tickets:
+    """A fixed request count shared by this process's users (``requests=N``): closed
+    until the measured phase opens it, then one ticket per request; finished when every
+    ticket's request has completed."""
+
+    def __init__(self) -> None:
+        self.remaining: int | None = None  # None: not open yet
+        self.outstanding = 0  # taken, not yet completed
+
+    def open(self, count: int) -> None:
+        self.remaining = count
+
+    def take(self) -> bool | None:
+        """True: send one; False: none left; None: not open yet (wait)."""
+        if self.remaining is None:
+            return None
+        if self.remaining <= 0:
+            return False
+        self.remaining -= 1
+        self.outstanding += 1
+        return True
+
+    def completed(self) -> None:
+        self.outstanding -= 1
+
+    @property
+    def finished(self) -> bool:
+        return self.remaining == 0 and self.outstanding == 0
