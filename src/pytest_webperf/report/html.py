@@ -22,6 +22,7 @@ import jinja2
 
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.report import checks as ab
+from pytest_webperf.report import studies
 from pytest_webperf.report.charts import (
     SIDE_COLOUR,
     Figure,
@@ -463,6 +464,7 @@ def render_html(report: Mapping[str, Any]) -> str:
             summary_headers=headers,
             summary_rows=rows,
             workloads=workloads,
+            studies=studies.compare(entries),
             sections=[section(i, e, open_charts) for i, e in enumerate(entries)],
             statuses=STATUSES,
         )

@@ -12,6 +12,7 @@ from pytest_webperf import resources
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.models import SCHEMA_VERSION, Measurement, RunResult
+from pytest_webperf.report import studies
 
 REPORT_SCHEMA = 1
 
@@ -76,12 +77,14 @@ def report(measurements: Sequence[Measurement], meta: Mapping[str, Any]) -> dict
             entry["base_repetitions"] = _repetitions(m.base_runs)
         entry["rps"] = m.rps
         tests.append(entry)
+    compared = studies.compare(tests)
     return {
         "schema": REPORT_SCHEMA,
         "models_schema": SCHEMA_VERSION,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         **meta,
         "tests": tests,
+        **({"studies": compared} if compared else {}),
     }
 
 

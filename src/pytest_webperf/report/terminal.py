@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_webperf.report import checks as ab
+from pytest_webperf.report import studies
 from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,
@@ -84,5 +85,6 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         + mqtt_lines(entries)
         + paced_lines(entries)
         + counted_lines(entries)
+        + studies.lines(studies.compare(entries))
         + verdict_lines(entries)
     )
