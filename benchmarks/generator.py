@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass
 
 from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.models import Workload
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets import start_target
+from pytest_webperf.workload import Workload
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.checks import DEFAULT_CHECKS, DEFAULT_MQTT_CHECKS, Check
 from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
-from pytest_webperf.errors import OptionError
 from pytest_webperf.gitref import map_command
 from pytest_webperf.measure import (
     HttpRequests,
@@ -40,14 +39,16 @@ from pytest_webperf.measure import (
     run_repetitions,
     sampling_monitor,
 )
-from pytest_webperf.models import Measurement, RunResult, Verdict, Workload
+from pytest_webperf.models import Measurement, RunResult, Verdict
 from pytest_webperf.mqtt.run import MqttTelemetry
+from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.paired import PairedTarget
 from pytest_webperf.targets.process import ProcessTarget
+from pytest_webperf.workload import Workload, http_name, http_workload
 
 
 class Judge(Protocol):
@@ -197,51 +198,33 @@ class Webperf:
         repeat: int | None = None,
         user: str | None = None,
         interval: str | float | None = None,
+        rate: float | None = None,
         requests: int | None = None,
     ) -> Measurement:
-        """Load ``target`` with an HTTP swarm; all repetitions, judged. Closed loop by
-        default; with ``interval`` (``"500ms"``) each user sends one request per interval
-        (paced: latency then counts from each request's intended start, the service
-        time and the generator's lateness are reported beside it; lean user only). With
-        ``requests`` (or ``--webperf-requests``) each repetition sends exactly that many
-        requests and stops, as ``ab -n`` does: no warm-up, the duration is the time
-        limit, and time taken, time per request and transfer rate are reported."""
-        interval_s = 0.0 if interval is None else parse_duration(interval)
-        if interval is not None and interval_s <= 0:
-            raise OptionError(f"interval={interval!r}: a pacing interval is > 0 (e.g. '500ms')")
-        user_class = user or self.config.user
-        if interval_s and user_class != "lean":
-            raise OptionError(
-                f"interval={interval!r} paces the lean user, not {user_class!r}: "
-                "drop user= / --webperf-user, or the interval"
-            )
-        count = self.config.requests if requests is None else requests
-        if count < 0:
-            raise OptionError(f"requests={count}: a request count is >= 0")
-        if count and (interval_s or user_class != "lean" or self.config.workers > 1):
-            raise OptionError(
-                f"requests={count} (a fixed count) runs one lean generator process in a "
-                "closed loop: not with interval=, another user or --webperf-workers > 1"
-            )
-        workload = Workload(
-            path=path,
-            method=method.upper(),
-            body=body.encode() if isinstance(body, str) else body,
-            headers=tuple((headers or {}).items()),
-            interval_s=interval_s,
-            requests=count,
-        )
+        """Load ``target`` with an HTTP swarm; all repetitions, judged. A closed loop, or
+        paced (``interval="500ms"`` per user, or ``rate=2000`` per second over all users:
+        latency from each intended start), or ``requests=N`` then stop, as ``ab -n``
+        (see ``workload.http_workload``)."""
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
-        if count:
+        user_class = user or self.config.user
+        workload = http_workload(
+            path,
+            method=method,
+            body=body,
+            headers=headers,
+            user_class=user_class,
+            workers=self.config.workers,
+            users=plan.concurrency,
+            interval=interval,
+            rate=rate,
+            requests=self.config.requests if requests is None else requests,
+        )
+        if workload.requests:
             plan = dataclasses.replace(plan, warmup_s=0.0)  # ab measures from the first request
         kind = HttpRequests(workload, user_class=user_class)
-        paced = f" every {interval_s * 1000:g}ms" if interval_s else ""
-        paced += f" x{count:,}" if count else ""
-        return self._measure(
-            target, kind, plan, name or f"{method.upper()} {path}{paced}", workload
-        )
+        return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
 
     def mqtt(
         self,
@@ -505,7 +488,7 @@ class Webperf:
             timeout_s=config.timeout,
             workers=config.workers,
             spawn_rate=config.spawn_rate,
-            server_cores=limits.get("cpus") or _cpuset_size(limits.get("cpuset")),
+            server_cores=cpu_limit(limits),
             generator_cpus=self.placement.generator_cpus,
         )
 
@@ -513,14 +496,3 @@ class Webperf:
 def _mostly_bound(runs: Sequence[RunResult]) -> bool:
     """Whether most repetitions were generator-bound."""
     return sum(r.generator_bound for r in runs) * 2 > len(runs)
-
-
-def _cpuset_size(cpuset: str | None) -> float | None:
-    """How many CPUs a cpuset such as ``0-1,3`` names."""
-    if not cpuset:
-        return None
-    count = 0
-    for part in cpuset.split(","):
-        low, _, high = part.partition("-")
-        count += int(high or low) - int(low) + 1
-    return float(count)

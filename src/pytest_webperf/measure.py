@@ -24,7 +24,7 @@ from typing import Protocol
 
 from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds, own_tree_seconds
 from pytest_webperf.errors import TargetError
-from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult, Workload
+from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
 from pytest_webperf.resources import generator_bound, generator_cpu_stats
 from pytest_webperf.sampler import RunMonitor
@@ -33,6 +33,7 @@ from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
+from pytest_webperf.workload import Workload
 
 
 class Monitor(Protocol):

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from pytest_webperf.histogram import Histogram
+from pytest_webperf.workload import Workload
 
 SCHEMA_VERSION = 1
 
@@ -306,25 +307,7 @@ class RunResult:
             "histogram": self.histogram.to_dict(),
             "notes": list(self.notes),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
-            **({"service": self.service.to_dict()} if self.service is not None else {}),
-            **(
-                {"schedule_lag": self.schedule_lag.to_dict()}
-                if self.schedule_lag is not None
-                else {}
-            ),
-            **(
-                {
-                    "requests_asked": self.requests_asked,
-                    "time_taken_s": self.duration_s,
-                    "time_per_request_ms": self.time_per_request_ms,
-                    "time_per_request_all_ms": self.duration_s * 1000 / self.requests
-                    if self.requests
-                    else None,
-                    "transfer_kb_s": self.transfer_kb_s,
-                }
-                if self.requests_asked
-                else {}
-            ),
+            **_schedule_and_count(self),
         }
 
     @classmethod
@@ -352,52 +335,29 @@ class RunResult:
             foreign_cpu_percent=data.get("foreign_cpu_percent"),
             notes=tuple(data.get("notes", ())),
             mqtt=MqttResult.from_dict(data["mqtt"]) if data.get("mqtt") else None,
-            service=Latency.from_dict(data["service"]) if data.get("service") else None,
-            schedule_lag=Latency.from_dict(data["schedule_lag"])
-            if data.get("schedule_lag")
-            else None,
+            service=_latency_or_none(data.get("service")),
+            schedule_lag=_latency_or_none(data.get("schedule_lag")),
             requests_asked=data.get("requests_asked"),
         )
 
 
-@dataclass(frozen=True)
-class Workload:
-    """What the swarm does: one HTTP request shape, in a closed loop or, with
-    ``interval_s``, paced (each user sends one request every ``interval_s``)."""
+def _latency_or_none(data: Mapping[str, Any] | None) -> Latency | None:
+    return Latency.from_dict(data) if data else None
 
-    path: str = "/hello"
-    method: str = "GET"
-    body: bytes = b""
-    headers: tuple[tuple[str, str], ...] = ()
-    interval_s: float = 0.0  # 0: closed loop (the next request when the last is answered)
-    requests: int = 0  # > 0: exactly this many requests, then stop (ab's -n); 0: for a time
 
-    def __post_init__(self) -> None:
-        if self.interval_s < 0:
-            raise ValueError(f"a pacing interval is >= 0 s, not {self.interval_s}")
-        if self.requests < 0:
-            raise ValueError(f"a request count is >= 0, not {self.requests}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "method": self.method,
-            "body": self.body.decode("latin-1"),
-            "headers": [list(h) for h in self.headers],
-            **({"interval_s": self.interval_s} if self.interval_s else {}),
-            **({"requests": self.requests} if self.requests else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Workload:
-        return cls(
-            path=str(data.get("path", "/hello")),
-            method=str(data.get("method", "GET")),
-            body=str(data.get("body", "")).encode("latin-1"),
-            headers=tuple((str(k), str(v)) for k, v in data.get("headers", ())),
-            interval_s=float(data.get("interval_s", 0.0)),
-            requests=int(data.get("requests", 0)),
-        )
+def _schedule_and_count(run: RunResult) -> dict[str, Any]:
+    """A paced run's service time and send lag; a fixed count's figures (ab's)."""
+    extra: dict[str, Any] = {}
+    if run.service is not None:
+        extra["service"] = run.service.to_dict()
+    if run.schedule_lag is not None:
+        extra["schedule_lag"] = run.schedule_lag.to_dict()
+    if run.requests_asked:
+        per_all = run.duration_s * 1000 / run.requests if run.requests else None
+        extra.update(requests_asked=run.requests_asked, time_taken_s=run.duration_s)
+        extra.update(time_per_request_ms=run.time_per_request_ms, transfer_kb_s=run.transfer_kb_s)
+        extra["time_per_request_all_ms"] = per_all
+    return extra
 
 
 @dataclass(frozen=True)

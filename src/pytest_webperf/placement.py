@@ -12,10 +12,19 @@ would cap a multi-process server at a single core). Explicit
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 MODES = ("auto", "none", "split")
+
+
+def cpu_limit(limits: Mapping[str, Any]) -> float | None:
+    """The CPUs a target's limits give it: its quota (``cpus``), else its cpuset's size."""
+    if limits.get("cpus"):
+        return float(limits["cpus"])
+    cpuset = limits.get("cpuset")
+    return float(len(parse_cpu_list(str(cpuset)))) if cpuset else None
 
 
 def parse_cpu_list(text: str) -> tuple[int, ...]:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from local_http import LocalServer
 
-from pytest_webperf.models import Workload
 from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT
 from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.workload import Workload
 
 USERS = 20
 BODY = b"<p>" + b"x" * 1000 + b"</p>"

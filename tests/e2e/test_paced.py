@@ -52,12 +52,15 @@ def test_paced(webperf):
     target = webperf.process(
         [sys.executable, "server.py"], name="stalling", env={{"STALL_AFTER": "{stall}"}}
     )
-    result = webperf.http(target, path="/work", interval="{interval}")
-    assert result.name == "GET /work every {interval}"
+    result = webperf.http(target, path="/work", {pacing})
+    assert result.name == "{name}"
 """
 
 
 def run(pytester: pytest.Pytester, **settings: object) -> tuple[pytest.RunResult, dict]:
+    if "interval" in settings:
+        interval = settings.pop("interval")
+        settings.update(pacing=f'interval="{interval}"', name=f"GET /work every {interval}")
     pytester.makepyfile(server=SERVER, test_paced=TEST.format(**settings))
     result = pytester.runpytest_subprocess(
         "-p", "no:locust", "-W", "error", "--webperf-json=out.json", timeout=180
@@ -105,3 +108,14 @@ def test_a_generator_behind_its_schedule_is_flagged_not_passed(
         result.stdout.fnmatch_lines(["*generator-bound*"])
     else:  # other work took its CPU: the note says the generator was not the limit
         assert "the generator was not saturated" in missed, (generator, missed)
+
+
+def test_a_total_rate_is_shared_by_the_users(pytester: pytest.Pytester) -> None:
+    """wrk2's constant throughput: 300 requests/s over 6 users, whatever the server does."""
+    result, entry = run(
+        pytester, users=6, duration="3s", pacing="rate=300", name="GET /work at 300/s", stall=0
+    )
+    result.assert_outcomes(passed=1)
+    (rep,) = entry["repetitions"]
+    assert rep["rps"] == pytest.approx(300, rel=0.1), rep["rps"]
+    assert entry["workload"]["interval_s"] == pytest.approx(6 / 300)

@@ -10,7 +10,8 @@ from pytest_webperf.advice import (
     is_advice,
 )
 from pytest_webperf.compare import GENERATOR_BOUND, NO_BASELINE
-from pytest_webperf.models import Measurement, Verdict, Workload
+from pytest_webperf.models import Measurement, Verdict
+from pytest_webperf.workload import Workload
 
 BOUND = GENERATOR_BOUND.format(checks="rps")
 

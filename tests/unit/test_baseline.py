@@ -22,8 +22,8 @@ from pytest_webperf.models import (
     RunResult,
     Snapshot,
     Verdict,
-    Workload,
 )
+from pytest_webperf.workload import Workload
 
 NODEID = "suites/test_http.py::test_hello[nginx-c500]"
 

@@ -27,8 +27,8 @@ from pytest_webperf.models import (
     ResourceSample,
     RunResult,
     Snapshot,
-    Workload,
 )
+from pytest_webperf.workload import Workload
 
 # --- builders ----------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ from pytest_webperf.models import (
     RunResult,
     Snapshot,
     Verdict,
-    Workload,
 )
+from pytest_webperf.workload import Workload
 
 
 def run_result(requests: int = 1000, duration: float = 2.0, cpu: float | None = 0.5) -> RunResult:

@@ -3,15 +3,18 @@ rule that a generator behind its schedule measured itself."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.measure import fell_behind
-from pytest_webperf.models import GeneratorSample, Workload
+from pytest_webperf.models import GeneratorSample
 from pytest_webperf.swarm.pacing import first_due, kept, timing
 from pytest_webperf.swarm.recorder import Interval
+from pytest_webperf.workload import Workload
 
 NS = st.integers(min_value=0, max_value=10**12)
 
@@ -182,3 +185,38 @@ def test_tickets_hand_out_exactly_the_count(count: int, steps: list[bool]) -> No
             in_flight -= 1
         assert tickets.finished == (sent == count and in_flight == 0)
     assert sent <= count
+
+
+def test_http_arguments_become_a_workload_or_a_clear_error() -> None:
+    from pytest_webperf.errors import OptionError
+    from pytest_webperf.workload import http_name, http_workload
+
+    def make(**kw: Any) -> Workload:
+        args: dict[str, Any] = {
+            "method": "get",
+            "body": "",
+            "headers": None,
+            "user_class": "lean",
+            "workers": 1,
+            "users": 50,
+        }
+        return http_workload("/x", **{**args, **kw})
+
+    assert make().interval_s == 0 and http_name(make()) == "GET /x"
+    assert make(interval="500ms").interval_s == 0.5
+    assert http_name(make(interval="500ms")) == "GET /x every 500ms"
+    paced = make(rate=1000)  # 50 users sharing 1,000/s: each every 50 ms
+    assert paced.interval_s == pytest.approx(0.05)
+    assert http_name(paced, 1000) == "GET /x at 1,000/s"
+    assert http_name(make(requests=2000)) == "GET /x x2,000"
+    for bad, says in [
+        ({"interval": "1s", "rate": 5}, "give one"),
+        ({"interval": "0s"}, "is > 0"),
+        ({"rate": 0}, "a rate is > 0"),
+        ({"rate": 5, "user_class": "fast"}, "paces the lean user"),
+        ({"requests": -1}, ">= 0"),
+        ({"requests": 5, "workers": 2}, "one lean generator process"),
+        ({"requests": 5, "interval": "1s"}, "closed loop"),
+    ]:
+        with pytest.raises(OptionError, match=says):
+            make(**bad)

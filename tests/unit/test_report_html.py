@@ -21,10 +21,10 @@ from pytest_webperf.models import (
     RunResult,
     Snapshot,
     Verdict,
-    Workload,
 )
 from pytest_webperf.report.html import render_html, write_html
 from pytest_webperf.report.json_report import report
+from pytest_webperf.workload import Workload
 
 VOID = {"meta", "br", "input", "img", "hr", "link", "col", "wbr"}
 

@@ -14,10 +14,10 @@ from pytest_webperf.models import (
     Measurement,
     ResourceSample,
     RunResult,
-    Workload,
 )
 from pytest_webperf.report.json_report import report
 from pytest_webperf.resources import cpu_stats, generator_bound, peak_rss_mb, per_tick_totals, tick
+from pytest_webperf.workload import Workload
 
 
 def sample(t: float, part: str, cpu: float, rss: float = 10.0) -> ResourceSample:

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_webperf.models import Workload
 from pytest_webperf.mqtt.load import MqttLoad
+from pytest_webperf.workload import Workload
 
 
 @dataclass(frozen=True)
