@@ -168,6 +168,15 @@ def pytest_command(setting: Setting, args: argparse.Namespace, restart_every: in
     ]
 
 
+class TrialFailed(Exception):
+    """A trial's pytest run that measured nothing (a server that did not start under
+    load, ...): recorded as ``errored`` with the end of its output, not a crash."""
+
+    def __init__(self, output: str, wall_s: float) -> None:
+        super().__init__(output)
+        self.output, self.wall_s = output, wall_s
+
+
 def run_pytest(
     command: Sequence[str], cwd: Path, report: Path, env: dict[str, str] | None = None
 ) -> tuple[dict[str, Any], float]:
@@ -187,8 +196,13 @@ def run_pytest(
         raise SystemExit(
             f"pytest failed to run (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
         )
-    (entry,) = json.loads(report.read_text())["tests"]
-    return entry, wall
+    entries = json.loads(report.read_text())["tests"]
+    if len(entries) != 1:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise TrialFailed(
+            f"pytest exit {done.returncode}, {len(entries)} measurements:\n{tail}", wall
+        )
+    return entries[0], wall
 
 
 def judged_checks(verdict: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -322,7 +336,10 @@ class AbGate:
 # --- the rows -------------------------------------------------------------------------------
 
 
-def run_row(row: Row, args: argparse.Namespace, base: Path) -> Row:
+def run_row(
+    row: Row, args: argparse.Namespace, base: Path, saved: Callable[[], None] = lambda: None
+) -> Row:
+    """Every trial of a row; ``saved`` is called after each (the JSON so far)."""
     row.load_before = os.getloadavg()
     gate: StoredGate | AbGate = (
         StoredGate(row, args, base) if row.mode == "stored" else AbGate(row, args, base)
@@ -331,8 +348,13 @@ def run_row(row: Row, args: argparse.Namespace, base: Path) -> Row:
         shift = i % len(args.slowdowns)  # rotate: every kind runs early and late alike
         for slowdown in args.slowdowns[shift:] + args.slowdowns[:shift]:
             knob = round(args.cost * slowdown)
-            trial = gate.trial(slowdown, knob)
+            try:
+                trial = gate.trial(slowdown, knob)
+            except TrialFailed as failed:
+                trial = Trial(slowdown, knob, "errored", [failed.output], failed.wall_s, {})
+                print(failed.output, flush=True)
             row.trials.append(trial)
+            saved()
             shown = "  ".join(
                 f"{m} {_pct(c['change'])} (>= {_size(c['detectable'])})"
                 for m, c in trial.checks.items()
@@ -391,6 +413,7 @@ def summary(row: Row, args: argparse.Namespace) -> list[str]:
         f"  wall time per test: median {statistics.median(walls):.0f}s, max {max(walls):.0f}s"
         + saved,
         f"  undecided: {rate(row.trials, lambda t: t.status == 'undecided')}",
+        f"  errored (measured nothing): {rate(row.trials, lambda t: t.status == 'errored')}",
     ]
     for slowdown in args.slowdowns:
         trials = [t for t in row.trials if t.slowdown == slowdown]
@@ -502,14 +525,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for mode in args.mode:
                     row = Row(mode, setting, restart_every)
                     print(f"== {row}: {args.k} x {','.join(map(str, args.slowdowns))}", flush=True)
-                    rows.append(run_row(row, args, Path(tmp)))
+                    rows.append(row)
+                    run_row(row, args, Path(tmp), lambda: save(rows, args))
                     print("\n".join(summary(row, args)), flush=True)
     print("\n== summary")
     for row in rows:
         print("\n".join(summary(row, args)))
-    if args.out is not None:
-        args.out.write_text(json.dumps(to_json(rows, args), indent=1, default=str) + "\n")
+    save(rows, args)
     return 0
+
+
+def save(rows: Sequence[Row], args: argparse.Namespace) -> None:
+    """The trials so far to ``--out`` (after every trial: a long run cut short keeps them)."""
+    if args.out is not None:
+        temporary = args.out.with_name(args.out.name + ".tmp")
+        temporary.write_text(json.dumps(to_json(rows, args), indent=1, default=str) + "\n")
+        temporary.replace(args.out)
 
 
 if __name__ == "__main__":
