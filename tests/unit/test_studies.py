@@ -87,3 +87,20 @@ def test_the_html_report_has_a_studies_table() -> None:
     assert "<h2>The studies</h2>" in page
     assert "nginx 2, node 1" in page and "nginx 15,674, node 3,775" in page
     assert "<h2>The studies</h2>" not in render_html({"tests": entries[:1]})
+
+
+def test_paced_load_every_server_kept_up_with_ranks_nothing() -> None:
+    test = "test_mqtt_qos2.py::test_http_telemetry"
+    paced = {"workload": {"path": "/telemetry", "interval_s": 0.5}}
+    kept = [
+        {**entry(test, "go-mqtt", "/telemetry", 1000, 1999), **paced},
+        {**entry(test, "tomcat-mqtt", "/telemetry", 1000, 2239), **paced},
+    ]
+    (found,) = studies.compare(kept)
+    assert found["holds"] is None
+    assert studies.lines([found])[1].endswith(
+        "every server kept the offered rate: no ranking at this load"
+    )
+    behind = [kept[0], {**kept[1], "rps": 900.0}]  # tomcat fell behind its 2,000/s
+    (found,) = studies.compare(behind)
+    assert found["holds"] is True and found["ranking"] == ["go-mqtt", "tomcat-mqtt"]
