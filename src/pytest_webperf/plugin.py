@@ -206,7 +206,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if session is not None and isinstance(webperf_handle, Webperf):
         # advice (generator-bound, no baseline) is said once in the summary, not here
         failed = [
-            f"[{m.name}] {reason}"
+            f"[{m.name} on {m.server}] {reason}"
             for m in webperf_handle.measurements
             if m.verdict is not None and m.verdict.failed
             for reason in (failure_reasons(m.verdict.reasons) or m.verdict.reasons)

@@ -80,7 +80,7 @@ def test_a_slower_change_fails_against_its_base(pytester: pytest.Pytester, repo:
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*webperf regression:", "*[[]GET /work[]] cpu_per_req * -> * (+*%, *% CI +*%..+*%*"]
+        ["*webperf regression:", "*[[]GET /work on *[]] cpu_per_req * -> * (+*%, *% CI +*%..+*%*"]
     )
     assert "Traceback" not in result.stdout.str()
     entry = report(repo / "ab.json")

@@ -108,7 +108,7 @@ def test_a_misbehaving_server_fails_its_test(
 ) -> None:
     result = run_fault(pytester, mode, *options)
     result.assert_outcomes(failed=1)
-    failure = f"[[]GET /hello[]] broken: * requests failed *{kind}: *"
+    failure = f"[[]GET /hello on fault-{mode}[]] broken: * requests failed *{kind}: *"
     result.stdout.fnmatch_lines(["webperf regression:", failure])
     result.stdout.fnmatch_lines([f"test_fault[[]c4[]] * GET /hello * fault-{mode} * broken"])
     (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]

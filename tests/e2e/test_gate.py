@@ -177,7 +177,7 @@ def test_a_slower_server_fails_with_one_line_per_failed_check(
     result.stdout.fnmatch_lines(
         [
             "*webperf regression:",
-            "*[[]GET /work[]] cpu_per_req * -> * (+*%, 95% CI +*%..+*%*) beyond +5%",
+            "*[[]GET /work on *[]] cpu_per_req * -> * (+*%, 95% CI +*%..+*%*) beyond +5%",
         ]
     )
     assert "Traceback" not in result.stdout.str()
@@ -365,7 +365,7 @@ def test_an_absolute_limit_in_a_marker_fails_without_a_baseline(
     result.stdout.fnmatch_lines(
         [
             "*webperf regression:",
-            "*[[]GET /work[]] p99_ms *ms breaks the limit p99_ms<0.001",
+            "*[[]GET /work on *[]] p99_ms *ms breaks the limit p99_ms<0.001",
         ]
     )
     failure = result.stdout.str().split("webperf regression:")[1].split("= webperf =")[0]
