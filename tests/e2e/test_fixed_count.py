@@ -6,29 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.e2e.asyncio_server import asyncio_server
 
 pytest_plugins = ["pytester"]
 
-SERVER = """
-import asyncio, os
-
-async def handle(reader, writer):
-    while True:
-        try:
-            await reader.readuntil(b"\\r\\n\\r\\n")
-        except (asyncio.IncompleteReadError, ConnectionError):
-            break
-        writer.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: 10\\r\\n\\r\\n0123456789")
-        await writer.drain()
-    writer.close()
-
-async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", int(os.environ["PORT"]))
-    async with server:
-        await server.serve_forever()
-
-asyncio.run(main())
-"""
+SERVER = asyncio_server(
+    """
+    def respond():
+        return b"0123456789"
+    """
+)
 TEST = """
 import sys
 

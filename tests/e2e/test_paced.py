@@ -7,41 +7,28 @@ import json
 import statistics
 
 import pytest
+from tests.e2e.asyncio_server import asyncio_server
 
 pytest_plugins = ["pytester"]
 
 # One thread (asyncio). With STALL_AFTER set, the first request that arrives that many
 # seconds after the first one blocks the whole server for a second, once.
-SERVER = """
-import asyncio, os, time
+SERVER = asyncio_server(
+    """
+    STALL_AFTER = float(os.environ.get("STALL_AFTER", "0"))
+    first = None
+    stalled = False
 
-STALL_AFTER = float(os.environ.get("STALL_AFTER", "0"))
-first = None
-stalled = False
-
-async def handle(reader, writer):
-    global first, stalled
-    while True:
-        try:
-            await reader.readuntil(b"\\r\\n\\r\\n")
-        except (asyncio.IncompleteReadError, ConnectionError):
-            break
+    def respond():
+        global first, stalled
         now = time.monotonic()
         first = first or now
         if STALL_AFTER and not stalled and now - first >= STALL_AFTER:
             stalled = True
             time.sleep(1.0)
-        writer.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
-        await writer.drain()
-    writer.close()
-
-async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", int(os.environ["PORT"]))
-    async with server:
-        await server.serve_forever()
-
-asyncio.run(main())
-"""
+        return b"ok"
+    """
+)
 TEST = """
 import sys
 

@@ -13,35 +13,21 @@ import os
 import re
 
 import pytest
+from tests.e2e.asyncio_server import asyncio_server
 
 pytest_plugins = ["pytester"]
 
 # One thread (asyncio), ~1.5 ms of CPU per request: it saturates one core at a few
 # hundred requests per second, while the generator needs little of the other core.
-SERVER = """
-import asyncio, hashlib, os
-
-async def handle(reader, writer):
-    while True:
-        try:
-            await reader.readuntil(b"\\r\\n\\r\\n")
-        except (asyncio.IncompleteReadError, ConnectionError):
-            break
+SERVER = asyncio_server(
+    """
+    def respond():
         digest = b"x"
         for _ in range(6000):
             digest = hashlib.sha256(digest).digest()
-        body = digest.hex().encode()
-        writer.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body)
-        await writer.drain()
-    writer.close()
-
-async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", int(os.environ["PORT"]))
-    async with server:
-        await server.serve_forever()
-
-asyncio.run(main())
-"""
+        return digest.hex().encode()
+    """
+)
 TEST = """
 import sys
 
