@@ -1,4 +1,4 @@
-"""Build step: ship the server catalogue inside the package.
+"""Build steps: ship the server catalogue inside the package; compile the native loop.
 
 ``servers/`` stays at the repository's root, where the suites, the tests and the
 README refer to it, and is not duplicated in git. A wheel gets a copy as
@@ -15,9 +15,10 @@ the sdist.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 CATALOGUE = Path(__file__).resolve().parent / "servers"
@@ -45,4 +46,18 @@ class BuildPyWithCatalogue(build_py):
             self.copy_file(str(path), str(dest))  # keeps the mode: start.sh stays executable
 
 
-setup(cmdclass={"build_py": BuildPyWithCatalogue})
+# The native request loop (swarm/_hotloop.c: epoll, so Linux only). Optional: where it
+# cannot be compiled the wheel has none and the plugin uses the pure-Python lean user.
+NATIVE = [
+    Extension(
+        "pytest_webperf.swarm._hotloop",
+        ["src/pytest_webperf/swarm/_hotloop.c"],
+        extra_compile_args=["-O2", "-std=gnu11"],
+        optional=True,
+    )
+]
+
+setup(
+    cmdclass={"build_py": BuildPyWithCatalogue},
+    ext_modules=NATIVE if sys.platform.startswith("linux") else [],
+)

@@ -1,17 +1,21 @@
-"""How fast are our load generators? wrk, Locust FastHttpUser and the lean user, side by side.
+"""How fast are our load generators? wrk, k6, Locust's FastHttpUser, lean and native, side by side.
 
     .venv/bin/python benchmarks/generator.py [--duration 8] [--connections 100] [--path /hello]
+        [--rounds 3] [--processes 1,2] [--generators wrk,k6,fast,lean,native]
 
-Starts the catalogue's nginx (host network, 127.0.0.1), then runs each generator
-at 1 and 2 generator processes (wrk: threads) with the same connections and
-duration, one after the other against the same container, and prints req/s,
-the generator's CPU seconds and req/s per generator CPU-second, with ratios.
+Starts the catalogue's nginx (host network, 127.0.0.1), then runs the generators
+in interleaved rounds (round 1: each generator at each process count, round 2 the
+same, ...) with the same connections and duration against the same container, and
+prints every run, then per generator the median req/s, the generator's CPU seconds
+and requests per generator CPU-second, and ratios to wrk taken round by round (the
+machine is shared: a ratio from one round compares runs seconds apart).
 
 Generator CPU: for the swarms, each process's own user+system time over the
 measured phase (the child reports it per process: master and workers included);
-for wrk, the rusage of the finished child. wrk comes from the Debian package
-``wrk``: installed with apt-get when missing and running as root, else skipped
-with a note. The machine is shared: the load average is printed before and after.
+for wrk and k6, the rusage of the finished child. wrk comes from the Debian package
+``wrk`` (installed with apt-get when missing and running as root); k6 is built once
+from Go's module proxy (``go install go.k6.io/k6``) into ~/.cache/webperf/bin. A
+generator that cannot be had here is skipped with a note.
 """
 
 from __future__ import annotations
@@ -21,10 +25,13 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.swarm.runner import run_swarm
@@ -97,6 +104,64 @@ def run_wrk(wrk: str, url: str, threads: int, connections: int, seconds: float) 
     return Row("wrk", threads, requests, errors, took, cpu)
 
 
+K6_DIR = Path.home() / ".cache" / "webperf" / "bin"
+K6_SCRIPT = """
+import http from 'k6/http';
+export const options = {discardResponseBodies: true};
+export default function () { http.get(__ENV.URL); }
+"""
+
+
+def ensure_k6() -> str | None:
+    found = shutil.which("k6") or (str(K6_DIR / "k6") if (K6_DIR / "k6").exists() else None)
+    if found or not shutil.which("go"):
+        return found
+    print("building k6 (go install go.k6.io/k6@latest, a few minutes) ...", flush=True)
+    env = {**os.environ, "GOBIN": str(K6_DIR)}
+    K6_DIR.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["go", "install", "go.k6.io/k6@latest"],
+        env=env,
+        timeout=1800,
+        check=False,
+        stdout=subprocess.DEVNULL,
+    )
+    return str(K6_DIR / "k6") if (K6_DIR / "k6").exists() else None
+
+
+def run_k6(k6: str, url: str, connections: int, seconds: float) -> Row:
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp, "get.js")
+        script.write_text(K6_SCRIPT)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(
+            [
+                k6,
+                "run",
+                "--quiet",
+                "--no-color",
+                f"--vus={connections}",
+                f"--duration={int(seconds)}s",
+                "-e",
+                f"URL={url}",
+                str(script),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=seconds + 120,
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out = done.stdout + done.stderr
+    match = re.search(r"http_reqs\.*:\s*(\d+)", out)
+    if match is None:
+        raise RuntimeError(f"unexpected k6 output:\n{out}")
+    failed = re.search(r"http_req_failed\.*:\s*[\d.]+%\s+(\d+) out of", out)
+    # k6 reports its whole run (about `seconds`); its CPU includes start-up (~0.1 s)
+    return Row("k6", 1, int(match.group(1)), int(failed.group(1)) if failed else 0, seconds, cpu)
+
+
 def run_generator(
     user: str, url: str, workers: int, *, connections: int, seconds: float, path: str
 ) -> Row:
@@ -142,21 +207,40 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def ratios(rows: list[Row]) -> list[str]:
-    by = {(r.generator, r.processes): r for r in rows}
+def medians(rounds: list[list[Row]]) -> list[Row]:
+    """Per generator and process count: the run with the median req per CPU-second."""
+    groups: dict[tuple[str, int], list[Row]] = {}
+    for round_ in rounds:
+        for row in round_:
+            groups.setdefault((row.generator, row.processes), []).append(row)
     out = []
-    for procs in (1, 2):
-        lean, fast, wrk = by.get(("lean", procs)), by.get(("fast", procs)), by.get(("wrk", procs))
-        if lean and fast and fast.per_cpu:
-            out.append(
-                f"{procs} process(es): lean/fast req/s {lean.rps / fast.rps:.2f}x, "
-                f"req per CPU-second {lean.per_cpu / fast.per_cpu:.2f}x"
+    for runs in groups.values():
+        runs.sort(key=lambda r: r.per_cpu)
+        out.append(runs[(len(runs) - 1) // 2])
+    return out
+
+
+def ratios(rounds: list[list[Row]]) -> list[str]:
+    """Each generator against wrk at the same process count, round by round."""
+    pairs: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for round_ in rounds:
+        by = {(r.generator, r.processes): r for r in round_}
+        for (name, procs), row in by.items():
+            wrk = by.get(("wrk", procs))
+            if name == "wrk" or wrk is None or not wrk.rps or not wrk.per_cpu:
+                continue
+            pairs.setdefault((name, procs), []).append(
+                (row.rps / wrk.rps, row.per_cpu / wrk.per_cpu)
             )
-        if lean and wrk and wrk.rps:
-            out.append(
-                f"{procs} process(es): lean/wrk req/s {lean.rps / wrk.rps:.2f}, "
-                f"req per CPU-second {lean.per_cpu / wrk.per_cpu:.2f}"
-            )
+    out = []
+    for (name, procs), values in pairs.items():
+        rps = ", ".join(f"{a:.2f}" for a, _ in values)
+        cpu = ", ".join(f"{b:.2f}" for _, b in values)
+        median = statistics.median(b for _, b in values)
+        out.append(
+            f"{name:<7} / wrk, {procs} process(es): req/s {rps}; req per CPU-second {cpu} "
+            f"(median {median:.2f})"
+        )
     return out
 
 
@@ -166,45 +250,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--path", default="/hello")
     parser.add_argument("--processes", default="1,2", help="generator processes to try")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--generators", default="wrk,k6,fast,lean,native")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.processes.split(",")]
-    wrk = ensure_wrk()
-    if wrk is None:
-        print(
-            "wrk not found and not installable here: apt-get install wrk (Debian/Ubuntu); "
-            "continuing without it",
-            file=sys.stderr,
-        )
-    rows: list[Row] = []
+    wanted = args.generators.split(",")
+    wrk = ensure_wrk() if "wrk" in wanted else None
+    k6 = ensure_k6() if "k6" in wanted else None
+    for name, found in (("wrk", wrk), ("k6", k6)):
+        if name in wanted and found is None:
+            print(
+                f"{name} not found and not buildable here: continuing without it", file=sys.stderr
+            )
+    rounds: list[list[Row]] = []
     print(load(), flush=True)
     started = time.monotonic()
     with start_target(Catalog(default_directories()), "nginx") as target:
         url = target.url + args.path
         print(
             f"nginx at {target.url}, {args.connections} connections, {args.duration:.0f} s "
-            f"per run, GET {args.path}",
+            f"per run, GET {args.path}, {args.rounds} interleaved rounds",
             flush=True,
         )
-        for procs in counts:
-            if wrk is not None:
-                rows.append(run_wrk(wrk, url, procs, args.connections, args.duration))
-                print(table(rows[-1:]).splitlines()[1], flush=True)
-            for user in ("fast", "lean"):
-                rows.append(
-                    run_generator(
-                        user,
-                        target.url,
-                        procs,
-                        connections=args.connections,
-                        seconds=args.duration,
-                        path=args.path,
-                    )
-                )
-                print(table(rows[-1:]).splitlines()[1], flush=True)
+        for number in range(1, args.rounds + 1):
+            round_: list[Row] = []
+            for procs in counts:
+                for name in wanted:
+                    if name == "wrk" and wrk is not None:
+                        row = run_wrk(wrk, url, procs, args.connections, args.duration)
+                    elif name == "k6" and k6 is not None:
+                        if procs != 1:
+                            continue  # k6 has no process count: one process, all its cores
+                        row = run_k6(k6, url, args.connections, args.duration)
+                    elif name in ("fast", "lean", "native"):
+                        row = run_generator(
+                            name,
+                            target.url,
+                            procs,
+                            connections=args.connections,
+                            seconds=args.duration,
+                            path=args.path,
+                        )
+                    else:
+                        continue
+                    round_.append(row)
+                    print(f"round {number}: " + table([row]).splitlines()[1], flush=True)
+            rounds.append(round_)
+    print("\nmedian run per generator (by req per CPU-second):")
+    print(table(medians(rounds)))
     print()
-    print(table(rows))
-    print()
-    for line in ratios(rows):
+    for line in ratios(rounds):
         print(line)
     print(f"\n{load()}; took {time.monotonic() - started:.0f} s")
     return 0

@@ -23,7 +23,8 @@ setup_venv() {
         "$py" -m venv .venv || die "could not create .venv (on Debian: apt-get install python3-venv)"
     fi
     local stamp=.venv/.webperf-installed
-    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+        || [ src/pytest_webperf/swarm/_hotloop.c -nt "$stamp" ]; then
         log "installing pytest-webperf and its dev tools into .venv"
         .venv/bin/python -m pip install --quiet --upgrade pip
         .venv/bin/python -m pip install --quiet -e '.[dev]'

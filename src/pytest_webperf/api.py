@@ -43,6 +43,7 @@ from pytest_webperf.models import Measurement, RunResult, Verdict
 from pytest_webperf.mqtt.run import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
+from pytest_webperf.swarm.hotloop import resolve_user
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
@@ -208,7 +209,7 @@ class Webperf:
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
-        user_class = user or self.config.user
+        user_class = resolve_user(user or self.config.user)
         workload = http_workload(
             path,
             method=method,

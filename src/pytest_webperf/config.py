@@ -127,9 +127,9 @@ def parse_placement(text: str) -> str:
 
 def parse_user_class(text: str) -> str:
     text = str(text)
-    if text in ("fast", "lean") or re.match(r"^[\w.]+:\w+$", text):
+    if text in ("auto", "native", "fast", "lean") or re.match(r"^[\w.]+:\w+$", text):
         return text
-    raise ValueError(f"{text!r} is not 'fast', 'lean' or 'module:UserClass'")
+    raise ValueError(f"{text!r} is not 'auto', 'native', 'lean', 'fast' or 'module:UserClass'")
 
 
 def parse_checks(text: str) -> tuple[Any, ...]:
@@ -244,9 +244,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "user",
         parse_user_class,
-        "lean",
-        "the swarm's HTTP user: lean (raw keep-alive sockets, the fast one), fast "
-        "(Locust's FastHttpUser), or module:UserClass (your own Locust User)",
+        "auto",
+        "the swarm's HTTP user: auto (native where it is built, else lean), native (the "
+        "C request loop), lean (pure Python on raw keep-alive sockets), fast (Locust's "
+        "FastHttpUser), or module:UserClass (your own Locust User)",
     ),
     Setting(
         "spawn_rate",
@@ -349,7 +350,7 @@ class RunConfig:
     target_url: str | None = None
     allow_remote_target: bool = False
     workers: int = 1
-    user: str = "lean"
+    user: str = "auto"
     spawn_rate: float = 0.0
     timeout: float = 10.0
     machine_id: str | None = None

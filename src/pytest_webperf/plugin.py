@@ -28,6 +28,7 @@ from pytest_webperf.measurement_lock import MeasurementLock
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.progress_view import LiveLine, PlainLines
 from pytest_webperf.session import Extensions, WebperfSession
+from pytest_webperf.swarm.hotloop import fallback_note, resolve_user
 
 session_key = pytest.StashKey[WebperfSession]()
 settings_key = pytest.StashKey[dict[str, str]]()  # nodeid -> the settings it ran with
@@ -89,12 +90,20 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     run_config = _resolve(config)
     try:
+        resolve_user(run_config.user)  # --webperf-user=native where it is not built: now
         session = WebperfSession(run_config, Path(str(config.rootpath)), _extensions(config))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[session_key] = session
     _join_xdist(config, session)
     _sigterm_as_ctrl_c(config)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Said once per run: the native loop is not built, the lean user stands in."""
+    session = config.stash.get(session_key, None)
+    note = fallback_note(session.config.user) if session is not None else None
+    return [note] if note else []
 
 
 sigterm_key = pytest.StashKey[Any]()  # the SIGTERM handler we replaced

@@ -47,6 +47,9 @@ class Workload:
         )
 
 
+SCHEDULED = ("native", "lean")  # the users that pace and count requests
+
+
 def http_workload(
     path: str,
     *,
@@ -65,7 +68,8 @@ def http_workload(
     ``interval`` paces each user; ``rate`` is a total rate over the users (wrk2's
     constant throughput: each user paced at users / rate, the users a cap on the
     requests in flight); ``requests`` is ab's fixed count. Pacing and counts are the
-    lean user's, and a count runs in one generator process."""
+    native and lean users' (``user_class`` is resolved: not ``auto``), and a count runs
+    in one generator process."""
     from pytest_webperf.config import parse_duration
     from pytest_webperf.errors import OptionError
 
@@ -79,17 +83,18 @@ def http_workload(
             raise OptionError(f"rate={rate!r}: a rate is > 0 requests per second")
         interval_s = users / rate
     paced = "interval=" if interval is not None else "rate="
-    if interval_s and user_class != "lean":
+    if interval_s and user_class not in SCHEDULED:
         raise OptionError(
-            f"{paced} paces the lean user, not {user_class!r}: drop user= / "
+            f"{paced} paces the native and lean users, not {user_class!r}: drop user= / "
             "--webperf-user, or the pacing"
         )
     if requests < 0:
         raise OptionError(f"requests={requests}: a request count is >= 0")
-    if requests and (interval_s or user_class != "lean" or workers > 1):
+    if requests and (interval_s or user_class not in SCHEDULED or workers > 1):
         raise OptionError(
-            f"requests={requests} (a fixed count) runs one lean generator process in a "
-            "closed loop: not with interval= or rate=, another user or --webperf-workers > 1"
+            f"requests={requests} (a fixed count) runs one native or lean generator process "
+            "in a closed loop: not with interval= or rate=, another user or "
+            "--webperf-workers > 1"
         )
     return Workload(
         path=path,

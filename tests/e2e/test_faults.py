@@ -373,8 +373,11 @@ EXAMPLES = [
 ]
 
 
+@pytest.mark.parametrize("user", ["lean", "native"])
 @pytest.mark.parametrize(("mode", "kind", "example"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
-def test_the_swarm_keeps_an_example_of_each_failure(mode: str, kind: str, example: str) -> None:
+def test_the_swarm_keeps_an_example_of_each_failure(
+    mode: str, kind: str, example: str, user: str
+) -> None:
     """What compare's broken message can show (RunResult.error_examples), from the child."""
     spec = SwarmSpec(
         host="",
@@ -382,7 +385,7 @@ def test_the_swarm_keeps_an_example_of_each_failure(mode: str, kind: str, exampl
         duration_s=1.5,
         warmup_s=0.2,
         timeout_s=1.0,
-        user_class="lean",
+        user_class=user,
         workload=Workload(path="/hello"),
     )
     with ProcessTarget([sys.executable, str(SERVER), mode], name=mode) as target:

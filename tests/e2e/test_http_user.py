@@ -1,6 +1,8 @@
-"""The lean HTTP user against a local Python server: framing, failures, exact counting.
+"""The lean and native HTTP users against a local Python server: framing, failures,
+exact counting.
 
 Small swarms for a few seconds each, through the real child process (``run_swarm``).
+Every test but the one on users' own classes runs on both generators: they count alike.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.workload import Workload
 
 USERS = 20
+GENERATORS = ["lean", "native"]
 BODY = b"<p>" + b"x" * 1000 + b"</p>"
 
 
@@ -45,6 +48,11 @@ def swarm(
     )
 
 
+@pytest.fixture(params=GENERATORS)
+def user(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 def assert_counted_like_the_server(
     outcome: SwarmOutcome, server: LocalServer, per_task: int = 1
 ) -> None:
@@ -55,9 +63,9 @@ def assert_counted_like_the_server(
     assert recorded <= server.counts.responses <= recorded + outcome.users * per_task
 
 
-def test_counts_requests_and_bytes_exactly() -> None:
+def test_counts_requests_and_bytes_exactly(user: str) -> None:
     with LocalServer("length", body=BODY) as server:
-        outcome = swarm(server.url)
+        outcome = swarm(server.url, user_class=user)
     total = outcome.total
     assert total.requests > 0
     assert total.errors == 0
@@ -70,9 +78,9 @@ def test_counts_requests_and_bytes_exactly() -> None:
     assert outcome.generator_cpu_s > 0
 
 
-def test_chunked_bodies_are_decoded_and_counted() -> None:
+def test_chunked_bodies_are_decoded_and_counted(user: str) -> None:
     with LocalServer("chunked", body=BODY) as server:
-        outcome = swarm(server.url)
+        outcome = swarm(server.url, user_class=user)
     total = outcome.total
     assert total.requests > 0
     assert total.errors == 0
@@ -80,9 +88,9 @@ def test_chunked_bodies_are_decoded_and_counted() -> None:
     assert_counted_like_the_server(outcome, server)
 
 
-def test_connection_close_servers_get_a_new_connection_per_request() -> None:
+def test_connection_close_servers_get_a_new_connection_per_request(user: str) -> None:
     with LocalServer("close", body=BODY) as server:
-        outcome = swarm(server.url)
+        outcome = swarm(server.url, user_class=user)
     total = outcome.total
     assert total.requests > 0
     assert total.errors == 0
@@ -91,9 +99,9 @@ def test_connection_close_servers_get_a_new_connection_per_request() -> None:
     assert server.counts.connections >= server.counts.responses
 
 
-def test_a_stalled_server_yields_timeouts_and_the_run_ends() -> None:
+def test_a_stalled_server_yields_timeouts_and_the_run_ends(user: str) -> None:
     with LocalServer("stall") as server:
-        outcome = swarm(server.url, users=5, duration_s=2.5, timeout_s=0.5)
+        outcome = swarm(server.url, users=5, duration_s=2.5, timeout_s=0.5, user_class=user)
     total = outcome.total
     assert total.requests > 0
     assert total.errors == total.requests
@@ -105,9 +113,9 @@ def test_a_stalled_server_yields_timeouts_and_the_run_ends() -> None:
     assert server.counts.connections > 5
 
 
-def test_resets_are_counted_and_connections_reestablished() -> None:
+def test_resets_are_counted_and_connections_reestablished(user: str) -> None:
     with LocalServer("reset", body=BODY, reset_every=7) as server:
-        outcome = swarm(server.url)
+        outcome = swarm(server.url, user_class=user)
     total = outcome.total
     assert total.error_kinds.get("reset", 0) > 0
     assert set(total.error_kinds) <= {"reset", "closed"}
@@ -116,11 +124,11 @@ def test_resets_are_counted_and_connections_reestablished() -> None:
     assert total.bytes == (total.requests - total.errors) * len(BODY)
 
 
-def test_refused_connections_are_connect_errors_not_timeouts() -> None:
+def test_refused_connections_are_connect_errors_not_timeouts(user: str) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    outcome = swarm(f"http://127.0.0.1:{port}", users=3, duration_s=1.0)
+    outcome = swarm(f"http://127.0.0.1:{port}", users=3, duration_s=1.0, user_class=user)
     total = outcome.total
     assert total.requests > 0
     assert total.error_kinds == {CONNECT: total.requests}
@@ -128,10 +136,10 @@ def test_refused_connections_are_connect_errors_not_timeouts() -> None:
     assert outcome.timeouts == 0
 
 
-def test_generator_is_pinned_where_asked() -> None:
+def test_generator_is_pinned_where_asked(user: str) -> None:
     cpu = min(os.sched_getaffinity(0))
     with LocalServer("length") as server:
-        outcome = swarm(server.url, users=5, duration_s=1.0, cpus=(cpu,))
+        outcome = swarm(server.url, users=5, duration_s=1.0, cpus=(cpu,), user_class=user)
     assert [g.cpus for g in outcome.generators] == [(cpu,)]
 
 

@@ -107,7 +107,9 @@ def quick_stop(runner: Any) -> bool:
 
 def stop_sending(runner: Any) -> None:
     """Mark every running user stopping: a closed loop ends after its current request
-    (and any other user at its next ``wait()``). Synchronous: nothing new is sent after."""
+    (and any other user at its next ``wait()``); a user class that sends from elsewhere
+    (the native loop's thread) is told by its ``webperf_stop_sending``. Synchronous:
+    nothing new is sent after."""
     from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING
 
     if not quick_stop(runner):
@@ -116,6 +118,10 @@ def stop_sending(runner: Any) -> None:
         user = user_greenlet.args[0] if user_greenlet.args else None
         if user is not None and user._state == LOCUST_STATE_RUNNING:
             user._state = LOCUST_STATE_STOPPING
+    for cls in runner.environment.user_classes:
+        hook = getattr(cls, "webperf_stop_sending", None)
+        if hook is not None:
+            hook()
 
 
 def halt(runner: Any) -> None:
@@ -132,6 +138,16 @@ def halt(runner: Any) -> None:
     group = runner.user_greenlets
     group.join(timeout=1.0)
     group.kill(block=True, timeout=10)
+
+
+def tickets_of(environment: Any) -> Any:
+    """The fixed request count of this process's user class (``webperf_tickets``: an
+    object with ``open(n)`` and ``finished``), or None."""
+    for cls in environment.user_classes:
+        tickets = getattr(cls, "webperf_tickets", None)
+        if tickets is not None:
+            return tickets()
+    return None
 
 
 def users_of(spec: SwarmSpec, index: int) -> int:
@@ -153,6 +169,10 @@ def load_user_class(spec: SwarmSpec) -> type[Any]:
         from pytest_webperf.swarm import lean
 
         return lean.make_user(spec)
+    if spec.user_class == "native":
+        from pytest_webperf.swarm import native
+
+        return native.make_user(spec)
     module_name, _, class_name = spec.user_class.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     if not getattr(cls, "host", None):
@@ -403,11 +423,10 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
             first = tick_for(spec.warmup_s, "warmup", first)  # its last roll starts the measure
         emit("measure-start", processes=first.processes)
         done = None
-        if spec.workload.requests and spec.user_class == "lean":
-            from pytest_webperf.swarm import lean
-
-            lean.TICKETS.open(spec.workload.requests)  # ab's -n: exactly this many, from now
-            done = lambda: lean.TICKETS.finished  # noqa: E731
+        tickets = tickets_of(swarm.environment)
+        if spec.workload.requests and tickets is not None:
+            tickets.open(spec.workload.requests)  # ab's -n: exactly this many, from now
+            done = lambda: tickets.finished  # noqa: E731
         last = tick_for(spec.duration_s, "measure", first, done)
         emit(
             "done",

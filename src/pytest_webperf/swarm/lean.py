@@ -290,6 +290,11 @@ class LeanHttpUser(User):
     timeout_s: ClassVar[float] = 10.0  # per request, connect included
     connect_backoff_s: ClassVar[float] = 0.01  # pause after a failed connect: no busy spin
 
+    @classmethod
+    def webperf_tickets(cls) -> Tickets:
+        """The process's fixed request count (``counted_loop``), opened by the swarm."""
+        return TICKETS
+
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         host = self.host or environment.host

@@ -136,14 +136,18 @@ def classify(exception: BaseException | str | None, status: int | None = None) -
 
 
 class Channel:
-    """The hot-path accumulator of one request name (method, name) in one process."""
+    """The hot-path accumulator of one request name (method, name) in one process.
 
-    __slots__ = ("current", "method", "name")
+    ``sources`` are recorders outside Python's reach (the native loop's thread): each
+    hands over what it completed since it was last asked, at every ``take``."""
+
+    __slots__ = ("current", "method", "name", "sources")
 
     def __init__(self, method: str, name: str) -> None:
         self.method = method
         self.name = name
         self.current = Interval()
+        self.sources: list[Callable[[], Interval]] = []
 
     def record(self, latency_us: int, nbytes: int) -> None:
         self.current.record(latency_us, nbytes)
@@ -155,6 +159,8 @@ class Channel:
 
     def take(self) -> Interval:
         interval, self.current = self.current, Interval()
+        for source in self.sources:
+            interval.merge(source())
         return interval
 
 

@@ -28,6 +28,40 @@ class ProtocolError(Exception):
     """The peer sent something that is not an HTTP/1.x response we can frame."""
 
 
+# What a failed response is called in reports: the lean parser below and the native loop
+# (``hotloop.py``, which gets the offending bytes from C) word it the same.
+SWITCHING_PROTOCOLS = "101 Switching Protocols is not supported"
+CHUNK_WITHOUT_CRLF = "chunk data not followed by CRLF"
+
+
+def bad_status_line(head: bytes) -> str:
+    return f"not an HTTP/1.x status line: {repr(head[:40])[:80]}"
+
+
+def bad_content_length(value: bytes) -> str:
+    return f"bad Content-Length {value!r}"
+
+
+def bad_chunk_size(line: bytes) -> str:
+    return f"bad chunk size {line[:40]!r}"
+
+
+def too_long(what: str, limit: int) -> str:
+    return f"{what} longer than {limit} bytes"
+
+
+def closed_in_head(got: int) -> str:
+    return f"connection closed after {got} bytes of the response head (or none)"
+
+
+def closed_in_body(got: int, total: int) -> str:
+    return f"connection closed after {got} of {total} body bytes"
+
+
+def closed_in_chunks(got: int) -> str:
+    return f"connection closed after {got} body bytes (chunked)"
+
+
 def split_host(url: str) -> tuple[str, int, str]:
     """(host, port, Host header value) of an ``http://`` URL."""
     parts = urlsplit(url)
@@ -150,12 +184,10 @@ class ResponseParser:
         """What had arrived when the peer closed before the response was complete (an
         example for the error report; not called on the success path)."""
         if self._state == HEAD:
-            got = len(self._buffer)
-            return f"connection closed after {got} bytes of the response head (or none)"
+            return closed_in_head(len(self._buffer))
         if self._state == LENGTH:
-            total = self.body_bytes + self._remaining
-            return f"connection closed after {self.body_bytes} of {total} body bytes"
-        return f"connection closed after {self.body_bytes} body bytes (chunked)"
+            return closed_in_body(self.body_bytes, self.body_bytes + self._remaining)
+        return closed_in_chunks(self.body_bytes)
 
     def _consume(self, data: bytes) -> int:
         """Advance through ``data`` as far as it goes; the position where it stopped."""
@@ -194,7 +226,7 @@ class ResponseParser:
         if len(data) - pos < 2:
             return self._keep(data, pos, 2, "chunk end")
         if data[pos : pos + 2] != b"\r\n":
-            raise ProtocolError("chunk data not followed by CRLF")
+            raise ProtocolError(CHUNK_WITHOUT_CRLF)
         self._state = CHUNK_SIZE
         return pos + 2
 
@@ -213,7 +245,7 @@ class ResponseParser:
     def _keep(self, data: bytes, pos: int, limit: int, what: str) -> int:
         """Hold an unfinished line until more arrives."""
         if len(data) - pos > limit:
-            raise ProtocolError(f"{what} longer than {limit} bytes")
+            raise ProtocolError(too_long(what, limit))
         self._buffer = data[pos:]
         return -1
 
@@ -224,12 +256,11 @@ class ResponseParser:
 
     def _on_head(self, head: bytes) -> None:
         if head[:7] != b"HTTP/1." or head[8:9] != b" " or not head[9:12].isdigit():
-            first = repr(head[:40])[:80]
-            raise ProtocolError(f"not an HTTP/1.x status line: {first}")
+            raise ProtocolError(bad_status_line(head))
         status = int(head[9:12])
         if 100 <= status < 200:
             if status == 101:
-                raise ProtocolError("101 Switching Protocols is not supported")
+                raise ProtocolError(SWITCHING_PROTOCOLS)
             return  # an interim response: the real one follows
         self.status = status
         self.status_line = head.split(b"\r\n", 1)[0] if status >= 400 else b""
@@ -258,18 +289,18 @@ class ResponseParser:
         try:
             self._remaining = int(length.split(b",", 1)[0])
         except ValueError:
-            raise ProtocolError(f"bad Content-Length {length!r}") from None
+            raise ProtocolError(bad_content_length(length)) from None
         if self._remaining < 0:
-            raise ProtocolError(f"bad Content-Length {length!r}")
+            raise ProtocolError(bad_content_length(length))
         self._state = LENGTH if self._remaining else DONE
 
     def _on_chunk_size(self, line: bytes) -> None:
         try:
             size = int(line.split(b";", 1)[0].strip(), 16)
         except ValueError:
-            raise ProtocolError(f"bad chunk size {line[:40]!r}") from None
+            raise ProtocolError(bad_chunk_size(line)) from None
         if size < 0:
-            raise ProtocolError(f"bad chunk size {line[:40]!r}")
+            raise ProtocolError(bad_chunk_size(line))
         if size == 0:
             self._state = TRAILERS
         else:

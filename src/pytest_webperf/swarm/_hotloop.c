@@ -1,0 +1,1204 @@
+/*
+ * _hotloop: the native request loop behind the native HTTP user (swarm/native.py).
+ *
+ * One Engine per generator process: one thread, one epoll set, every connection of
+ * the process's users. The thread never takes the GIL: Python adds and removes
+ * connections, opens tickets and stops sending through a command queue (a mutex and
+ * an eventfd), and takes each interval's figures with take(), which swaps the
+ * double-buffered statistics under the same mutex.
+ *
+ * Per request: one send() (more only when the socket buffer is full) and one recv()
+ * per arrival of data (a read that fills the buffer is followed by another);
+ * sockets are registered once, edge-triggered. Responses are framed here as
+ * wire.ResponseParser frames them (Content-Length, chunked, until close, HTTP/1.0,
+ * 1xx skipped, HEAD/204/304 without a body); protocol errors carry a code and the
+ * offending bytes, which native.py words exactly as wire.py does.
+ *
+ * Latencies go into the same log-linear microsecond buckets as histogram.Histogram
+ * (values below 512 exact, then 256 sub-buckets per power of two).
+ *
+ * Modes: closed (the next request when the last is answered), paced (one request per
+ * connection every period, latency from the intended start, service time and lag
+ * recorded beside it; a late schedule is never skipped), counted (a shared number of
+ * tickets opened by Python; the phase is finished when every ticket's request
+ * completed).
+ */
+#define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
+#include <Python.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ histogram */
+
+#define SUB_BITS 8
+#define SUB 256
+#define NBUCKETS (42 * SUB)
+#define VALUE_MAX ((1ULL << 49) - 1)
+
+typedef struct {
+    uint64_t count, total, min, max;
+    int lo, hi; /* touched bucket range */
+    uint64_t c[NBUCKETS];
+} hist_t;
+
+static inline int bucket_index(uint64_t v) {
+    if (v < 2 * SUB) return (int)v;
+    int shift = 64 - __builtin_clzll(v) - SUB_BITS - 1;
+    return shift * SUB + (int)(v >> shift);
+}
+
+static void hist_clear(hist_t *h) {
+    if (h->hi >= h->lo) memset(&h->c[h->lo], 0, (size_t)(h->hi - h->lo + 1) * sizeof(uint64_t));
+    h->count = h->total = h->min = h->max = 0;
+    h->lo = NBUCKETS;
+    h->hi = -1;
+}
+
+static inline void hist_record(hist_t *h, uint64_t v) {
+    if (v > VALUE_MAX) v = VALUE_MAX;
+    int i = bucket_index(v);
+    h->c[i]++;
+    if (i < h->lo) h->lo = i;
+    if (i > h->hi) h->hi = i;
+    if (h->count == 0 || v < h->min) h->min = v;
+    if (v > h->max) h->max = v;
+    h->count++;
+    h->total += v;
+}
+
+/* ------------------------------------------------------------------ statistics */
+
+#define ERRNO_SLOTS 160
+#define MAX_STATUS 1000
+#define MAX_EXAMPLES 16
+#define EXAMPLE_BYTES 160
+
+/* kinds of failure (an example is kept for the first of each kind and key) */
+enum { K_HTTP = 1, K_CLOSED, K_PROTOCOL, K_TIMEOUT, K_CONNECT_TIMEOUT, K_CONNECT_ERRNO, K_IO_ERRNO };
+
+typedef struct {
+    int kind, key;       /* key: the status, errno or protocol/closed code */
+    int64_t a, b;        /* numbers for the message (closed early: bytes) */
+    int len;
+    char raw[EXAMPLE_BYTES];
+} example_t;
+
+typedef struct {
+    uint64_t ok, bytes;
+    uint64_t timeouts, connect_timeouts, closed, protocol;
+    uint32_t http[MAX_STATUS];
+    uint32_t connect_errno[ERRNO_SLOTS];
+    uint32_t io_errno[ERRNO_SLOTS];
+    int n_examples;
+    example_t examples[MAX_EXAMPLES];
+    hist_t latency, service, lag;
+} stats_t;
+
+static void stats_clear(stats_t *s) {
+    s->ok = s->bytes = s->timeouts = s->connect_timeouts = s->closed = s->protocol = 0;
+    memset(s->http, 0, sizeof s->http);
+    memset(s->connect_errno, 0, sizeof s->connect_errno);
+    memset(s->io_errno, 0, sizeof s->io_errno);
+    s->n_examples = 0;
+    hist_clear(&s->latency);
+    hist_clear(&s->service);
+    hist_clear(&s->lag);
+}
+
+static void stats_example(stats_t *s, int kind, int key, int64_t a, int64_t b, const char *raw,
+                          size_t len) {
+    for (int i = 0; i < s->n_examples; i++)
+        if (s->examples[i].kind == kind && s->examples[i].key == key) return;
+    if (s->n_examples >= MAX_EXAMPLES) return;
+    example_t *e = &s->examples[s->n_examples++];
+    e->kind = kind;
+    e->key = key;
+    e->a = a;
+    e->b = b;
+    if (len > EXAMPLE_BYTES) len = EXAMPLE_BYTES;
+    e->len = (int)len;
+    if (len) memcpy(e->raw, raw, len);
+}
+
+/* ------------------------------------------------------------------ connections */
+
+enum { MODE_CLOSED = 0, MODE_PACED = 1, MODE_COUNTED = 2 };
+enum { S_IDLE = 0, S_CONNECTING, S_WRITING, S_READING, S_PARKED, S_GONE };
+enum { P_HEAD, P_LENGTH, P_CHUNK_SIZE, P_CHUNK_DATA, P_CHUNK_END, P_TRAILERS, P_UNTIL_CLOSE, P_DONE };
+/* protocol error codes: native.py words them as wire.py does */
+enum { E_STATUS_LINE = 1, E_SWITCHING, E_HEAD_LONG, E_BAD_LENGTH, E_BAD_CHUNK, E_CHUNK_CRLF,
+       E_CHUNK_LINE_LONG, E_TRAILER_LONG };
+/* how far a response had come when the peer closed */
+enum { C_HEAD = 1, C_LENGTH, C_CHUNKED };
+
+#define MAX_HEAD (64 * 1024)
+#define MAX_LINE (4 * 1024)
+#define READ_SIZE (64 * 1024)
+#define RBUF_SIZE (MAX_HEAD + 2 * READ_SIZE) /* kept bytes (<= MAX_HEAD + 1) + one read */
+#define BACKOFF_NS 10000000ULL /* after a failed connect: no busy spin (lean: 10 ms) */
+#define SCAN_NS 5000000ULL     /* how often deadlines are checked */
+
+typedef struct {
+    int fd, state, connecting, ticket, blocked; /* blocked: a send met a full buffer */
+    size_t heap_pos; /* 1-based position in the wake heap, 0: not in it */
+    uint64_t wake;   /* heap key */
+    uint64_t due, intended, started, deadline;
+    size_t wpos;
+    /* response framing */
+    int ps, status, keep_alive, head_seen;
+    uint64_t remaining, body_bytes;
+    char *left; /* bytes kept between reads: an unfinished line, or what followed a response */
+    size_t nleft, capleft;
+    char status_line[EXAMPLE_BYTES];
+    int status_len;
+} conn_t;
+
+typedef struct { int op; long long arg; double fraction; } command_t;
+enum { OP_ADD = 1, OP_REMOVE, OP_WAKE_PARKED, OP_QUIT };
+
+typedef struct {
+    PyObject_HEAD
+    /* settings */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char *payload;
+    size_t payload_len;
+    int head_only, mode;
+    uint64_t timeout_ns, period_ns;
+    /* thread */
+    pthread_t thread;
+    int started, closed;
+    int epfd, evfd;
+    pthread_mutex_t lock; /* commands, statistics swap, tickets */
+    command_t *commands;
+    size_t ncommands, capcommands;
+    stats_t *cur, *spare;
+    long long tickets;     /* -1: not open yet */
+    long long outstanding; /* taken, not completed */
+    volatile int stop_sending;
+    /* loop-thread state */
+    conn_t **conns;
+    size_t nconns, capconns;
+    conn_t **heap;
+    size_t nheap, capheap;
+    conn_t **parked;
+    size_t nparked, capparked;
+    char *rbuf;
+    uint64_t last_scan;
+    long long added;
+} Engine;
+
+static inline uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int grow(void **array, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return 0;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    while (ncap < need) ncap *= 2;
+    void *p = realloc(*array, ncap * size);
+    if (!p) return -1;
+    *array = p;
+    *cap = ncap;
+    return 0;
+}
+
+/* ---- the wake heap (earliest first) */
+
+static void heap_swap(Engine *e, size_t i, size_t j) {
+    conn_t *a = e->heap[i], *b = e->heap[j];
+    e->heap[i] = b;
+    e->heap[j] = a;
+    b->heap_pos = i + 1;
+    a->heap_pos = j + 1;
+}
+
+static void heap_up(Engine *e, size_t i) {
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (e->heap[p]->wake <= e->heap[i]->wake) break;
+        heap_swap(e, i, p);
+        i = p;
+    }
+}
+
+static void heap_down(Engine *e, size_t i) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < e->nheap && e->heap[l]->wake < e->heap[m]->wake) m = l;
+        if (r < e->nheap && e->heap[r]->wake < e->heap[m]->wake) m = r;
+        if (m == i) break;
+        heap_swap(e, i, m);
+        i = m;
+    }
+}
+
+static void heap_remove(Engine *e, conn_t *c) {
+    if (!c->heap_pos) return;
+    size_t i = c->heap_pos - 1;
+    c->heap_pos = 0;
+    e->nheap--;
+    if (i == e->nheap) return;
+    e->heap[i] = e->heap[e->nheap];
+    e->heap[i]->heap_pos = i + 1;
+    heap_down(e, i);
+    heap_up(e, i);
+}
+
+static void heap_push(Engine *e, conn_t *c, uint64_t wake) {
+    heap_remove(e, c);
+    if (grow((void **)&e->heap, &e->capheap, e->nheap + 1, sizeof(conn_t *))) return;
+    c->wake = wake;
+    c->state = S_IDLE;
+    e->heap[e->nheap] = c;
+    c->heap_pos = ++e->nheap;
+    heap_up(e, e->nheap - 1);
+}
+
+/* ---- connection life */
+
+static void conn_close(Engine *e, conn_t *c) {
+    if (c->fd >= 0) {
+        epoll_ctl(e->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        c->fd = -1;
+    }
+    c->nleft = 0;
+    c->connecting = 0;
+}
+
+static void park(Engine *e, conn_t *c) {
+    if (grow((void **)&e->parked, &e->capparked, e->nparked + 1, sizeof(conn_t *))) return;
+    c->state = S_PARKED;
+    e->parked[e->nparked++] = c;
+}
+
+static void keep_left(conn_t *c, const char *data, size_t n) {
+    if (n > c->capleft) {
+        char *p = realloc(c->left, n);
+        if (!p) { c->nleft = 0; return; }
+        c->left = p;
+        c->capleft = n;
+    }
+    memmove(c->left, data, n);
+    c->nleft = n;
+}
+
+/* ---- recording (the only place the loop takes the lock per request) */
+
+static void record_done(Engine *e, conn_t *c, uint64_t done) {
+    pthread_mutex_lock(&e->lock);
+    stats_t *s = e->cur;
+    uint64_t latency, from = c->started;
+    if (e->mode == MODE_PACED && c->intended < from) from = c->intended;
+    latency = (done - from) / 1000;
+    hist_record(&s->latency, latency);
+    s->bytes += c->body_bytes;
+    if (c->status < 400) {
+        s->ok++;
+    } else {
+        s->http[c->status < MAX_STATUS ? c->status : MAX_STATUS - 1]++;
+        stats_example(s, K_HTTP, c->status, 0, 0, c->status_line, (size_t)c->status_len);
+    }
+    if (e->mode == MODE_PACED) {
+        hist_record(&s->service, (done - c->started) / 1000);
+        hist_record(&s->lag, c->started > c->intended ? (c->started - c->intended) / 1000 : 0);
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void record_failure(Engine *e, int kind, int key, int64_t a, int64_t b, const char *raw,
+                           size_t len) {
+    pthread_mutex_lock(&e->lock);
+    stats_t *s = e->cur;
+    switch (kind) {
+    case K_TIMEOUT: s->timeouts++; break;
+    case K_CONNECT_TIMEOUT: s->connect_timeouts++; break;
+    case K_CLOSED: s->closed++; break;
+    case K_PROTOCOL: s->protocol++; break;
+    case K_CONNECT_ERRNO: s->connect_errno[key < ERRNO_SLOTS ? key : ERRNO_SLOTS - 1]++; break;
+    default: s->io_errno[key < ERRNO_SLOTS ? key : ERRNO_SLOTS - 1]++; break;
+    }
+    if (kind == K_CLOSED || kind == K_PROTOCOL) stats_example(s, kind, key, a, b, raw, len);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- scheduling: what a connection does next */
+
+static void start_request(Engine *e, conn_t *c, uint64_t now);
+
+static void ticket_done(Engine *e, conn_t *c) {
+    if (!c->ticket) return;
+    c->ticket = 0;
+    pthread_mutex_lock(&e->lock);
+    e->outstanding--;
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* the next request of a connection that is free at ``now`` (``failed``: the last one
+   failed; ``connect_failed``: it failed to connect, back off before retrying) */
+static void next(Engine *e, conn_t *c, uint64_t now, int failed, int connect_failed) {
+    ticket_done(e, c);
+    if (e->stop_sending) { park(e, c); return; }
+    uint64_t earliest = connect_failed ? now + BACKOFF_NS : now;
+    if (e->mode == MODE_PACED) {
+        c->due += e->period_ns;
+        uint64_t wake = c->due > earliest ? c->due : earliest;
+        if (wake > now) heap_push(e, c, wake);
+        else start_request(e, c, now);
+        return;
+    }
+    /* failures, and bytes already here for the next response, go round the loop: no spin,
+       no recursion */
+    if (failed || c->nleft) { heap_push(e, c, earliest); return; }
+    start_request(e, c, now);
+}
+
+static void fail(Engine *e, conn_t *c, uint64_t now, int kind, int key, int64_t a, int64_t b,
+                 const char *raw, size_t len) {
+    int connecting = c->connecting;
+    record_failure(e, kind, key, a, b, raw, len);
+    conn_close(e, c);
+    next(e, c, now, 1, connecting || kind == K_CONNECT_ERRNO || kind == K_CONNECT_TIMEOUT);
+}
+
+static void fail_errno(Engine *e, conn_t *c, uint64_t now, int err) {
+    fail(e, c, now, c->connecting ? K_CONNECT_ERRNO : K_IO_ERRNO, err, 0, 0, NULL, 0);
+}
+
+static void begin_response(conn_t *c) {
+    c->ps = P_HEAD;
+    c->status = 0;
+    c->keep_alive = 1;
+    c->remaining = 0;
+    c->body_bytes = 0;
+    c->status_len = 0;
+    c->head_seen = 0;
+}
+
+static int feed(Engine *e, conn_t *c, const char *data, size_t n, uint64_t now);
+static void on_writable(Engine *e, conn_t *c, uint64_t now);
+static void on_readable(Engine *e, conn_t *c, uint64_t now, int hup);
+
+static int open_socket(Engine *e, conn_t *c, uint64_t now) {
+    int fd = socket(e->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        c->connecting = 1;
+        fail_errno(e, c, now, errno);
+        return -1;
+    }
+    c->fd = fd;
+    c->connecting = 1;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP, .data.ptr = c};
+    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        fail_errno(e, c, now, errno);
+        return -1;
+    }
+    if (connect(fd, (struct sockaddr *)&e->addr, e->addrlen) < 0 && errno != EINPROGRESS) {
+        fail_errno(e, c, now, errno);
+        return -1;
+    }
+    return 0;
+}
+
+static void start_request(Engine *e, conn_t *c, uint64_t now) {
+    if (e->mode == MODE_COUNTED) {
+        pthread_mutex_lock(&e->lock);
+        long long t = e->tickets;
+        if (t > 0) { e->tickets--; e->outstanding++; }
+        pthread_mutex_unlock(&e->lock);
+        if (t <= 0) { park(e, c); return; } /* not open yet, or none left */
+        c->ticket = 1;
+    }
+    c->intended = e->mode == MODE_PACED ? c->due : now;
+    c->started = now;
+    c->deadline = now + e->timeout_ns;
+    c->wpos = 0;
+    c->blocked = 0;
+    begin_response(c);
+    if (c->fd < 0) {
+        if (open_socket(e, c, now) < 0) return;
+        c->state = S_CONNECTING; /* the first EPOLLOUT says it is connected (or why not) */
+        return;
+    }
+    c->state = S_WRITING;
+    on_writable(e, c, now);
+}
+
+static void on_writable(Engine *e, conn_t *c, uint64_t now) {
+    if (c->state == S_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err == EINPROGRESS || err == EALREADY) return;
+        if (err) { fail_errno(e, c, now, err); return; }
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->connecting = 0;
+        c->state = S_WRITING;
+    }
+    if (c->state != S_WRITING) return;
+    while (c->wpos < e->payload_len) {
+        ssize_t n = send(c->fd, e->payload + c->wpos, e->payload_len - c->wpos, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) { c->blocked = 1; return; } /* EPOLLOUT resumes */
+            if (errno == EINTR) continue;
+            fail_errno(e, c, now, errno);
+            return;
+        }
+        c->wpos += (size_t)n;
+    }
+    c->state = S_READING;
+    if (c->nleft) { /* bytes that followed the last response: they start this one */
+        size_t n = c->nleft;
+        c->nleft = 0;
+        memcpy(e->rbuf, c->left, n);
+        if (feed(e, c, e->rbuf, n, now) != 0) return;
+    }
+    if (c->blocked) { /* an answer may have come while we waited to send: its edge is gone */
+        c->blocked = 0;
+        on_readable(e, c, now, 0);
+    }
+}
+
+/* ---- response framing (as wire.ResponseParser) */
+
+static const char *find_crlf(const char *p, const char *end) {
+    while (p + 1 < end) {
+        const char *r = memchr(p, '\r', (size_t)(end - p - 1));
+        if (!r) return NULL;
+        if (r[1] == '\n') return r;
+        p = r + 1;
+    }
+    return NULL;
+}
+
+static int is_space(char ch) {
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch == '\x0b' || ch == '\x0c';
+}
+
+/* the stripped value of the first header ``name`` (lower case, "\r\nname:") in a head */
+static int header(const char *head, size_t n, const char *name, const char **value, size_t *vlen) {
+    size_t k = strlen(name);
+    if (n < k) return 0;
+    for (size_t i = 0; i + k <= n; i++) {
+        if (head[i] != '\r') continue;
+        if (strncasecmp(head + i, name, k) != 0) continue;
+        const char *v = head + i + k, *end = head + n;
+        const char *eol = find_crlf(v, end);
+        if (!eol) eol = end;
+        while (v < eol && is_space(*v)) v++;
+        while (eol > v && is_space(eol[-1])) eol--;
+        *value = v;
+        *vlen = (size_t)(eol - v);
+        return 1;
+    }
+    return 0;
+}
+
+static int contains_ci(const char *s, size_t n, const char *word) {
+    size_t k = strlen(word);
+    for (size_t i = 0; i + k <= n; i++)
+        if (strncasecmp(s + i, word, k) == 0) return 1;
+    return 0;
+}
+
+/* 0: parsed; -1: protocol error (code, raw set) */
+static int on_head(Engine *e, conn_t *c, const char *h, size_t n, int *code, const char **raw,
+                   size_t *rawlen) {
+    if (n < 12 || memcmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ' || h[9] < '0' || h[9] > '9' ||
+        h[10] < '0' || h[10] > '9' || h[11] < '0' || h[11] > '9') {
+        *code = E_STATUS_LINE;
+        *raw = h;
+        *rawlen = n < 40 ? n : 40;
+        return -1;
+    }
+    int status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
+    if (status >= 100 && status < 200) {
+        if (status == 101) { *code = E_SWITCHING; *raw = NULL; *rawlen = 0; return -1; }
+        return 0; /* interim: the real response follows */
+    }
+    c->status = status;
+    c->head_seen = 1;
+    if (status >= 400) {
+        const char *eol = find_crlf(h, h + n);
+        size_t len = eol ? (size_t)(eol - h) : n;
+        if (len > EXAMPLE_BYTES) len = EXAMPLE_BYTES;
+        memcpy(c->status_line, h, len);
+        c->status_len = (int)len;
+    }
+    const char *v;
+    size_t vlen;
+    int has_connection = header(h, n, "\r\nconnection:", &v, &vlen);
+    if (h[7] == '0')
+        c->keep_alive = has_connection && contains_ci(v, vlen, "keep-alive");
+    else
+        c->keep_alive = !has_connection || !contains_ci(v, vlen, "close");
+    if (e->head_only || status == 204 || status == 304) { c->ps = P_DONE; return 0; }
+    if (header(h, n, "\r\ntransfer-encoding:", &v, &vlen)) {
+        const char *last = v + vlen, *p = last;
+        while (p > v && p[-1] != ',') p--;
+        while (p < last && is_space(*p)) p++;
+        if ((size_t)(last - p) == 7 && strncasecmp(p, "chunked", 7) == 0) {
+            c->ps = P_CHUNK_SIZE;
+        } else {
+            c->ps = P_UNTIL_CLOSE;
+            c->keep_alive = 0;
+        }
+        return 0;
+    }
+    if (!header(h, n, "\r\ncontent-length:", &v, &vlen)) {
+        c->ps = P_UNTIL_CLOSE;
+        c->keep_alive = 0;
+        return 0;
+    }
+    const char *p = v, *end = v + vlen;
+    const char *comma = memchr(v, ',', vlen);
+    if (comma) end = comma;
+    while (p < end && is_space(*p)) p++;
+    while (end > p && is_space(end[-1])) end--;
+    if (p < end && *p == '+') p++;
+    uint64_t length = 0;
+    int digits = 0;
+    for (; p < end; p++, digits++) {
+        if (*p < '0' || *p > '9' || digits >= 18) { digits = -1; break; }
+        length = length * 10 + (uint64_t)(*p - '0');
+    }
+    if (digits <= 0) {
+        *code = E_BAD_LENGTH;
+        *raw = v;
+        *rawlen = vlen < 80 ? vlen : 80;
+        return -1;
+    }
+    c->remaining = length;
+    c->ps = length ? P_LENGTH : P_DONE;
+    return 0;
+}
+
+static int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* Frame what arrived. 1: the response is complete (and handled), 0: more must come,
+   -1: the connection failed (handled). */
+static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
+    size_t pos = 0;
+    int code = 0;
+    const char *raw = NULL;
+    size_t rawlen = 0;
+    while (c->ps != P_DONE) {
+        const char *at = d + pos, *end = d + n;
+        switch (c->ps) {
+        case P_HEAD: {
+            const char *stop = NULL;
+            for (const char *p = at; p + 3 < end; p++) {
+                p = memchr(p, '\r', (size_t)(end - p - 3));
+                if (!p) break;
+                if (p[1] == '\n' && p[2] == '\r' && p[3] == '\n') { stop = p; break; }
+            }
+            if (!stop) {
+                if ((size_t)(end - at) > MAX_HEAD) { code = E_HEAD_LONG; goto protocol; }
+                keep_left(c, at, (size_t)(end - at));
+                return 0;
+            }
+            if (on_head(e, c, at, (size_t)(stop - at), &code, &raw, &rawlen) < 0) goto protocol;
+            pos = (size_t)(stop - d) + 4;
+            break;
+        }
+        case P_LENGTH:
+        case P_CHUNK_DATA: {
+            uint64_t take = (uint64_t)(end - at);
+            if (take > c->remaining) take = c->remaining;
+            c->body_bytes += take;
+            c->remaining -= take;
+            pos += take;
+            if (c->remaining) return 0;
+            c->ps = c->ps == P_LENGTH ? P_DONE : P_CHUNK_END;
+            break;
+        }
+        case P_CHUNK_SIZE: {
+            const char *eol = find_crlf(at, end);
+            if (!eol) {
+                if ((size_t)(end - at) > MAX_LINE) { code = E_CHUNK_LINE_LONG; goto protocol; }
+                keep_left(c, at, (size_t)(end - at));
+                return 0;
+            }
+            const char *p = at, *stop = memchr(at, ';', (size_t)(eol - at));
+            if (!stop) stop = eol;
+            while (p < stop && is_space(*p)) p++;
+            const char *q = stop;
+            while (q > p && is_space(q[-1])) q--;
+            uint64_t size = 0;
+            int digits = 0;
+            for (; p < q; p++, digits++) {
+                int v = hexval(*p);
+                if (v < 0 || digits >= 15) { digits = -1; break; }
+                size = size * 16 + (uint64_t)v;
+            }
+            if (digits <= 0) {
+                code = E_BAD_CHUNK;
+                raw = at;
+                rawlen = (size_t)(eol - at) < 40 ? (size_t)(eol - at) : 40;
+                goto protocol;
+            }
+            pos = (size_t)(eol - d) + 2;
+            if (size == 0) {
+                c->ps = P_TRAILERS;
+            } else {
+                c->remaining = size;
+                c->ps = P_CHUNK_DATA;
+            }
+            break;
+        }
+        case P_CHUNK_END:
+            if (end - at < 2) { keep_left(c, at, (size_t)(end - at)); return 0; }
+            if (at[0] != '\r' || at[1] != '\n') { code = E_CHUNK_CRLF; goto protocol; }
+            pos += 2;
+            c->ps = P_CHUNK_SIZE;
+            break;
+        case P_TRAILERS: {
+            const char *eol = find_crlf(at, end);
+            if (!eol) {
+                if ((size_t)(end - at) > MAX_LINE) { code = E_TRAILER_LONG; goto protocol; }
+                keep_left(c, at, (size_t)(end - at));
+                return 0;
+            }
+            if (eol == at) c->ps = P_DONE;
+            pos = (size_t)(eol - d) + 2;
+            break;
+        }
+        case P_UNTIL_CLOSE:
+            c->body_bytes += (uint64_t)(end - at);
+            return 0;
+        }
+    }
+    /* complete */
+    record_done(e, c, now);
+    if (c->keep_alive) {
+        /* what followed the response (none from a sane server) starts the next one; more
+           than a head's worth is an error then anyway */
+        if (pos < n) keep_left(c, d + pos, n - pos > MAX_HEAD + 1 ? MAX_HEAD + 1 : n - pos);
+    } else {
+        conn_close(e, c);
+    }
+    next(e, c, now, 0, 0);
+    return 1;
+protocol:
+    fail(e, c, now, K_PROTOCOL, code, 0, 0, raw, rawlen);
+    return -1;
+}
+
+static void on_eof(Engine *e, conn_t *c, uint64_t now) {
+    if (c->ps == P_UNTIL_CLOSE) {
+        c->ps = P_DONE;
+        c->keep_alive = 0;
+        record_done(e, c, now);
+        conn_close(e, c);
+        next(e, c, now, 0, 0);
+        return;
+    }
+    int code;
+    int64_t a = (int64_t)c->body_bytes, b = 0;
+    if (c->ps == P_HEAD) {
+        code = C_HEAD;
+        a = (int64_t)c->nleft;
+    } else if (c->ps == P_LENGTH) {
+        code = C_LENGTH;
+        b = (int64_t)(c->body_bytes + c->remaining);
+    } else {
+        code = C_CHUNKED;
+    }
+    fail(e, c, now, K_CLOSED, code, a, b, NULL, 0);
+}
+
+/* ``hup``: the peer's FIN came with this edge: read until recv says so (no edge follows) */
+static void on_readable(Engine *e, conn_t *c, uint64_t now, int hup) {
+    while (c->state == S_READING) {
+        size_t kept = c->nleft;
+        if (kept) memcpy(e->rbuf, c->left, kept);
+        c->nleft = 0;
+        size_t room = RBUF_SIZE - kept;
+        ssize_t n = recv(c->fd, e->rbuf + kept, room, 0);
+        if (n < 0) {
+            c->nleft = kept;
+            if (kept) memcpy(c->left, e->rbuf, kept);
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            if (errno == EINTR) continue;
+            fail_errno(e, c, now, errno);
+            return;
+        }
+        if (n == 0) {
+            c->nleft = kept;
+            if (kept) memcpy(c->left, e->rbuf, kept);
+            on_eof(e, c, now);
+            return;
+        }
+        if (feed(e, c, e->rbuf, kept + (size_t)n, now) != 0) return; /* done or failed */
+        if ((size_t)n < room && !hup) return; /* drained: the next edge brings more */
+    }
+}
+
+/* ---- the loop */
+
+static void on_event(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
+    if (c->state == S_GONE) return;
+    if (events & (EPOLLOUT | EPOLLERR)) {
+        if (c->state == S_CONNECTING || c->state == S_WRITING) on_writable(e, c, now);
+    }
+    if (c->state == S_READING && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        on_readable(e, c, now, (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
+    else if (c->fd >= 0 && c->state != S_CONNECTING && c->state != S_WRITING &&
+             (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+        /* between requests: the server closed (or sent bytes nobody asked for); the next
+           request finds out, as the lean user does */
+        if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) conn_close(e, c);
+    }
+}
+
+static void scan_deadlines(Engine *e, uint64_t now) {
+    for (size_t i = 0; i < e->nconns; i++) {
+        conn_t *c = e->conns[i];
+        if (!c || (c->state != S_CONNECTING && c->state != S_WRITING && c->state != S_READING))
+            continue;
+        if (now < c->deadline) continue;
+        fail(e, c, now, c->connecting ? K_CONNECT_TIMEOUT : K_TIMEOUT, 0, 0, 0, NULL, 0);
+    }
+}
+
+static void wake_parked(Engine *e, uint64_t now) {
+    size_t n = e->nparked;
+    conn_t **list = e->parked;
+    e->parked = NULL;
+    e->nparked = e->capparked = 0;
+    for (size_t i = 0; i < n; i++)
+        if (list[i]->state == S_PARKED) start_request(e, list[i], now);
+    free(list);
+}
+
+static int run_commands(Engine *e, uint64_t now) {
+    uint64_t value;
+    if (read(e->evfd, &value, sizeof value) < 0) { /* nothing pending */ }
+    pthread_mutex_lock(&e->lock);
+    command_t *list = e->commands;
+    size_t n = e->ncommands;
+    e->commands = NULL;
+    e->ncommands = e->capcommands = 0;
+    pthread_mutex_unlock(&e->lock);
+    int quit = 0;
+    for (size_t i = 0; i < n; i++) {
+        command_t *cmd = &list[i];
+        if (cmd->op == OP_QUIT) {
+            quit = 1;
+        } else if (cmd->op == OP_ADD) {
+            size_t id = (size_t)cmd->arg;
+            if (grow((void **)&e->conns, &e->capconns, id + 1, sizeof(conn_t *))) continue;
+            while (e->nconns <= id) e->conns[e->nconns++] = NULL;
+            conn_t *c = calloc(1, sizeof *c);
+            if (!c) continue;
+            c->fd = -1;
+            e->conns[id] = c;
+            if (e->stop_sending) { park(e, c); continue; }
+            if (e->mode == MODE_PACED) {
+                c->due = now + (uint64_t)(cmd->fraction * (double)e->period_ns);
+                heap_push(e, c, c->due);
+            } else {
+                start_request(e, c, now);
+            }
+        } else if (cmd->op == OP_REMOVE) {
+            size_t id = (size_t)cmd->arg;
+            conn_t *c = id < e->nconns ? e->conns[id] : NULL;
+            if (!c) continue;
+            heap_remove(e, c);
+            ticket_done(e, c); /* a request cut short frees its ticket's count */
+            conn_close(e, c);
+            c->state = S_GONE; /* freed at the end (it may still be in the parked list) */
+        } else if (cmd->op == OP_WAKE_PARKED) {
+            if (!e->stop_sending) wake_parked(e, now);
+        }
+    }
+    free(list);
+    return quit;
+}
+
+static void *loop_main(void *arg) {
+    Engine *e = arg;
+    struct epoll_event events[256];
+    int use_pwait2 = 1;
+    for (;;) {
+        uint64_t now = now_ns();
+        uint64_t wake = now + SCAN_NS;
+        if (e->nheap && e->heap[0]->wake < wake) wake = e->heap[0]->wake;
+        uint64_t wait = wake > now ? wake - now : 0;
+        int n;
+        if (use_pwait2) {
+            struct timespec ts = {.tv_sec = (time_t)(wait / 1000000000ULL),
+                                  .tv_nsec = (long)(wait % 1000000000ULL)};
+            n = epoll_pwait2(e->epfd, events, 256, &ts, NULL);
+            if (n < 0 && errno == ENOSYS) { use_pwait2 = 0; continue; }
+        } else {
+            n = epoll_wait(e->epfd, events, 256, (int)((wait + 999999) / 1000000));
+        }
+        now = now_ns();
+        int quit = 0;
+        for (int i = 0; i < n; i++) {
+            if (events[i].data.ptr == NULL) quit |= run_commands(e, now);
+            else on_event(e, events[i].data.ptr, events[i].events, now);
+        }
+        if (quit) break;
+        while (e->nheap && e->heap[0]->wake <= now) {
+            conn_t *c = e->heap[0];
+            heap_remove(e, c);
+            if (e->stop_sending) park(e, c);
+            else start_request(e, c, now);
+        }
+        if (now - e->last_scan >= SCAN_NS) {
+            e->last_scan = now;
+            scan_deadlines(e, now);
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ Python type */
+
+static int push_command(Engine *e, int op, long long arg, double fraction) {
+    pthread_mutex_lock(&e->lock);
+    int bad = grow((void **)&e->commands, &e->capcommands, e->ncommands + 1, sizeof(command_t));
+    if (!bad) e->commands[e->ncommands++] = (command_t){op, arg, fraction};
+    pthread_mutex_unlock(&e->lock);
+    if (bad) { PyErr_NoMemory(); return -1; }
+    uint64_t one = 1;
+    if (write(e->evfd, &one, sizeof one) < 0) { /* the counter is full: a wake-up is pending */ }
+    return 0;
+}
+
+static int start_thread(Engine *e) {
+    if (e->started) return 0;
+    if (e->closed) { PyErr_SetString(PyExc_RuntimeError, "the engine is closed"); return -1; }
+    int err = pthread_create(&e->thread, NULL, loop_main, e);
+    if (err) { errno = err; PyErr_SetFromErrno(PyExc_OSError); return -1; }
+    e->started = 1;
+    return 0;
+}
+
+static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"family", "host", "port", "payload", "head_only", "timeout_s",
+                            "mode", "period_s", NULL};
+    int family, port, head_only, mode;
+    const char *host;
+    Py_buffer payload;
+    double timeout_s, period_s;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "isiy*pdid", names, &family, &host, &port,
+                                     &payload, &head_only, &timeout_s, &mode, &period_s))
+        return -1;
+    memset(&e->addr, 0, sizeof e->addr);
+    if (family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&e->addr;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET, host, &a->sin_addr) != 1) goto bad_address;
+        e->addrlen = sizeof *a;
+    } else if (family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&e->addr;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) goto bad_address;
+        e->addrlen = sizeof *a;
+    } else {
+        goto bad_address;
+    }
+    if (mode < MODE_CLOSED || mode > MODE_COUNTED || timeout_s <= 0 ||
+        (mode == MODE_PACED && period_s <= 0)) {
+        PyBuffer_Release(&payload);
+        PyErr_SetString(PyExc_ValueError, "bad mode, timeout or period");
+        return -1;
+    }
+    e->payload = malloc(payload.len ? (size_t)payload.len : 1);
+    e->cur = calloc(1, sizeof(stats_t));
+    e->spare = calloc(1, sizeof(stats_t));
+    e->rbuf = malloc(RBUF_SIZE);
+    if (!e->payload || !e->cur || !e->spare || !e->rbuf) {
+        PyBuffer_Release(&payload);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(e->payload, payload.buf, (size_t)payload.len);
+    e->payload_len = (size_t)payload.len;
+    PyBuffer_Release(&payload);
+    stats_clear(e->cur);
+    stats_clear(e->spare);
+    e->head_only = head_only;
+    e->mode = mode;
+    e->timeout_ns = (uint64_t)(timeout_s * 1e9);
+    e->period_ns = (uint64_t)(period_s * 1e9);
+    e->tickets = -1;
+    e->epfd = epoll_create1(EPOLL_CLOEXEC);
+    e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->epfd < 0 || e->evfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->evfd, &ev) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    pthread_mutex_init(&e->lock, NULL);
+    return 0;
+bad_address:
+    PyBuffer_Release(&payload);
+    PyErr_Format(PyExc_ValueError, "not a numeric address of family %d: %s", family, host);
+    return -1;
+}
+
+static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    Engine *e = (Engine *)type->tp_alloc(type, 0);
+    if (e) {
+        e->epfd = e->evfd = -1;
+    }
+    return (PyObject *)e;
+}
+
+static void engine_stop(Engine *e) {
+    if (e->started && !e->closed) {
+        push_command(e, OP_QUIT, 0, 0);
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(e->thread, NULL);
+        Py_END_ALLOW_THREADS
+    }
+    if (!e->closed) {
+        e->closed = 1;
+        for (size_t i = 0; i < e->nconns; i++) {
+            conn_t *c = e->conns[i];
+            if (!c) continue;
+            if (c->fd >= 0) close(c->fd);
+            free(c->left);
+            free(c);
+        }
+        free(e->conns);
+        e->conns = NULL;
+        e->nconns = 0;
+    }
+}
+
+static void Engine_dealloc(Engine *e) {
+    engine_stop(e);
+    if (e->epfd >= 0) close(e->epfd);
+    if (e->evfd >= 0) close(e->evfd);
+    free(e->payload);
+    free(e->cur);
+    free(e->spare);
+    free(e->rbuf);
+    free(e->heap);
+    free(e->parked);
+    free(e->commands);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+static PyObject *Engine_add(Engine *e, PyObject *args) {
+    double fraction = 0;
+    if (!PyArg_ParseTuple(args, "|d", &fraction)) return NULL;
+    if (fraction < 0 || fraction >= 1) {
+        PyErr_SetString(PyExc_ValueError, "fraction outside [0, 1)");
+        return NULL;
+    }
+    if (start_thread(e) < 0) return NULL;
+    long long id = e->added++;
+    if (push_command(e, OP_ADD, id, fraction) < 0) return NULL;
+    return PyLong_FromLongLong(id);
+}
+
+static PyObject *Engine_remove(Engine *e, PyObject *arg) {
+    long long id = PyLong_AsLongLong(arg);
+    if (id == -1 && PyErr_Occurred()) return NULL;
+    if (!e->closed && push_command(e, OP_REMOVE, id, 0) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_open_tickets(Engine *e, PyObject *arg) {
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) { PyErr_SetString(PyExc_ValueError, "a ticket count is >= 0"); return NULL; }
+    pthread_mutex_lock(&e->lock);
+    e->tickets = n;
+    pthread_mutex_unlock(&e->lock);
+    if (e->started && push_command(e, OP_WAKE_PARKED, 0, 0) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_tickets_finished(Engine *e, PyObject *unused) {
+    pthread_mutex_lock(&e->lock);
+    int finished = e->tickets == 0 && e->outstanding == 0;
+    pthread_mutex_unlock(&e->lock);
+    return PyBool_FromLong(finished);
+}
+
+static PyObject *Engine_stop_sending(Engine *e, PyObject *unused) {
+    e->stop_sending = 1;
+    __sync_synchronize();
+    Py_RETURN_NONE;
+}
+
+static PyObject *hist_tuple(hist_t *h) {
+    PyObject *pairs = PyList_New(0);
+    if (!pairs) return NULL;
+    for (int i = h->lo; i <= h->hi; i++) {
+        if (!h->c[i]) continue;
+        PyObject *pair = Py_BuildValue("(iK)", i, (unsigned long long)h->c[i]);
+        if (!pair || PyList_Append(pairs, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(pairs);
+            return NULL;
+        }
+        Py_DECREF(pair);
+    }
+    return Py_BuildValue("(KKKKN)", (unsigned long long)h->count, (unsigned long long)h->total,
+                         (unsigned long long)h->min, (unsigned long long)h->max, pairs);
+}
+
+static int put_counts(PyObject *dict, const char *key, const uint32_t *counts, int n) {
+    PyObject *sub = PyDict_New();
+    if (!sub) return -1;
+    for (int i = 0; i < n; i++) {
+        if (!counts[i]) continue;
+        PyObject *k = PyLong_FromLong(i), *v = PyLong_FromUnsignedLong(counts[i]);
+        int bad = !k || !v || PyDict_SetItem(sub, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (bad) { Py_DECREF(sub); return -1; }
+    }
+    int r = PyDict_SetItemString(dict, key, sub);
+    Py_DECREF(sub);
+    return r;
+}
+
+static int put_int(PyObject *dict, const char *key, unsigned long long value) {
+    PyObject *v = PyLong_FromUnsignedLongLong(value);
+    if (!v) return -1;
+    int r = PyDict_SetItemString(dict, key, v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int put_object(PyObject *dict, const char *key, PyObject *value) {
+    if (!value) return -1;
+    int r = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return r;
+}
+
+/* take(): what completed since the last take, as plain Python values */
+static PyObject *Engine_take(Engine *e, PyObject *unused) {
+    pthread_mutex_lock(&e->lock);
+    stats_t *s = e->cur;
+    e->cur = e->spare;
+    e->spare = s;
+    pthread_mutex_unlock(&e->lock);
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    PyObject *examples = PyList_New(0);
+    int bad = !examples;
+    for (int i = 0; !bad && i < s->n_examples; i++) {
+        example_t *x = &s->examples[i];
+        PyObject *item = Py_BuildValue("(iiLLy#)", x->kind, x->key, (long long)x->a,
+                                       (long long)x->b, x->raw, (Py_ssize_t)x->len);
+        bad = !item || PyList_Append(examples, item) < 0;
+        Py_XDECREF(item);
+    }
+    if (bad || put_object(d, "examples", examples) < 0 || put_int(d, "ok", s->ok) < 0 ||
+        put_int(d, "bytes", s->bytes) < 0 || put_int(d, "timeouts", s->timeouts) < 0 ||
+        put_int(d, "connect_timeouts", s->connect_timeouts) < 0 ||
+        put_int(d, "closed", s->closed) < 0 || put_int(d, "protocol", s->protocol) < 0 ||
+        put_counts(d, "http", s->http, MAX_STATUS) < 0 ||
+        put_counts(d, "connect_errno", s->connect_errno, ERRNO_SLOTS) < 0 ||
+        put_counts(d, "io_errno", s->io_errno, ERRNO_SLOTS) < 0 ||
+        put_object(d, "latency", hist_tuple(&s->latency)) < 0 ||
+        (e->mode == MODE_PACED && (put_object(d, "service", hist_tuple(&s->service)) < 0 ||
+                                   put_object(d, "lag", hist_tuple(&s->lag)) < 0))) {
+        if (bad) Py_XDECREF(examples);
+        Py_DECREF(d);
+        stats_clear(s);
+        return NULL;
+    }
+    stats_clear(s);
+    return d;
+}
+
+static PyObject *Engine_close(Engine *e, PyObject *unused) {
+    engine_stop(e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_bucket_index(PyObject *unused, PyObject *arg) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(arg);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (v > VALUE_MAX) v = VALUE_MAX;
+    return PyLong_FromLong(bucket_index(v));
+}
+
+static PyMethodDef Engine_methods[] = {
+    {"add", (PyCFunction)Engine_add, METH_VARARGS,
+     "add(fraction=0.0) -> id: a connection that starts sending (paced: first due at "
+     "fraction of a period from now)"},
+    {"remove", (PyCFunction)Engine_remove, METH_O, "remove(id): close it, drop what it had in flight"},
+    {"open_tickets", (PyCFunction)Engine_open_tickets, METH_O,
+     "open_tickets(n): counted mode: exactly n requests from now"},
+    {"tickets_finished", (PyCFunction)Engine_tickets_finished, METH_NOARGS,
+     "whether every ticket's request has completed"},
+    {"stop_sending", (PyCFunction)Engine_stop_sending, METH_NOARGS,
+     "no request is started after this returns (those in flight complete)"},
+    {"take", (PyCFunction)Engine_take, METH_NOARGS, "the figures since the last take"},
+    {"close", (PyCFunction)Engine_close, METH_NOARGS, "stop the thread, close every connection"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject EngineType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pytest_webperf.swarm._hotloop.Engine",
+    .tp_basicsize = sizeof(Engine),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One generator process's native request loop (see swarm/native.py).",
+    .tp_new = Engine_new,
+    .tp_init = (initproc)Engine_init,
+    .tp_dealloc = (destructor)Engine_dealloc,
+    .tp_methods = Engine_methods,
+};
+
+static PyMethodDef module_methods[] = {
+    {"bucket_index", Engine_bucket_index, METH_O,
+     "the histogram bucket of a value in microseconds (as histogram.bucket_index)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_hotloop",
+                                    "The native request loop (see swarm/native.py).", -1,
+                                    module_methods};
+
+PyMODINIT_FUNC PyInit__hotloop(void) {
+    if (PyType_Ready(&EngineType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&EngineType);
+    if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0 ||
+        PyModule_AddIntConstant(m, "CLOSED", MODE_CLOSED) < 0 ||
+        PyModule_AddIntConstant(m, "PACED", MODE_PACED) < 0 ||
+        PyModule_AddIntConstant(m, "COUNTED", MODE_COUNTED) < 0) {
+        Py_DECREF(&EngineType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

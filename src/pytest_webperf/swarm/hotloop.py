@@ -1,0 +1,200 @@
+"""The native request loop's Python face: whether it is built, which user a run gets,
+and its figures as the recorder's ``Interval`` (no gevent, no Locust: safe anywhere).
+
+``_hotloop`` is a C extension (``_hotloop.c``) built with the package where a C
+compiler and Python's headers are found (Linux: epoll); where it is not, the plugin
+falls back to the pure-Python lean user and says so once (``fallback_note``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from pytest_webperf.errors import OptionError
+from pytest_webperf.histogram import Histogram
+from pytest_webperf.swarm import wire
+from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval, classify
+
+try:
+    from pytest_webperf.swarm import _hotloop  # type: ignore[attr-defined]
+except ImportError as exc:  # not built here (no compiler, not Linux)
+    _hotloop = None
+    _WHY = str(exc)
+else:
+    _WHY = ""
+
+CLOSED = "closed"  # as lean.CLOSED / lean.PROTOCOL (lean imports gevent: not here)
+PROTOCOL = "protocol"
+# the C side's kinds of failure and codes (_hotloop.c: K_*, E_*, C_*)
+K_HTTP, K_CLOSED, K_PROTOCOL = 1, 2, 3
+PROTOCOL_MESSAGES: dict[int, Callable[[bytes], str]] = {
+    1: wire.bad_status_line,
+    2: lambda raw: wire.SWITCHING_PROTOCOLS,
+    3: lambda raw: wire.too_long("response head", wire.MAX_HEAD),
+    4: lambda raw: wire.bad_content_length(raw.lower()),
+    5: wire.bad_chunk_size,
+    6: lambda raw: wire.CHUNK_WITHOUT_CRLF,
+    7: lambda raw: wire.too_long("chunk-size line", wire.MAX_LINE),
+    8: lambda raw: wire.too_long("trailer line", wire.MAX_LINE),
+}
+USERS = ("auto", "native", "lean", "fast")
+
+
+def unavailable() -> str | None:
+    """Why the native loop cannot run here, or None."""
+    if _hotloop is None:
+        return f"the native request loop is not built here ({_WHY})"
+    return None
+
+
+def fallback_note(requested: str) -> str | None:
+    """The one line a run prints when ``auto`` falls back to the lean user."""
+    why = unavailable()
+    if requested != "auto" or why is None:
+        return None
+    return (
+        f"webperf: {why}: the lean user (pure Python) generates the load; "
+        "reinstall with a C compiler and Python's headers for the native one"
+    )
+
+
+def resolve_user(requested: str, *, arrival: bool = False) -> str:
+    """The HTTP user a run gets: ``auto`` is the native loop where it is built (and
+    the workload is one it runs), else lean; ``native`` where it is not built is an error."""
+    if requested == "native":
+        why = unavailable()
+        if why is not None:
+            raise OptionError(f"--webperf-user=native: {why}; use lean")
+        if arrival:
+            raise OptionError("arrival_rate= runs on the lean user, not native")
+        return "native"
+    if requested == "auto":
+        return "lean" if arrival or unavailable() else "native"
+    return requested
+
+
+def histogram_from(data: tuple[int, int, int, int, list[tuple[int, int]]]) -> Histogram:
+    count, total, minimum, maximum, pairs = data
+    histogram = Histogram()
+    histogram.counts = dict(pairs)
+    histogram.count, histogram.total = count, total
+    histogram.minimum, histogram.maximum = minimum, maximum
+    return histogram
+
+
+def socket_error(number: int) -> OSError:
+    return OSError(number, os.strerror(number))
+
+
+def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
+    """One ``Engine.take()`` as an Interval, each failure named as the lean user names it."""
+    kinds: dict[str, int] = {}
+    examples: dict[str, str] = {}
+
+    def add(kind: str, n: int, example: str | None = None) -> None:
+        if n:
+            kinds[kind] = kinds.get(kind, 0) + n
+            if example is not None:
+                examples.setdefault(kind, example[:120])
+
+    for status, n in data["http"].items():
+        add(f"http_{status}", n)
+    no_answer = f"no answer within {timeout_s:g} s"
+    add(TIMEOUT, data["timeouts"], no_answer)
+    add(CONNECT, data["connect_timeouts"], no_answer)
+    add(CLOSED, data["closed"])
+    add(PROTOCOL, data["protocol"])
+    for number, n in data["connect_errno"].items():
+        error = socket_error(number)
+        add("emfile" if number == errno.EMFILE else CONNECT, n, str(error))
+    for number, n in data["io_errno"].items():
+        error = socket_error(number)
+        add(classify(error), n, str(error))
+    for kind, key, a, b, raw in data["examples"]:
+        if kind == K_HTTP:
+            examples.setdefault(f"http_{key}", raw.decode("latin-1"))
+        elif kind == K_CLOSED:
+            examples.setdefault(CLOSED, closed_message(key, a, b))
+        elif kind == K_PROTOCOL:
+            examples.setdefault(PROTOCOL, PROTOCOL_MESSAGES[key](raw))
+    errors = sum(kinds.values())
+    interval = Interval(
+        requests=data["ok"] + errors,
+        errors=errors,
+        bytes=data["bytes"],
+        histogram=histogram_from(data["latency"]),
+        error_kinds=kinds,
+        error_examples={kind: text for kind, text in examples.items() if kind in kinds},
+    )
+    if "service" in data:
+        interval.service = histogram_from(data["service"])
+        interval.lag = histogram_from(data["lag"])
+    return interval
+
+
+def closed_message(code: int, got: int, total: int) -> str:
+    if code == 1:
+        return wire.closed_in_head(got)
+    if code == 2:
+        return wire.closed_in_body(got, total)
+    return wire.closed_in_chunks(got)
+
+
+class NativeLoop:
+    """One generator process's native loop: connections added and removed by Locust's
+    users, every request sent and framed by the C thread; ``take`` is an Interval."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        payload: bytes,
+        *,
+        head_only: bool = False,
+        timeout_s: float = 10.0,
+        interval_s: float = 0.0,
+        counted: bool = False,
+    ) -> None:
+        if _hotloop is None:
+            raise RuntimeError(unavailable())
+        family, _, _, _, address = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+        mode = _hotloop.COUNTED if counted else _hotloop.PACED if interval_s else _hotloop.CLOSED
+        self.timeout_s = timeout_s
+        self.engine = _hotloop.Engine(
+            int(family), address[0], port, payload, head_only, timeout_s, mode, interval_s
+        )
+
+    def add(self, fraction: float = 0.0) -> int:
+        """A new connection (a user); paced: its first request at ``fraction`` of a period."""
+        return int(self.engine.add(fraction))
+
+    def remove(self, handle: int) -> None:
+        self.engine.remove(handle)
+
+    def open(self, count: int) -> None:
+        """A fixed count: exactly ``count`` requests from now (``pacing.Tickets.open``)."""
+        self.engine.open_tickets(count)
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.engine.tickets_finished())
+
+    def stop_sending(self) -> None:
+        self.engine.stop_sending()
+
+    def take(self) -> Interval:
+        return interval_from(self.engine.take(), self.timeout_s)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def bucket_index(value_us: int) -> int:
+    """The C side's bucket of a value (the same as ``histogram.bucket_index``: tested)."""
+    if _hotloop is None:
+        raise RuntimeError(unavailable())
+    return int(_hotloop.bucket_index(value_us))

@@ -1,0 +1,134 @@
+"""The native loop's Python face: its buckets are the histogram's, its figures become the
+recorder's intervals with the lean user's names, and ``auto`` picks the user a run gets."""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_webperf.errors import OptionError
+from pytest_webperf.histogram import bucket_index
+from pytest_webperf.swarm import hotloop, wire
+from pytest_webperf.swarm.hotloop import fallback_note, interval_from, resolve_user
+
+built = pytest.mark.skipif(hotloop.unavailable() is not None, reason="native loop not built")
+
+
+@built
+@given(st.integers(min_value=0, max_value=(1 << 49) - 1))
+def test_the_c_buckets_are_the_histograms(value: int) -> None:
+    assert hotloop.bucket_index(value) == bucket_index(value)
+
+
+def histogram(*values: int) -> tuple[int, int, int, int, list[tuple[int, int]]]:
+    pairs: dict[int, int] = {}
+    for v in values:
+        pairs[bucket_index(v)] = pairs.get(bucket_index(v), 0) + 1
+    return (
+        len(values),
+        sum(values),
+        min(values, default=0),
+        max(values, default=0),
+        [*pairs.items()],
+    )
+
+
+def take(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "ok": 0,
+        "bytes": 0,
+        "timeouts": 0,
+        "connect_timeouts": 0,
+        "closed": 0,
+        "protocol": 0,
+        "http": {},
+        "connect_errno": {},
+        "io_errno": {},
+        "examples": [],
+        "latency": histogram(),
+    }
+    return {**data, **changes}
+
+
+def test_successes_and_http_errors_share_the_latency_histogram() -> None:
+    interval = interval_from(
+        take(
+            ok=3,
+            bytes=40,
+            http={503: 1},
+            latency=histogram(100, 200, 300, 900),
+            examples=[(hotloop.K_HTTP, 503, 0, 0, b"HTTP/1.1 503 Busy")],
+        ),
+        timeout_s=10,
+    )
+    assert (interval.requests, interval.errors, interval.bytes) == (4, 1, 40)
+    assert interval.error_kinds == {"http_503": 1}
+    assert interval.error_examples == {"http_503": "HTTP/1.1 503 Busy"}
+    assert interval.histogram.count == 4
+    assert interval.histogram.maximum == 900
+    assert interval.histogram.percentile(50) == pytest.approx(200, abs=1)
+    assert interval.service is None
+
+
+def test_failures_are_named_and_worded_as_the_lean_user_does() -> None:
+    interval = interval_from(
+        take(
+            timeouts=2,
+            connect_timeouts=1,
+            closed=1,
+            protocol=1,
+            connect_errno={errno.ECONNREFUSED: 4, errno.EMFILE: 1},
+            io_errno={errno.ECONNRESET: 3, errno.EPIPE: 1},
+            examples=[
+                (hotloop.K_CLOSED, 2, 10, 100, b""),
+                (hotloop.K_PROTOCOL, 5, 0, 0, b"zz"),
+            ],
+        ),
+        timeout_s=1.5,
+    )
+    assert interval.error_kinds == {
+        "timeout": 2,
+        "connect": 5,
+        "closed": 1,
+        "protocol": 1,
+        "emfile": 1,
+        "reset": 4,
+    }
+    assert interval.requests == interval.errors == 14
+    assert interval.error_examples["timeout"] == "no answer within 1.5 s"
+    assert interval.error_examples["closed"] == wire.closed_in_body(10, 100)
+    assert interval.error_examples["protocol"] == wire.bad_chunk_size(b"zz")
+    assert interval.error_examples["reset"].startswith(f"[Errno {errno.ECONNRESET}]")
+
+
+def test_paced_figures_carry_service_and_lag() -> None:
+    interval = interval_from(
+        take(ok=1, latency=histogram(900), service=histogram(100), lag=histogram(800)),
+        timeout_s=10,
+    )
+    assert interval.service is not None and interval.lag is not None
+    assert (interval.service.maximum, interval.lag.maximum) == (100, 800)
+
+
+@pytest.mark.parametrize("code", sorted(hotloop.PROTOCOL_MESSAGES))
+def test_every_protocol_code_has_words(code: int) -> None:
+    assert hotloop.PROTOCOL_MESSAGES[code](b"x")
+
+
+def test_auto_is_native_where_built_else_lean(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hotloop, "unavailable", lambda: None)
+    assert resolve_user("auto") == "native"
+    assert resolve_user("auto", arrival=True) == "lean"
+    assert resolve_user("lean") == "lean"
+    assert fallback_note("auto") is None
+    monkeypatch.setattr(hotloop, "unavailable", lambda: "not built (no compiler)")
+    assert resolve_user("auto") == "lean"
+    note = fallback_note("auto")
+    assert note is not None and "not built (no compiler)" in note and "lean" in note
+    assert fallback_note("lean") is None  # asked for by name: nothing to say
+    with pytest.raises(OptionError, match=r"native.*not built"):
+        resolve_user("native")
