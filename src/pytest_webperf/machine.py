@@ -8,7 +8,8 @@ baselines of the same id. The id is readable and stable::
 where ``hash8`` covers everything in ``MachineInfo``: CPU model, logical cores,
 memory (whole GiB, so a few MB of kernel reservation do not move it), kernel
 release, container engine version, the CPU quota given to targets, the
-network mode, the CPU placement, and the keys users add through the
+network mode, the CPU placement, the run's HTTP user when it is not the lean one
+(``generator``: the native loop times requests differently), and the keys users add through the
 ``pytest_webperf_update_machine_info`` hook (``extra``; with none, the hash is
 what it was before the hook existed, so existing baselines keep their id).
 The engine version is passed in (this module does not talk to
@@ -49,6 +50,7 @@ class MachineInfo:
     cpu_quota: float | None = None  # CPUs given to each target (--cpus), None = no limit
     network_mode: str = "host"
     placement: str | None = None  # CPU placement of target and generator, when they are pinned
+    generator: str | None = None  # the run's HTTP user, when not lean (None: not in the hash)
     # keys added by the pytest_webperf_update_machine_info hook (JSON values)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -60,6 +62,8 @@ class MachineInfo:
         """Flat: the built-in keys, then the added ones (as the hook saw them)."""
         data = asdict(self)
         extra = data.pop("extra")
+        if data["generator"] is None:  # absent, so that older ids stay what they were
+            del data["generator"]
         return {**data, **extra}
 
     @classmethod
@@ -74,6 +78,7 @@ class MachineInfo:
             cpu_quota=None if quota is None else float(quota),
             network_mode=str(data.get("network_mode", "host")),
             placement=data.get("placement"),
+            generator=data.get("generator"),
             extra={k: v for k, v in data.items() if k not in _BUILT_IN},
         )
 

@@ -23,6 +23,7 @@ from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
 from pytest_webperf.report.json_report import history_entry, report, write_json
 from pytest_webperf.report.markdown import write_markdown
+from pytest_webperf.swarm.hotloop import resolve_user
 
 
 def _unchanged(data: dict[str, Any]) -> None:
@@ -107,6 +108,9 @@ class WebperfSession:
             if pinned.target_cpuset is None and not pinned.generator_cpus
             else f"{pinned.target_cpuset or 'all'}/{placement.cpu_list(pinned.generator_cpus)}",
         )
+        generator = resolve_user(self.config.user)
+        if generator != "lean":  # the ids made before the native loop existed were lean's
+            collected = dataclasses.replace(collected, generator=generator)
         data = collected.to_dict()
         self.extensions.update_machine_info(data)
         return machine.MachineInfo.from_hook(data, "pytest_webperf_update_machine_info")

@@ -43,11 +43,19 @@ def test_machine_id_is_readable_and_stable() -> None:
         {"cpu_quota": 2.0},
         {"cpu_quota": None},
         {"network_mode": "bridge"},
+        {"generator": "native"},
     ],
 )
 def test_everything_that_changes_performance_changes_the_id(change: dict[str, object]) -> None:
     other = dataclasses.replace(INFO, **change)  # type: ignore[arg-type]
     assert machine.machine_id(other) != machine.machine_id(INFO)
+
+
+def test_the_lean_generator_keeps_the_ids_made_before_the_native_loop() -> None:
+    assert "generator" not in INFO.to_dict()  # so not in the hash: older ids unchanged
+    native = dataclasses.replace(INFO, generator="native")
+    assert native.to_dict()["generator"] == "native"
+    assert MachineInfo.from_dict(native.to_dict()) == native
 
 
 def test_override_replaces_the_id_but_must_name_a_safe_directory() -> None:

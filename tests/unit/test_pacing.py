@@ -213,9 +213,9 @@ def test_http_arguments_become_a_workload_or_a_clear_error() -> None:
         ({"interval": "1s", "rate": 5}, "give one"),
         ({"interval": "0s"}, "is > 0"),
         ({"rate": 0}, "a rate is > 0"),
-        ({"rate": 5, "user_class": "fast"}, "paces the lean user"),
+        ({"rate": 5, "user_class": "fast"}, "paces the native and lean users"),
         ({"requests": -1}, ">= 0"),
-        ({"requests": 5, "workers": 2}, "one lean generator process"),
+        ({"requests": 5, "workers": 2}, "one native or lean generator process"),
         ({"requests": 5, "interval": "1s"}, "closed loop"),
     ]:
         with pytest.raises(OptionError, match=says):
