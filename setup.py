@@ -15,6 +15,7 @@ the sdist.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -48,6 +49,8 @@ class BuildPyWithCatalogue(build_py):
 
 # The native request loop (swarm/_hotloop.c: epoll, so Linux only). Optional: where it
 # cannot be compiled the wheel has none and the plugin uses the pure-Python lean user.
+# WEBPERF_PURE=1 builds without it (the release's py3-none-any wheel, next to the
+# compiled manylinux ones).
 NATIVE = [
     Extension(
         "pytest_webperf.swarm._hotloop",
@@ -59,5 +62,7 @@ NATIVE = [
 
 setup(
     cmdclass={"build_py": BuildPyWithCatalogue},
-    ext_modules=NATIVE if sys.platform.startswith("linux") else [],
+    ext_modules=NATIVE
+    if sys.platform.startswith("linux") and os.environ.get("WEBPERF_PURE") != "1"
+    else [],
 )

@@ -54,7 +54,18 @@ def _run(*cmd: str | Path, cwd: Path | None = None) -> None:
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     """The wheel, built once per session, and a venv with it installed."""
-    base = tmp_path_factory.mktemp("wheel")
+    yield build_and_install(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def pure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """The wheel without the native loop (``WEBPERF_PURE=1``, as where no compiler is)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WEBPERF_PURE", "1")
+        yield build_and_install(tmp_path_factory.mktemp("pure"))
+
+
+def build_and_install(base: Path) -> Installed:
     source = base / "source"
     source.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
@@ -69,7 +80,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     venv = base / "venv"
     _run(sys.executable, "-m", "venv", venv)
     _run(venv / "bin" / "python", "-m", "pip", "install", "-q", wheel)
-    yield Installed(wheel, venv)
+    return Installed(wheel, venv)
 
 
 @pytest.fixture
@@ -152,6 +163,37 @@ def test_shipped_servers_and_a_composite_on_them(
     result = project.run(installed.bin("pytest"), *QUICK, timeout=240)
     result.stdout.fnmatch_lines(["*test_shipped_nginx*no-baseline*", "*3 passed*"])
     assert result.ret == 0
+    assert "not built" not in result.stdout.str()  # the native loop generated the load
+
+
+def test_the_wheel_carries_the_native_loop_and_the_pure_one_falls_back(
+    installed: Installed, pure: Installed, project: pytest.Pytester, engine: None
+) -> None:
+    def native(wheel: Path) -> list[str]:
+        names = zipfile.ZipFile(wheel).namelist()
+        return [n for n in names if n.startswith("pytest_webperf/swarm/_hotloop")]
+
+    (compiled,) = native(installed.wheel)
+    assert compiled.endswith(".so")
+    assert native(pure.wheel) == [] and pure.wheel.name.endswith("-py3-none-any.whl")
+    project.makepyfile(
+        test_mine="""
+        def test_hello(webperf):
+            assert webperf.http(webperf.server("nginx"), path="/hello").errors == 0
+
+        def test_again(webperf):
+            assert webperf.http(webperf.server("nginx"), path="/hello").errors == 0
+        """
+    )
+    result = project.run(pure.bin("pytest"), *QUICK, "test_mine.py", timeout=240)
+    result.stdout.fnmatch_lines(["*2 passed*"])
+    said = [line for line in result.stdout.lines if "native request loop is not built" in line]
+    assert len(said) == 1 and "the lean user" in said[0]  # once, at the start
+    native_asked = project.run(pure.bin("pytest"), "--webperf-user=native", "test_mine.py")
+    assert native_asked.ret == pytest.ExitCode.USAGE_ERROR
+    native_asked.stderr.fnmatch_lines(
+        ["*--webperf-user=native: the native request loop is not built*"]
+    )
 
 
 def test_a_users_copy_of_nginx_replaces_the_shipped_one(
