@@ -3,17 +3,18 @@ rate, spread over the generator processes, no slot skipped or doubled."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 
 SECOND = 1_000_000_000
 NOW = st.integers(min_value=0, max_value=10**16)  # ns since boot: up to ~4 months
-RATES = st.integers(min_value=1, max_value=100_000)
+RATES = st.integers(min_value=1, max_value=20_000)
 PROCESSES = st.integers(min_value=1, max_value=8)
 
 
@@ -26,6 +27,7 @@ def slots_of(schedule: ArrivalSchedule, start: int, end: int) -> list[int]:
     return slots
 
 
+@settings(deadline=None)
 @given(rate=RATES, start=NOW)
 def test_exactly_rate_requests_are_due_in_any_second(rate: int, start: int) -> None:
     schedule = ArrivalSchedule(rate)
@@ -37,6 +39,7 @@ def test_exactly_rate_requests_are_due_in_any_second(rate: int, start: int) -> N
     assert schedule.due(slots[0]) >= start and schedule.due(slots[0] - 1) < start
 
 
+@settings(deadline=None)
 @given(
     rate=st.floats(min_value=0.01, max_value=50_000, allow_nan=False),
     start=NOW,
@@ -50,6 +53,7 @@ def test_a_fractional_rate_is_kept_over_any_window(rate: float, start: int, seco
     assert math.floor(exact * (1 - 1e-6)) <= got <= math.ceil(exact * (1 + 1e-6))
 
 
+@settings(deadline=None)  # lists every slot of a second: slow on a busy machine
 @given(rate=RATES, processes=PROCESSES, start=NOW, offsets=st.data())
 def test_processes_share_the_slots_each_once(
     rate: int, processes: int, start: int, offsets: st.DataObject
@@ -67,7 +71,7 @@ def test_processes_share_the_slots_each_once(
     assert len(common) == rate
     for index, slots in enumerate(taken):
         assert all(slot % processes == index for slot in slots)
-        assert all(b - a == processes for a, b in zip(slots, slots[1:], strict=False))
+        assert all(b - a == processes for a, b in itertools.pairwise(slots))
         # each process's share of any second, within one request
         share = [s for s in slots if schedules[0].due(s) >= max(starts)]
         assert abs(len(share) - rate / processes) <= 1

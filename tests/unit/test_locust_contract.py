@@ -67,7 +67,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
     "events": (
         "environment.events.request, test_stop and test_stopping have add_listener; "
         "environment.stats.total.num_requests / num_failures",
-        "child.environment_for, child.run_swarm, lean.recorder_for, mqtt",
+        "child.environment_for, child.run_swarm, locust_stats.recorder_for, mqtt",
     ),
     "user_classes": (
         "locust.User (abstract, wait_time, host, __init__(environment)), FastHttpUser "
