@@ -1,4 +1,4 @@
-"""The arrival-rate dispatcher of one generator process (gevent: swarm processes only).
+"""The arrival-rate dispatcher of one generator process (gevent; no Locust import).
 
 k6's constant arrival rate: requests fall due at the times of an ``ArrivalSchedule``
 whatever the responses do, and each is sent by an idle user; the users are the cap.
@@ -16,11 +16,9 @@ import heapq
 import os
 import time
 from collections.abc import Callable
-from typing import Any
 
 import gevent
 from gevent.event import AsyncResult
-from locust.user.task import LOCUST_STATE_STOPPING
 
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import Channel
@@ -40,43 +38,43 @@ class Arrivals:
         self.process = str(os.getpid())
         self.slot: int | None = None  # the next slot nobody took yet
         self._numbers: dict[int, int] = {}  # id(user) -> its number, in the order they came
-        self.busy = 0  # users sending (or about to send) a request
+        self.in_use: set[int] = set()  # users given a request, not yet back for another
         self.opened: set[int] = set()  # users that ever took one: opened a connection
+        self.channel: Channel | None = None  # where the users in use are noted
         self._idle: list[int] = []  # parked users' numbers (a heap: the first joined first)
-        self._parked: dict[int, tuple[AsyncResult, Any]] = {}  # number -> (wake-up, user)
+        # number -> (its wake-up, whether it is stopping)
+        self._parked: dict[int, tuple[AsyncResult, Callable[[], bool]]] = {}
         self._dispatcher: gevent.Greenlet | None = None
 
-    def take(self, user: Any, channel: Channel) -> int | None:
-        """Block until the Locust ``user`` is to send a request: its due time (ns), with
-        the users busy and opened noted in ``channel``; None once the user is stopping."""
-        if user._state == LOCUST_STATE_STOPPING:
-            return None
+    def take(self, user: object, stopped: Callable[[], bool], channel: Channel) -> int | None:
+        """Block until ``user`` is to send a request (its last one, if any, is done): its
+        due time (ns); None once ``stopped()``. The users in use and ever opened are noted
+        in ``channel`` at each hand-out."""
         number = self._numbers.setdefault(id(user), len(self._numbers) + 1)
+        self.in_use.discard(number)
+        if stopped():
+            return None
+        self.channel = channel
         now = self.clock()
         if self.slot is None:
             self.slot = self.schedule.first(now)
         if self.schedule.due(self.slot) <= now:  # overdue: every user was busy
-            due: int | None = self._assign(number)
-        else:
-            result: AsyncResult = AsyncResult()
-            self._parked[number] = (result, user)
-            heapq.heappush(self._idle, number)
-            if self._dispatcher is None:
-                self._dispatcher = gevent.spawn(self._dispatch)
-            due = result.get()
-        if due is not None:
-            channel.current.note_users(self.process, self.busy, len(self.opened))
+            return self._assign(number)
+        result: AsyncResult = AsyncResult()
+        self._parked[number] = (result, stopped)
+        heapq.heappush(self._idle, number)
+        if self._dispatcher is None:
+            self._dispatcher = gevent.spawn(self._dispatch)
+        due: int | None = result.get()
         return due
-
-    def done(self) -> None:
-        """The user's request completed (or failed)."""
-        self.busy -= 1
 
     def _assign(self, number: int) -> int:
         assert self.slot is not None
         slot, self.slot = self.slot, self.schedule.next(self.slot)
-        self.busy += 1
+        self.in_use.add(number)
         self.opened.add(number)
+        if self.channel is not None:
+            self.channel.current.note_users(self.process, len(self.in_use), len(self.opened))
         return self.schedule.due(slot)
 
     def _dispatch(self) -> None:
@@ -96,9 +94,7 @@ class Arrivals:
             self._dispatcher = None
 
     def _release_stopped(self) -> None:
-        stopped = [
-            n for n, (_, user) in self._parked.items() if user._state == LOCUST_STATE_STOPPING
-        ]
+        stopped = [number for number, (_, stopping) in self._parked.items() if stopping()]
         for number in stopped:
             result, _ = self._parked.pop(number)
             result.set(None)

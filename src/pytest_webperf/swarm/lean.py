@@ -400,8 +400,8 @@ class LeanHttpUser(User):
     def arrival_loop(self, prepared: PreparedRequest, arrivals: Arrivals) -> None:
         """Send ``prepared`` whenever ``arrivals`` hands this user a due request (k6's constant
         arrival rate), recorded as in ``paced_loop``; the connection opens with the first."""
-        clock = time.perf_counter_ns
-        while (intended := arrivals.take(self, prepared.channel)) is not None:
+        clock, stopped = time.perf_counter_ns, lambda: self._state == LOCUST_STATE_STOPPING
+        while (intended := arrivals.take(self, stopped, prepared.channel)) is not None:
             connection = self._connection or self._open()
             sent = clock()
             try:
@@ -409,8 +409,6 @@ class LeanHttpUser(User):
             except RequestFailed as failure:
                 self._failed(prepared, failure)
                 continue
-            finally:
-                arrivals.done()
             times = timing(intended, sent, clock())
             self._record(prepared, parser, times.latency_us)
             prepared.channel.current.record_schedule(times.service_us, times.lag_us)
