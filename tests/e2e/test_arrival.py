@@ -51,11 +51,13 @@ def test_arriving(webperf):
 """
 
 
-def run(pytester: pytest.Pytester, **settings: object) -> tuple[pytest.RunResult, dict, dict]:
+def run(
+    pytester: pytest.Pytester, *args: str, **settings: object
+) -> tuple[pytest.RunResult, dict, dict]:
     settings = {"stall": 0, "delay": 0, **settings}
     pytester.makepyfile(server=SERVER, test_arriving=TEST.format(**settings))
     result = pytester.runpytest_subprocess(
-        "-p", "no:locust", "-W", "error", "--webperf-json=out.json", timeout=180
+        "-p", "no:locust", "-W", "error", "--webperf-json=out.json", *args, timeout=180
     )
     (entry,) = json.loads((pytester.path / "out.json").read_text())["tests"]
     (rep,) = entry["repetitions"]
@@ -110,3 +112,14 @@ def test_a_cap_too_small_for_the_rate_says_so(pytester: pytest.Pytester) -> None
     else:
         assert "all 2 users were busy at once: the cap (concurrency) limited the rate" in missed
     result.stdout.fnmatch_lines(["*arriving 200/s*the arrival schedule was not kept*"])
+
+
+def test_generator_processes_share_the_rate(pytester: pytest.Pytester) -> None:
+    """Two worker processes, each taking every other due time: still 200/s in total,
+    and the users each needed add up."""
+    result, _, rep = run(pytester, "--webperf-workers=2", users=20, duration="3s", rate=200)
+    result.assert_outcomes(passed=1)
+    assert rep["rps"] == pytest.approx(200, rel=0.15), rep["rps"]
+    roles = sorted(p["role"] for p in rep["generator_processes"])
+    assert roles == ["master", "worker0", "worker1"], roles
+    assert 2 <= rep["users_peak"] <= rep["users_opened"] <= 20, rep  # one or more each

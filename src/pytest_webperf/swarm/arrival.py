@@ -88,8 +88,8 @@ class Arrivals:
                     self._release_stopped()
                     continue
                 number = heapq.heappop(self._idle)
-                result, _ = self._parked.pop(number)
-                result.set(self._assign(number))
+                result, stopping = self._parked.pop(number)
+                result.set(None if stopping() else self._assign(number))  # none after the end
         finally:
             self._dispatcher = None
 
