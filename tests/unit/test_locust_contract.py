@@ -29,7 +29,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
     "user_state": (
         "User._state is LOCUST_STATE_RUNNING ('running') while a task runs; setting "
         "LOCUST_STATE_STOPPING ('stopping') ends the user after its task returns",
-        "child.stop_sending, lean.LeanHttpUser.closed_loop",
+        "child.stop_sending, lean.LeanHttpUser.closed_loop and arrival_loop",
     ),
     "user_greenlets": (
         "runner.user_greenlets is a gevent Group of one greenlet per user, args[0] the "
