@@ -220,3 +220,38 @@ def test_an_arrival_rate_runs_users_are_in_its_result_line_and_metric() -> None:
     assert (again.users_peak, again.users_opened) == (3, 4)
     assert BY_SPELLING["users_used"].per_run(run) == 3
     assert BY_SPELLING["users_used"].per_run(replace(run, users_peak=None)) is None
+
+
+def test_the_gate_checks_the_users_an_arrival_rate_needed() -> None:
+    from pytest_webperf.checks import parse_checks
+    from pytest_webperf.compare import evaluate
+    from pytest_webperf.models import Latency, Measurement, RunResult
+    from pytest_webperf.workload import Workload
+
+    def measured(*peaks: int | None) -> Measurement:
+        runs = tuple(
+            RunResult(
+                repetition=i,
+                concurrency=50,
+                duration_s=1.0,
+                requests=200,
+                errors=0,
+                timeouts=0,
+                connect_errors=0,
+                bytes=0,
+                latency=Latency.of(Interval().histogram),
+                series=(),
+                users_peak=peak,
+                users_opened=peak,
+            )
+            for i, peak in enumerate(peaks, 1)
+        )
+        return Measurement("t.py::t", "GET /x arriving 200/s", "s", 50, Workload(), runs)
+
+    (check,) = parse_checks("users_used<20")
+    (result,) = evaluate(measured(3, 12), None, (check,))
+    assert result.outcome == "pass" and result.current == 12  # the most any repetition used
+    (result,) = evaluate(measured(3, 25), None, (check,))
+    assert result.outcome == "fail" and "users_peak 25 breaks the limit" in result.message
+    (result,) = evaluate(measured(None), None, (check,))
+    assert result.outcome != "fail"  # not an arrival-rate run: not measured, not judged
