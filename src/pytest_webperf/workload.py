@@ -91,8 +91,8 @@ def http_workload(
             raise OptionError(f"arrival_rate={arrival_rate!r}: a rate is > 0 requests per second")
         if user_class != "lean":
             raise OptionError(
-                f"arrival_rate= is the lean user's, not {user_class!r}: drop user= / "
-                "--webperf-user, or the arrival rate"
+                f"arrival_rate= is the lean user's, not {user_class!r}: give user='lean' "
+                "(or --webperf-user=lean), or drop the arrival rate"
             )
 
     if interval is not None and rate is not None:
