@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import socket
 import time
 from collections.abc import Callable
 
@@ -35,7 +36,8 @@ class Arrivals:
     ) -> None:
         self.schedule = schedule
         self.clock = clock
-        self.process = str(os.getpid())
+        # this process, also among remote workers' (containers often share pids)
+        self.process = f"{socket.gethostname()}:{os.getpid()}"
         self.slot: int | None = None  # the next slot nobody took yet
         self._numbers: dict[int, int] = {}  # id(user) -> its number, in the order they came
         self.in_use: set[int] = set()  # users given a request, not yet back for another
