@@ -201,15 +201,15 @@ class Webperf:
         interval: str | float | None = None,
         rate: float | None = None,
         requests: int | None = None,
+        arrival_rate: float | None = None,
     ) -> Measurement:
-        """Load ``target`` with an HTTP swarm; all repetitions, judged. A closed loop, or
-        paced (``interval="500ms"`` per user, or ``rate=2000`` per second over all users:
-        latency from each intended start), or ``requests=N`` then stop, as ``ab -n``
-        (see ``workload.http_workload``)."""
+        """Load ``target`` with an HTTP swarm; all repetitions, judged: a closed loop, paced
+        (``interval=`` per user, ``rate=`` over all, ``arrival_rate=`` sent by idle users),
+        or ``requests=N`` then stop, as ``ab -n`` (see ``workload.http_workload``)."""
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
-        user_class = resolve_user(user or self.config.user)
+        user_class = resolve_user(user or self.config.user, arrival=arrival_rate is not None)
         workload = http_workload(
             path,
             method=method,
@@ -221,6 +221,7 @@ class Webperf:
             interval=interval,
             rate=rate,
             requests=self.config.requests if requests is None else requests,
+            arrival_rate=arrival_rate,
         )
         if workload.requests:
             plan = dataclasses.replace(plan, warmup_s=0.0)  # ab measures from the first request

@@ -26,9 +26,9 @@ from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds,
 from pytest_webperf.errors import TargetError
 from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
-from pytest_webperf.resources import generator_bound, generator_cpu_stats
+from pytest_webperf.resources import generator_bound
 from pytest_webperf.sampler import RunMonitor
-from pytest_webperf.swarm.pacing import kept
+from pytest_webperf.schedule import fell_behind
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -158,10 +158,12 @@ def run_result(
     other_cpu_s: float | None = None,
     interval_s: float = 0.0,
     requests_asked: int = 0,
+    arrival_rate: float = 0.0,
 ) -> RunResult:
     """One repetition's result from what its swarm measured and the monitor sampled;
     ``interval_s``: the users' pacing (0: a closed loop); ``requests_asked``: a fixed
-    request count (0: the run lasted its duration)."""
+    request count (0: the run lasted its duration); ``arrival_rate``: requests due per
+    second in total (0: not an arrival-rate run)."""
     total = outcome.total
     resources = tuple(monitor.resource_samples()) if monitor else ()
     generator = tuple(monitor.generator_samples()) if monitor else ()
@@ -174,6 +176,7 @@ def run_result(
         seconds=outcome.duration_s,
         generator=generator,
         workers=plan.workers,
+        arrival_rate=arrival_rate,
     )
     if behind is not None:
         notes.append(behind[0])
@@ -220,53 +223,9 @@ def run_result(
         service=Latency.of(total.service) if total.service is not None else None,
         schedule_lag=Latency.of(total.lag) if total.lag is not None else None,
         requests_asked=requests_asked or None,
+        users_peak=sum(total.users_busy.values()) if total.users_busy else None,
+        users_opened=sum(total.users_opened.values()) if total.users_opened else None,
     )
-
-
-# A paced run that sent less than this share of its offered rate did not keep its schedule.
-KEPT_SHARE = 0.9
-GENERATOR_SATURATED = 0.8  # of its processes' CPU (as resources.generator_bound)
-
-
-def fell_behind(
-    total: Interval,
-    interval_s: float,
-    *,
-    users: int,
-    seconds: float,
-    generator: Sequence[GeneratorSample],
-    workers: int,
-) -> tuple[str, bool] | None:
-    """Whether a paced run kept its schedule: None if it did (or was not paced); else
-    what to say and whether the generator is to blame (it was saturated: the run
-    measured the generator and is flagged). A schedule missed with the generator not
-    saturated is the server's (or the machine's) doing: its latencies, counted from
-    each intended start, show it."""
-    if total.lag is None or interval_s <= 0:
-        return None
-    share = kept(total.requests, seconds, users, interval_s)
-    if share >= KEPT_SHARE:
-        return None
-    offered = users / interval_s
-    lag = total.lag.percentile(99) / 1000
-    missed = (
-        f"the paced schedule was not kept: {share:.0%} of the offered {offered:,.0f} req/s "
-        f"({users} users, one request each per {interval_s * 1000:g} ms), p99 of sends "
-        f"{lag:,.1f} ms late"
-    )
-    stats = generator_cpu_stats(generator)
-    saturated = (
-        stats is not None
-        and stats.mean >= GENERATOR_SATURATED * min(workers, os.cpu_count() or 1) * 100
-    )
-    if saturated:
-        return (
-            f"generator-bound: {missed}, with the generator's CPU saturated: latencies "
-            "measure the generator; use fewer users, a longer interval or more "
-            "--webperf-workers",
-            True,
-        )
-    return f"{missed}; the generator was not saturated, so the server did not keep up", False
 
 
 def usable_cores(
@@ -432,6 +391,7 @@ def run_repetition(
                 other_cpu_s=clock.other_seconds,
                 interval_s=round_.spec.workload.interval_s,
                 requests_asked=round_.spec.workload.requests,
+                arrival_rate=round_.spec.workload.arrival_rate,
             )
         )
     if progress is not None:

@@ -226,6 +226,16 @@ METRICS: Mapping[str, Metric] = {
             load_sensitive=True,
         ),
         Metric("lag_p99", "ms", "up", _lag_p99, aliases=("lag_p99_ms",), load_sensitive=True),
+        # an arrival rate: the most users (connections) busy at once, what the pace needed
+        Metric(
+            "users_used",
+            "",
+            "up",
+            lambda r: r.users_peak,
+            combine="max",
+            aliases=("users_peak",),
+            load_sensitive=True,
+        ),
         # a fixed request count (ab's -n): its time taken, and ab's transfer rate
         Metric(
             "time_taken",

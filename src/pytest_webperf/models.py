@@ -245,6 +245,10 @@ class RunResult:
     service: Latency | None = None
     schedule_lag: Latency | None = None
     requests_asked: int | None = None  # a fixed request count (ab's -n); duration: time taken
+    # arrival-rate runs only: the most users busy at once (summed over generator
+    # processes), and how many ever took a request (the connections the pace needed)
+    users_peak: int | None = None
+    users_opened: int | None = None
 
     @property
     def time_per_request_ms(self) -> float | None:
@@ -338,6 +342,8 @@ class RunResult:
             service=_latency_or_none(data.get("service")),
             schedule_lag=_latency_or_none(data.get("schedule_lag")),
             requests_asked=data.get("requests_asked"),
+            users_peak=data.get("users_peak"),
+            users_opened=data.get("users_opened"),
         )
 
 
@@ -346,12 +352,15 @@ def _latency_or_none(data: Mapping[str, Any] | None) -> Latency | None:
 
 
 def _schedule_and_count(run: RunResult) -> dict[str, Any]:
-    """A paced run's service time and send lag; a fixed count's figures (ab's)."""
+    """A paced run's service time and send lag; an arrival-rate run's users; a fixed
+    count's figures (ab's)."""
     extra: dict[str, Any] = {}
     if run.service is not None:
         extra["service"] = run.service.to_dict()
     if run.schedule_lag is not None:
         extra["schedule_lag"] = run.schedule_lag.to_dict()
+    if run.users_peak is not None:
+        extra.update(users_peak=run.users_peak, users_opened=run.users_opened)
     if run.requests_asked:
         per_all = run.duration_s * 1000 / run.requests if run.requests else None
         extra.update(requests_asked=run.requests_asked, time_taken_s=run.duration_s)

@@ -1,4 +1,4 @@
-"""What an HTTP swarm sends: one request shape, closed loop, paced or counted."""
+"""What an HTTP swarm sends: one request shape, closed loop, paced, arriving or counted."""
 
 from __future__ import annotations
 
@@ -18,10 +18,15 @@ class Workload:
     headers: tuple[tuple[str, str], ...] = ()
     interval_s: float = 0.0  # 0: closed loop (the next request when the last is answered)
     requests: int = 0  # > 0: exactly this many requests, then stop (ab's -n); 0: for a time
+    # > 0: this many requests per second in total, due whatever the responses do, each
+    # taken by an idle user (k6's constant arrival rate; the users are the cap)
+    arrival_rate: float = 0.0
 
     def __post_init__(self) -> None:
         if self.interval_s < 0:
             raise ValueError(f"a pacing interval is >= 0 s, not {self.interval_s}")
+        if self.arrival_rate < 0:
+            raise ValueError(f"an arrival rate is >= 0 per second, not {self.arrival_rate}")
         if self.requests < 0:
             raise ValueError(f"a request count is >= 0, not {self.requests}")
 
@@ -33,6 +38,7 @@ class Workload:
             "headers": [list(h) for h in self.headers],
             **({"interval_s": self.interval_s} if self.interval_s else {}),
             **({"requests": self.requests} if self.requests else {}),
+            **({"arrival_rate": self.arrival_rate} if self.arrival_rate else {}),
         }
 
     @classmethod
@@ -44,6 +50,7 @@ class Workload:
             headers=tuple((str(k), str(v)) for k, v in data.get("headers", ())),
             interval_s=float(data.get("interval_s", 0.0)),
             requests=int(data.get("requests", 0)),
+            arrival_rate=float(data.get("arrival_rate", 0.0)),
         )
 
 
@@ -62,16 +69,35 @@ def http_workload(
     interval: str | float | None = None,
     rate: float | None = None,
     requests: int = 0,
+    arrival_rate: float | None = None,
 ) -> Workload:
     """``webperf.http``'s arguments as a workload, or an ``OptionError`` saying why not.
 
     ``interval`` paces each user; ``rate`` is a total rate over the users (wrk2's
     constant throughput: each user paced at users / rate, the users a cap on the
-    requests in flight); ``requests`` is ab's fixed count. Pacing and counts are the
-    native and lean users' (``user_class`` is resolved: not ``auto``), and a count runs
-    in one generator process."""
+    requests in flight); ``requests`` is ab's fixed count; ``arrival_rate`` a total rate
+    of requests due whatever the responses do, each sent by whichever user is idle (k6's
+    constant arrival rate: the users are the cap, their connections opened as needed).
+    Pacing and counts are the native and lean users' (``user_class`` is resolved: not
+    ``auto``), arrivals the lean user's; a count runs in one process."""
     from pytest_webperf.config import parse_duration
     from pytest_webperf.errors import OptionError
+
+    if arrival_rate is not None:
+        given = [f"{k}=" for k, v in (("interval", interval), ("rate", rate)) if v is not None]
+        if given or requests:
+            raise OptionError(
+                f"arrival_rate= sets when requests are due, {(given or ['requests='])[0]} too: "
+                "give one of interval=, rate=, arrival_rate= and requests="
+            )
+        number = isinstance(arrival_rate, int | float) and not isinstance(arrival_rate, bool)
+        if not number or not arrival_rate > 0:
+            raise OptionError(f"arrival_rate={arrival_rate!r}: a rate is > 0 requests per second")
+        if user_class != "lean":
+            raise OptionError(
+                f"arrival_rate= is the lean user's, not {user_class!r}: give user='lean' "
+                "(or --webperf-user=lean), or drop the arrival rate"
+            )
 
     if interval is not None and rate is not None:
         raise OptionError("interval= paces each user, rate= all of them: give one")
@@ -103,6 +129,7 @@ def http_workload(
         headers=tuple((headers or {}).items()),
         interval_s=interval_s,
         requests=requests,
+        arrival_rate=float(arrival_rate or 0.0),
     )
 
 
@@ -111,6 +138,8 @@ def http_name(workload: Workload, rate: float | None = None) -> str:
     name = f"{workload.method} {workload.path}"
     if rate is not None:
         return f"{name} at {rate:,g}/s"
+    if workload.arrival_rate:
+        return f"{name} arriving {workload.arrival_rate:,g}/s"
     if workload.interval_s:
         return f"{name} every {workload.interval_s * 1000:g}ms"
     return f"{name} x{workload.requests:,}" if workload.requests else name

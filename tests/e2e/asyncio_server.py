@@ -2,7 +2,8 @@
 
 ``asyncio_server(respond)`` gives a ``server.py`` whose every request is answered with
 the bytes ``respond()`` returns (defined by the test's ``respond`` source, which may
-keep state or block the whole server on purpose), keep-alive, on 127.0.0.1:$PORT.
+keep state or block the whole server on purpose; an ``async def respond()`` may await,
+delaying its own connection only), keep-alive, on 127.0.0.1:$PORT.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ async def handle(reader, writer):
         except (asyncio.IncompleteReadError, ConnectionError):
             break
         body = respond()
+        if asyncio.iscoroutine(body):  # an async respond(): waits without blocking others
+            body = await body
         writer.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body)
         await writer.drain()
     writer.close()

@@ -29,7 +29,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
     "user_state": (
         "User._state is LOCUST_STATE_RUNNING ('running') while a task runs; setting "
         "LOCUST_STATE_STOPPING ('stopping') ends the user after its task returns",
-        "child.stop_sending, lean.LeanHttpUser.closed_loop",
+        "child.stop_sending, lean.LeanHttpUser.closed_loop and arrival_loop",
     ),
     "user_greenlets": (
         "runner.user_greenlets is a gevent Group of one greenlet per user, args[0] the "
@@ -67,7 +67,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
     "events": (
         "environment.events.request, test_stop and test_stopping have add_listener; "
         "environment.stats.total.num_requests / num_failures",
-        "child.environment_for, child.run_swarm, lean.recorder_for, mqtt",
+        "child.environment_for, child.run_swarm, locust_stats.recorder_for, mqtt",
     ),
     "user_classes": (
         "locust.User (abstract, wait_time, host, __init__(environment)), FastHttpUser "

@@ -241,7 +241,8 @@ def mqtt_lines(entries: Sequence[Entry]) -> list[str]:
 
 def paced_lines(entries: Sequence[Entry]) -> list[str]:
     """A paced HTTP measurement's times side by side, one line per repetition: p99 from
-    the intended start (the table's latency), of the service time, and of the send lag."""
+    the intended start (the table's latency), of the service time, and of the send lag;
+    with an arrival rate, the users it needed."""
     lines = []
     for entry in entries:
         for rep in repetitions(entry):
@@ -255,9 +256,21 @@ def paced_lines(entries: Sequence[Entry]) -> list[str]:
                 f"paced: p99 {fmt(p99, 1)} ms from the intended start, service p99 "
                 f"{fmt(number(service.get('p99_ms')), 1)} ms, sends p99 "
                 f"{fmt(number(lag.get('p99_ms')), 1)} ms late"
+                + users_used(rep)
                 + "".join(f"; {note}" for note in missed)
             )
     return lines
+
+
+def users_used(rep: Mapping[str, Any]) -> str:
+    """An arrival-rate run's users: the most busy at once, how many were ever opened."""
+    peak = number(rep.get("users_peak"))
+    if peak is None:
+        return ""
+    return (
+        f"; users: {fmt(peak)} busy at most, {fmt(number(rep.get('users_opened')))} opened "
+        f"of {fmt(number(rep.get('concurrency')))}"
+    )
 
 
 def counted_lines(entries: Sequence[Entry]) -> list[str]:

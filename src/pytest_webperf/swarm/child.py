@@ -445,6 +445,7 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
 def run_worker(spec: SwarmSpec, index: int, master_port: int) -> None:
     """One worker process: Locust's WorkerRunner plus our per-tick interval reply."""
     cpus = place(worker_cpus(spec, index))
+    os.environ["WEBPERF_WORKER_INDEX"] = str(index)  # its share of an arrival rate (arrival.py)
     raise_open_files(users_of(spec, index), lambda kind, message: print(message, flush=True))
     environment, recorder = environment_for(spec)
     runner = environment.create_worker_runner("127.0.0.1", master_port)

@@ -49,9 +49,10 @@ from gevent import get_hub, getcurrent
 from locust import User, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from pytest_webperf.swarm import locust_stats
+from pytest_webperf.swarm.arrival import Arrivals, arrivals_for
+from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.pacing import Tickets, first_due, timing
-from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Channel, Recorder, classify
+from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Channel, classify
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.wire import ProtocolError, ResponseParser, encode_request, split_host
 
@@ -252,24 +253,6 @@ class Response:
         return self.error is None
 
 
-def recorder_for(environment: Any) -> Recorder:
-    """The process's recorder; outside a webperf swarm (plain ``locust -f``) one that
-    rolls itself every second so that Locust's stats stay fed."""
-    recorder: Recorder | None = getattr(environment, "webperf_recorder", None)
-    if recorder is None:
-        recorder = environment.webperf_recorder = Recorder()
-        locust_stats.attach(environment, recorder)
-        gevent.spawn(_roll_forever, recorder)
-        environment.events.test_stop.add_listener(lambda **_: recorder.roll())  # the last bit
-    return recorder
-
-
-def _roll_forever(recorder: Recorder) -> None:
-    while True:
-        gevent.sleep(1.0)
-        recorder.roll()
-
-
 TICKETS = Tickets()  # this process's (a swarm child runs one spec)
 
 
@@ -419,6 +402,22 @@ class LeanHttpUser(User):
             prepared.channel.current.record_schedule(times.service_us, times.lag_us)
             intended += period
 
+    def arrival_loop(self, prepared: PreparedRequest, arrivals: Arrivals) -> None:
+        """Send ``prepared`` whenever ``arrivals`` hands this user a due request (k6's constant
+        arrival rate), recorded as in ``paced_loop``; the connection opens with the first."""
+        clock, stopped = time.perf_counter_ns, lambda: self._state == LOCUST_STATE_STOPPING
+        while (intended := arrivals.take(self, stopped, prepared.channel)) is not None:
+            connection = self._connection or self._open()
+            sent = clock()
+            try:
+                parser = connection.exchange(prepared.payload, head_only=prepared.head_only)
+            except RequestFailed as failure:
+                self._failed(prepared, failure)
+                continue
+            times = timing(intended, sent, clock())
+            self._record(prepared, parser, times.latency_us)
+            prepared.channel.current.record_schedule(times.service_us, times.lag_us)
+
     def counted_loop(self, prepared: PreparedRequest, tickets: Tickets) -> None:
         """Send ``prepared`` back to back while ``tickets`` last (ab's ``-n``), then stop."""
         connection = self._connection or self._open()
@@ -494,6 +493,8 @@ def make_user(spec: SwarmSpec) -> type[LeanHttpUser]:
             )
             if workload.requests > 0:
                 self.counted_loop(prepared, TICKETS)
+            elif workload.arrival_rate > 0:
+                self.arrival_loop(prepared, arrivals_for(workload.arrival_rate, spec.workers))
             elif workload.interval_s > 0:
                 self.paced_loop(prepared, workload.interval_s)
             else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import gevent
 from locust.stats import RequestStats, StatsEntry, StatsError, bucket_response_time
 
 from pytest_webperf.histogram import bucket_bounds
@@ -76,3 +77,21 @@ def log_interval(entry: StatsEntry, part: Interval, now: float) -> None:
 def attach(environment: Any, recorder: Recorder) -> None:
     """Feed ``environment.stats`` from ``recorder`` at every roll."""
     recorder.roll_listeners.append(LocustStatsFeed(environment))
+
+
+def recorder_for(environment: Any) -> Recorder:
+    """The process's recorder; outside a webperf swarm (plain ``locust -f``) one that
+    rolls itself every second so that Locust's stats stay fed."""
+    recorder: Recorder | None = getattr(environment, "webperf_recorder", None)
+    if recorder is None:
+        recorder = environment.webperf_recorder = Recorder()
+        attach(environment, recorder)
+        gevent.spawn(_roll_forever, recorder)
+        environment.events.test_stop.add_listener(lambda **_: recorder.roll())  # the last bit
+    return recorder
+
+
+def _roll_forever(recorder: Recorder) -> None:
+    while True:
+        gevent.sleep(1.0)
+        recorder.roll()

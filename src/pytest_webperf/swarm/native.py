@@ -22,7 +22,7 @@ from gevent.event import Event
 from locust import User, constant, task
 
 from pytest_webperf.swarm.hotloop import NativeLoop
-from pytest_webperf.swarm.lean import recorder_for
+from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.wire import encode_request, split_host
 

@@ -10,6 +10,7 @@ the service time from the actual send; the lag is how late the send was.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 
 @dataclass(frozen=True)
@@ -77,3 +78,40 @@ class Tickets:
     @property
     def finished(self) -> bool:
         return self.remaining == 0 and self.outstanding == 0
+
+
+class ArrivalSchedule:
+    """When requests are due at a total arrival rate (k6's constant arrival rate), shared
+    by ``processes`` generator processes, this one being ``index``.
+
+    Slot ``s`` (a global request number) is due at ``floor(s * 1e9 / rate)`` ns on the
+    machine's monotonic clock, whoever starts when: process ``index`` takes the slots
+    ``s = index (mod processes)``, so the processes' requests interleave instead of
+    bursting together, and together they send exactly ``rate`` per second. The rate is
+    held as a fraction, so due times are exact integers (no drift over a long run)."""
+
+    def __init__(self, rate: float, processes: int = 1, index: int = 0) -> None:
+        if not rate > 0:
+            raise ValueError(f"an arrival rate is > 0 requests per second, not {rate}")
+        if processes < 1 or not 0 <= index < processes:
+            raise ValueError(f"process {index} of {processes}")
+        fraction = Fraction(rate).limit_denominator(1_000_000)
+        self.rate = rate
+        self.processes = processes
+        self.index = index
+        self._per_ns = (fraction.numerator, fraction.denominator * 1_000_000_000)
+
+    def due(self, slot: int) -> int:
+        """When slot ``slot`` is due (ns)."""
+        per_ns, ns = self._per_ns
+        return slot * ns // per_ns
+
+    def first(self, now_ns: int) -> int:
+        """This process's first slot due at or after ``now_ns``."""
+        per_ns, ns = self._per_ns
+        slot = -(-now_ns * per_ns // ns)  # the first global slot due at or after now
+        return slot + (self.index - slot) % self.processes
+
+    def next(self, slot: int) -> int:
+        """This process's slot after ``slot``."""
+        return slot + self.processes

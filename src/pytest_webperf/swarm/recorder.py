@@ -36,6 +36,19 @@ class Interval:
     # response, and how late each send was behind its schedule
     service: Histogram | None = None
     lag: Histogram | None = None
+    # arrival-rate users only, per generator process (its id -> count): the most users
+    # busy at once, and how many ever took a request (opened a connection), so far.
+    # Merged by maximum per process, intervals and processes alike: a run's figure is
+    # the sum over its processes (of peaks: at most what was busy at once)
+    users_busy: dict[str, int] = field(default_factory=dict)
+    users_opened: dict[str, int] = field(default_factory=dict)
+
+    def note_users(self, process: str, busy: int, opened: int) -> None:
+        """How many of the process's arrival-rate users are busy, and have ever been."""
+        if busy > self.users_busy.get(process, 0):
+            self.users_busy[process] = busy
+        if opened > self.users_opened.get(process, 0):
+            self.users_opened[process] = opened
 
     def record_schedule(self, service_us: int, lag_us: int) -> None:
         """A paced request's service time and how late it was sent."""
@@ -82,6 +95,12 @@ class Interval:
                 self.service, self.lag = Histogram(), Histogram()
             self.service += other.service
             self.lag += other.lag
+        for mine, theirs in (
+            (self.users_busy, other.users_busy),
+            (self.users_opened, other.users_opened),
+        ):
+            for process, n in theirs.items():
+                mine[process] = max(n, mine.get(process, 0))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +113,11 @@ class Interval:
             **(
                 {"service": self.service.to_dict(), "lag": self.lag.to_dict()}
                 if self.service is not None and self.lag is not None
+                else {}
+            ),
+            **(
+                {"users_busy": dict(self.users_busy), "users_opened": dict(self.users_opened)}
+                if self.users_busy or self.users_opened
                 else {}
             ),
         }
@@ -109,6 +133,8 @@ class Interval:
             error_examples={str(k): str(v) for k, v in data.get("error_examples", {}).items()},
             service=Histogram.from_dict(data["service"]) if "service" in data else None,
             lag=Histogram.from_dict(data["lag"]) if "lag" in data else None,
+            users_busy={str(k): int(v) for k, v in data.get("users_busy", {}).items()},
+            users_opened={str(k): int(v) for k, v in data.get("users_opened", {}).items()},
         )
 
 
@@ -222,6 +248,8 @@ class Recorder:
         for channel in self.channels.values():
             part = channel.take()
             if not part.requests:
+                if part.users_busy:  # users took requests none of which completed yet
+                    interval.merge(part)
                 continue
             interval.merge(part)
             for listener in self.roll_listeners:
