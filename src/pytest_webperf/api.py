@@ -209,7 +209,7 @@ class Webperf:
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
-        user_class = resolve_user(user or self.config.user, arrival=arrival_rate is not None)
+        user_class = resolve_user(user or self.config.user)
         workload = http_workload(
             path,
             method=method,

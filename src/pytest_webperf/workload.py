@@ -78,8 +78,8 @@ def http_workload(
     requests in flight); ``requests`` is ab's fixed count; ``arrival_rate`` a total rate
     of requests due whatever the responses do, each sent by whichever user is idle (k6's
     constant arrival rate: the users are the cap, their connections opened as needed).
-    Pacing and counts are the native and lean users' (``user_class`` is resolved: not
-    ``auto``), arrivals the lean user's; a count runs in one process."""
+    Pacing, arrivals and counts are the native and lean users' (``user_class`` is
+    resolved: not ``auto``); a count runs in one process."""
     from pytest_webperf.config import parse_duration
     from pytest_webperf.errors import OptionError
 
@@ -93,10 +93,10 @@ def http_workload(
         number = isinstance(arrival_rate, int | float) and not isinstance(arrival_rate, bool)
         if not number or not arrival_rate > 0:
             raise OptionError(f"arrival_rate={arrival_rate!r}: a rate is > 0 requests per second")
-        if user_class != "lean":
+        if user_class not in SCHEDULED:
             raise OptionError(
-                f"arrival_rate= is the lean user's, not {user_class!r}: give user='lean' "
-                "(or --webperf-user=lean), or drop the arrival rate"
+                f"arrival_rate= is the native and lean users', not {user_class!r}: drop "
+                "user= / --webperf-user (or give 'lean'), or drop the arrival rate"
             )
 
     if interval is not None and rate is not None:

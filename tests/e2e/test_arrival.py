@@ -51,6 +51,12 @@ def test_arriving(webperf):
 """
 
 
+@pytest.fixture(params=["lean", "native"])
+def user(request: pytest.FixtureRequest) -> str:
+    """Both generators run arrival rates: each test runs on each."""
+    return f"--webperf-user={request.param}"
+
+
 def run(
     pytester: pytest.Pytester, *args: str, **settings: object
 ) -> tuple[pytest.RunResult, dict, dict]:
@@ -64,8 +70,8 @@ def run(
     return result, entry, rep
 
 
-def test_a_fast_server_needs_few_of_the_users(pytester: pytest.Pytester) -> None:
-    result, entry, rep = run(pytester, users=50, duration="3s", rate=200)
+def test_a_fast_server_needs_few_of_the_users(pytester: pytest.Pytester, user: str) -> None:
+    result, entry, rep = run(pytester, user, users=50, duration="3s", rate=200)
     result.assert_outcomes(passed=1)
     assert rep["rps"] == pytest.approx(200, rel=0.15), rep["rps"]
     assert entry["workload"]["arrival_rate"] == 200
@@ -85,10 +91,10 @@ def test_a_fast_server_needs_few_of_the_users(pytester: pytest.Pytester) -> None
     )
 
 
-def test_a_stall_adds_users_and_every_due_request_is_sent(pytester: pytest.Pytester) -> None:
+def test_a_stall_adds_users_and_every_due_request_is_sent(pytester: pytest.Pytester, user: str) -> None:
     # 100/s for 4 s: ~400 requests; the server stalls 1 s at about the middle, and
     # the ~100 requests due during it each find an idle user, which connects
-    result, _, rep = run(pytester, users=200, duration="4s", rate=100, stall=2.5)
+    result, _, rep = run(pytester, user, users=200, duration="4s", rate=100, stall=2.5)
     result.assert_outcomes(passed=1)
     assert 340 <= rep["requests"] <= 460, rep["requests"]  # due requests, none dropped
     assert rep["errors"] == 0, rep["error_kinds"]
@@ -98,9 +104,9 @@ def test_a_stall_adds_users_and_every_due_request_is_sent(pytester: pytest.Pytes
     assert rep["schedule_lag"]["p50_ms"] < 50, rep["schedule_lag"]  # sent on time
 
 
-def test_a_cap_too_small_for_the_rate_says_so(pytester: pytest.Pytester) -> None:
+def test_a_cap_too_small_for_the_rate_says_so(pytester: pytest.Pytester, user: str) -> None:
     # 200/s asked of 2 users on a server taking 50 ms a request: ~40/s at most
-    result, entry, rep = run(pytester, users=2, duration="2s", rate=200, delay=0.05)
+    result, entry, rep = run(pytester, user, users=2, duration="2s", rate=200, delay=0.05)
     result.assert_outcomes(passed=1)
     assert rep["rps"] < 60, rep["rps"]
     assert rep["users_peak"] == rep["users_opened"] == 2, rep
@@ -114,10 +120,10 @@ def test_a_cap_too_small_for_the_rate_says_so(pytester: pytest.Pytester) -> None
     result.stdout.fnmatch_lines(["*arriving 200/s*the arrival schedule was not kept*"])
 
 
-def test_generator_processes_share_the_rate(pytester: pytest.Pytester) -> None:
+def test_generator_processes_share_the_rate(pytester: pytest.Pytester, user: str) -> None:
     """Two worker processes, each taking every other due time: still 200/s in total,
     and the users each needed add up."""
-    result, _, rep = run(pytester, "--webperf-workers=2", users=20, duration="3s", rate=200)
+    result, _, rep = run(pytester, user, "--webperf-workers=2", users=20, duration="3s", rate=200)
     result.assert_outcomes(passed=1)
     assert rep["rps"] == pytest.approx(200, rel=0.15), rep["rps"]
     roles = sorted(p["role"] for p in rep["generator_processes"])

@@ -122,7 +122,7 @@ def test_arrival_rate_is_a_workload_or_a_clear_error() -> None:
         ({"arrival_rate": -3.0}, "a rate is > 0"),
         ({"arrival_rate": "200"}, "a rate is > 0"),
         ({"arrival_rate": True}, "a rate is > 0"),
-        ({"arrival_rate": 10, "user_class": "fast"}, "the lean user's, not 'fast'"),
+        ({"arrival_rate": 10, "user_class": "fast"}, "the native and lean users', not 'fast'"),
     ]:
         with pytest.raises(OptionError, match=says):
             make(**bad)

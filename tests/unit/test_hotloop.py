@@ -122,7 +122,6 @@ def test_every_protocol_code_has_words(code: int) -> None:
 def test_auto_is_native_where_built_else_lean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hotloop, "unavailable", lambda: None)
     assert resolve_user("auto") == "native"
-    assert resolve_user("auto", arrival=True) == "lean"
     assert resolve_user("lean") == "lean"
     assert fallback_note("auto") is None
     monkeypatch.setattr(hotloop, "unavailable", lambda: "not built (no compiler)")

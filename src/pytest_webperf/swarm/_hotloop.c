@@ -106,6 +106,7 @@ typedef struct {
     int n_examples;
     example_t examples[MAX_EXAMPLES];
     hist_t latency, service, lag;
+    long long users_busy, users_opened, dispatched; /* arrival rate: peak busy, ever used */
 } stats_t;
 
 static void stats_clear(stats_t *s) {
@@ -114,6 +115,7 @@ static void stats_clear(stats_t *s) {
     memset(s->connect_errno, 0, sizeof s->connect_errno);
     memset(s->io_errno, 0, sizeof s->io_errno);
     s->n_examples = 0;
+    s->users_busy = s->users_opened = s->dispatched = 0;
     hist_clear(&s->latency);
     hist_clear(&s->service);
     hist_clear(&s->lag);
@@ -136,8 +138,10 @@ static void stats_example(stats_t *s, int kind, int key, int64_t a, int64_t b, c
 
 /* ------------------------------------------------------------------ connections */
 
-enum { MODE_CLOSED = 0, MODE_PACED = 1, MODE_COUNTED = 2 };
-enum { S_IDLE = 0, S_CONNECTING, S_WRITING, S_READING, S_PARKED, S_GONE };
+enum { MODE_CLOSED = 0, MODE_PACED = 1, MODE_COUNTED = 2, MODE_ARRIVAL = 3 };
+/* S_ARRIVAL_IDLE: an arrival-rate connection waiting to be handed a due request */
+enum { S_IDLE = 0, S_CONNECTING, S_WRITING, S_READING, S_PARKED, S_GONE, S_ARRIVAL_IDLE };
+#define SCHEDULED(e) ((e)->mode == MODE_PACED || (e)->mode == MODE_ARRIVAL)
 enum { P_HEAD, P_LENGTH, P_CHUNK_SIZE, P_CHUNK_DATA, P_CHUNK_END, P_TRAILERS, P_UNTIL_CLOSE, P_DONE };
 /* protocol error codes: native.py words them as wire.py does */
 enum { E_STATUS_LINE = 1, E_SWITCHING, E_HEAD_LONG, E_BAD_LENGTH, E_BAD_CHUNK, E_CHUNK_CRLF,
@@ -154,6 +158,9 @@ enum { C_HEAD = 1, C_LENGTH, C_CHUNKED };
 
 typedef struct {
     int fd, state, connecting, ticket, blocked; /* blocked: a send met a full buffer */
+    int peer_closed;                              /* the server's FIN has arrived */
+    int used;                                     /* arrival rate: it was ever handed one */
+    size_t id;
     size_t heap_pos; /* 1-based position in the wake heap, 0: not in it */
     uint64_t wake;   /* heap key */
     uint64_t due, intended, started, deadline;
@@ -187,6 +194,13 @@ typedef struct {
     command_t *commands;
     size_t ncommands, capcommands;
     stats_t *cur, *spare;
+    /* arrival rate: slot s is due at s * arrival_ns / arrival_num ns (pacing.ArrivalSchedule);
+       this process takes the slots s = index (mod processes) */
+    uint64_t arrival_num, arrival_ns;
+    long long processes, index, slot; /* slot: the next one nobody took; -1: not begun */
+    uint64_t *idle_bits;              /* idle arrival connections, by id: the lowest first */
+    size_t idle_words, n_idle;
+    long long busy, opened;
     long long tickets;     /* -1: not open yet */
     long long outstanding; /* taken, not completed */
     volatile int stop_sending;
@@ -274,6 +288,7 @@ static void heap_push(Engine *e, conn_t *c, uint64_t wake) {
 /* ---- connection life */
 
 static void conn_close(Engine *e, conn_t *c) {
+    c->peer_closed = 0;
     if (c->fd >= 0) {
         epoll_ctl(e->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
@@ -306,7 +321,7 @@ static void record_done(Engine *e, conn_t *c, uint64_t done) {
     pthread_mutex_lock(&e->lock);
     stats_t *s = e->cur;
     uint64_t latency, from = c->started;
-    if (e->mode == MODE_PACED && c->intended < from) from = c->intended;
+    if (SCHEDULED(e) && c->intended < from) from = c->intended;
     latency = (done - from) / 1000;
     hist_record(&s->latency, latency);
     s->bytes += c->body_bytes;
@@ -316,7 +331,7 @@ static void record_done(Engine *e, conn_t *c, uint64_t done) {
         s->http[c->status < MAX_STATUS ? c->status : MAX_STATUS - 1]++;
         stats_example(s, K_HTTP, c->status, 0, 0, c->status_line, (size_t)c->status_len);
     }
-    if (e->mode == MODE_PACED) {
+    if (SCHEDULED(e)) {
         hist_record(&s->service, (done - c->started) / 1000);
         hist_record(&s->lag, c->started > c->intended ? (c->started - c->intended) / 1000 : 0);
     }
@@ -351,12 +366,87 @@ static void ticket_done(Engine *e, conn_t *c) {
     pthread_mutex_unlock(&e->lock);
 }
 
+/* ---- arrival rate (k6's constant arrival rate, as arrival.py and pacing.ArrivalSchedule) */
+
+static uint64_t due_of(Engine *e, long long slot) {
+    return (uint64_t)((unsigned __int128)(uint64_t)slot * e->arrival_ns / e->arrival_num);
+}
+
+static void make_idle(Engine *e, conn_t *c) {
+    size_t word = c->id / 64;
+    if (word >= e->idle_words) {
+        size_t n = word + 1 > 2 * e->idle_words ? word + 1 : 2 * e->idle_words;
+        uint64_t *bits = realloc(e->idle_bits, n * sizeof(uint64_t));
+        if (!bits) return;
+        memset(bits + e->idle_words, 0, (n - e->idle_words) * sizeof(uint64_t));
+        e->idle_bits = bits;
+        e->idle_words = n;
+    }
+    if (!(e->idle_bits[word] & (1ULL << (c->id % 64)))) e->n_idle++;
+    e->idle_bits[word] |= 1ULL << (c->id % 64);
+    c->state = S_ARRIVAL_IDLE;
+}
+
+static void not_idle(Engine *e, conn_t *c) {
+    if (c->state != S_ARRIVAL_IDLE) return;
+    e->idle_bits[c->id / 64] &= ~(1ULL << (c->id % 64));
+    e->n_idle--;
+    c->state = S_IDLE;
+}
+
+static conn_t *first_idle(Engine *e) {
+    for (size_t w = 0; w < e->idle_words; w++)
+        if (e->idle_bits[w]) return e->conns[w * 64 + (size_t)__builtin_ctzll(e->idle_bits[w])];
+    return NULL;
+}
+
+/* every slot due by now goes to the first-joined idle connection (none idle: it waits,
+   late, never dropped) */
+static void dispatch(Engine *e, uint64_t now) {
+    if (e->mode != MODE_ARRIVAL || e->stop_sending || !e->n_idle) return;
+    if (e->slot < 0) { /* this process's first slot due at or after now */
+        unsigned __int128 x = (unsigned __int128)now * e->arrival_num;
+        long long slot = (long long)((x + e->arrival_ns - 1) / e->arrival_ns);
+        long long shift = (e->index - slot) % e->processes;
+        e->slot = slot + (shift < 0 ? shift + e->processes : shift);
+    }
+    while (e->n_idle && due_of(e, e->slot) <= now) {
+        conn_t *c = first_idle(e);
+        if (!c) break;
+        not_idle(e, c);
+        c->due = due_of(e, e->slot);
+        e->slot += e->processes;
+        pthread_mutex_lock(&e->lock);
+        e->busy++;
+        if (!c->used) { c->used = 1; e->opened++; }
+        stats_t *s = e->cur;
+        if (e->busy > s->users_busy) s->users_busy = e->busy;
+        s->users_opened = e->opened;
+        s->dispatched++;
+        pthread_mutex_unlock(&e->lock);
+        start_request(e, c, now);
+        now = now_ns();
+    }
+}
+
+static void arrival_done(Engine *e) {
+    pthread_mutex_lock(&e->lock);
+    e->busy--;
+    pthread_mutex_unlock(&e->lock);
+}
+
 /* the next request of a connection that is free at ``now`` (``failed``: the last one
    failed; ``connect_failed``: it failed to connect, back off before retrying) */
 static void next(Engine *e, conn_t *c, uint64_t now, int failed, int connect_failed) {
     ticket_done(e, c);
+    if (e->mode == MODE_ARRIVAL) arrival_done(e);
     if (e->stop_sending) { park(e, c); return; }
     uint64_t earliest = connect_failed ? now + BACKOFF_NS : now;
+    if (e->mode == MODE_ARRIVAL) { /* idle again (after a failed connect: a pause first) */
+        if (connect_failed) heap_push(e, c, earliest);
+        else make_idle(e, c);
+        return;
+    }
     if (e->mode == MODE_PACED) {
         c->due += e->period_ns;
         uint64_t wake = c->due > earliest ? c->due : earliest;
@@ -426,7 +516,7 @@ static void start_request(Engine *e, conn_t *c, uint64_t now) {
         if (t <= 0) { park(e, c); return; } /* not open yet, or none left */
         c->ticket = 1;
     }
-    c->intended = e->mode == MODE_PACED ? c->due : now;
+    c->intended = SCHEDULED(e) ? c->due : now;
     c->started = now;
     c->deadline = now + e->timeout_ns;
     c->wpos = 0;
@@ -693,7 +783,7 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
     }
     /* complete */
     record_done(e, c, now);
-    if (c->keep_alive) {
+    if (c->keep_alive && !c->peer_closed) {
         /* what followed the response (none from a sane server) starts the next one; more
            than a head's worth is an error then anyway */
         if (pos < n) keep_left(c, d + pos, n - pos > MAX_HEAD + 1 ? MAX_HEAD + 1 : n - pos);
@@ -761,6 +851,7 @@ static void on_readable(Engine *e, conn_t *c, uint64_t now, int hup) {
 
 static void on_event(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
     if (c->state == S_GONE) return;
+    if (events & (EPOLLRDHUP | EPOLLHUP)) c->peer_closed = 1; /* no next request on it */
     if (events & (EPOLLOUT | EPOLLERR)) {
         if (c->state == S_CONNECTING || c->state == S_WRITING) on_writable(e, c, now);
     }
@@ -815,9 +906,12 @@ static int run_commands(Engine *e, uint64_t now) {
             conn_t *c = calloc(1, sizeof *c);
             if (!c) continue;
             c->fd = -1;
+            c->id = id;
             e->conns[id] = c;
             if (e->stop_sending) { park(e, c); continue; }
-            if (e->mode == MODE_PACED) {
+            if (e->mode == MODE_ARRIVAL) {
+                make_idle(e, c); /* its connection opens with its first request */
+            } else if (e->mode == MODE_PACED) {
                 c->due = now + (uint64_t)(cmd->fraction * (double)e->period_ns);
                 heap_push(e, c, c->due);
             } else {
@@ -829,6 +923,11 @@ static int run_commands(Engine *e, uint64_t now) {
             if (!c) continue;
             heap_remove(e, c);
             ticket_done(e, c); /* a request cut short frees its ticket's count */
+            if (e->mode == MODE_ARRIVAL) {
+                if (c->state == S_ARRIVAL_IDLE) not_idle(e, c);
+                else if (c->state == S_CONNECTING || c->state == S_WRITING || c->state == S_READING)
+                    arrival_done(e);
+            }
             conn_close(e, c);
             c->state = S_GONE; /* freed at the end (it may still be in the parked list) */
         } else if (cmd->op == OP_WAKE_PARKED) {
@@ -847,6 +946,10 @@ static void *loop_main(void *arg) {
         uint64_t now = now_ns();
         uint64_t wake = now + SCAN_NS;
         if (e->nheap && e->heap[0]->wake < wake) wake = e->heap[0]->wake;
+        if (e->mode == MODE_ARRIVAL && e->n_idle && !e->stop_sending) {
+            uint64_t due = e->slot < 0 ? now : due_of(e, e->slot);
+            if (due < wake) wake = due;
+        }
         uint64_t wait = wake > now ? wake - now : 0;
         int n;
         if (use_pwait2) {
@@ -870,9 +973,11 @@ static void *loop_main(void *arg) {
             conn_t *c = e->heap[0];
             heap_remove(e, c);
             if (e->stop_sending) park(e, c);
+            else if (e->mode == MODE_ARRIVAL) make_idle(e, c);
             else start_request(e, c, now);
             now = now_ns();
         }
+        dispatch(e, now);
         if (now - e->last_scan >= SCAN_NS) {
             e->last_scan = now;
             scan_deadlines(e, now);
@@ -904,14 +1009,18 @@ static int start_thread(Engine *e) {
 }
 
 static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"family", "host", "port", "payload", "head_only", "timeout_s",
-                            "mode", "period_s", NULL};
+    static char *names[] = {"family",       "host",       "port",      "payload",
+                            "head_only",    "timeout_s",  "mode",      "period_s",
+                            "arrival_num",  "arrival_ns", "processes", "index", NULL};
     int family, port, head_only, mode;
     const char *host;
     Py_buffer payload;
     double timeout_s, period_s;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "isiy*pdid", names, &family, &host, &port,
-                                     &payload, &head_only, &timeout_s, &mode, &period_s))
+    unsigned long long arrival_num = 0, arrival_ns = 0;
+    long long processes = 1, index = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "isiy*pdid|KKLL", names, &family, &host, &port,
+                                     &payload, &head_only, &timeout_s, &mode, &period_s,
+                                     &arrival_num, &arrival_ns, &processes, &index))
         return -1;
     memset(&e->addr, 0, sizeof e->addr);
     if (family == AF_INET) {
@@ -929,8 +1038,10 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     } else {
         goto bad_address;
     }
-    if (mode < MODE_CLOSED || mode > MODE_COUNTED || timeout_s <= 0 ||
-        (mode == MODE_PACED && period_s <= 0)) {
+    if (mode < MODE_CLOSED || mode > MODE_ARRIVAL || timeout_s <= 0 ||
+        (mode == MODE_PACED && period_s <= 0) ||
+        (mode == MODE_ARRIVAL && (!arrival_num || !arrival_ns || processes < 1 || index < 0 ||
+                                  index >= processes))) {
         PyBuffer_Release(&payload);
         PyErr_SetString(PyExc_ValueError, "bad mode, timeout or period");
         return -1;
@@ -954,6 +1065,11 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     e->timeout_ns = (uint64_t)(timeout_s * 1e9);
     e->period_ns = (uint64_t)(period_s * 1e9);
     e->tickets = -1;
+    e->arrival_num = arrival_num;
+    e->arrival_ns = arrival_ns;
+    e->processes = processes;
+    e->index = index;
+    e->slot = -1;
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->epfd < 0 || e->evfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
@@ -1011,6 +1127,7 @@ static void Engine_dealloc(Engine *e) {
     free(e->heap);
     free(e->parked);
     free(e->commands);
+    free(e->idle_bits);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -1112,6 +1229,8 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
     stats_t *s = e->cur;
     e->cur = e->spare;
     e->spare = s;
+    e->cur->users_busy = e->busy; /* the next interval starts with those still busy */
+    e->cur->users_opened = e->opened;
     pthread_mutex_unlock(&e->lock);
     PyObject *d = PyDict_New();
     if (!d) return NULL;
@@ -1132,8 +1251,11 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
         put_counts(d, "connect_errno", s->connect_errno, ERRNO_SLOTS) < 0 ||
         put_counts(d, "io_errno", s->io_errno, ERRNO_SLOTS) < 0 ||
         put_object(d, "latency", hist_tuple(&s->latency)) < 0 ||
-        (e->mode == MODE_PACED && (put_object(d, "service", hist_tuple(&s->service)) < 0 ||
-                                   put_object(d, "lag", hist_tuple(&s->lag)) < 0))) {
+        (e->mode == MODE_ARRIVAL && s->dispatched &&
+         (put_int(d, "users_busy", (unsigned long long)s->users_busy) < 0 ||
+          put_int(d, "users_opened", (unsigned long long)s->users_opened) < 0)) ||
+        (SCHEDULED(e) && (put_object(d, "service", hist_tuple(&s->service)) < 0 ||
+                          put_object(d, "lag", hist_tuple(&s->lag)) < 0))) {
         if (bad) Py_XDECREF(examples);
         Py_DECREF(d);
         stats_clear(s);
@@ -1198,7 +1320,8 @@ PyMODINIT_FUNC PyInit__hotloop(void) {
     if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0 ||
         PyModule_AddIntConstant(m, "CLOSED", MODE_CLOSED) < 0 ||
         PyModule_AddIntConstant(m, "PACED", MODE_PACED) < 0 ||
-        PyModule_AddIntConstant(m, "COUNTED", MODE_COUNTED) < 0) {
+        PyModule_AddIntConstant(m, "COUNTED", MODE_COUNTED) < 0 ||
+        PyModule_AddIntConstant(m, "ARRIVAL", MODE_ARRIVAL) < 0) {
         Py_DECREF(&EngineType);
         Py_DECREF(m);
         return NULL;

@@ -17,6 +17,7 @@ from typing import Any
 from pytest_webperf.errors import OptionError
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.swarm import wire
+from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval, classify
 
 try:
@@ -62,18 +63,16 @@ def fallback_note(requested: str) -> str | None:
     )
 
 
-def resolve_user(requested: str, *, arrival: bool = False) -> str:
-    """The HTTP user a run gets: ``auto`` is the native loop where it is built (and
-    the workload is one it runs), else lean; ``native`` where it is not built is an error."""
+def resolve_user(requested: str) -> str:
+    """The HTTP user a run gets: ``auto`` is the native loop where it is built, else
+    lean; ``native`` where it is not built is an error."""
     if requested == "native":
         why = unavailable()
         if why is not None:
             raise OptionError(f"--webperf-user=native: {why}; use lean")
-        if arrival:
-            raise OptionError("arrival_rate= runs on the lean user, not native")
         return "native"
     if requested == "auto":
-        return "lean" if arrival or unavailable() else "native"
+        return "lean" if unavailable() else "native"
     return requested
 
 
@@ -158,14 +157,31 @@ class NativeLoop:
         timeout_s: float = 10.0,
         interval_s: float = 0.0,
         counted: bool = False,
+        arrivals: ArrivalSchedule | None = None,
     ) -> None:
         if _hotloop is None:
             raise RuntimeError(unavailable())
         family, _, _, _, address = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
         mode = _hotloop.COUNTED if counted else _hotloop.PACED if interval_s else _hotloop.CLOSED
+        numerator, ns, processes, index = 0, 0, 1, 0
+        if arrivals is not None:  # due times as pacing.ArrivalSchedule's, computed in C
+            mode = _hotloop.ARRIVAL
+            (numerator, ns), processes, index = arrivals.per_ns, arrivals.processes, arrivals.index
         self.timeout_s = timeout_s
+        self.process = f"{socket.gethostname()}:{os.getpid()}"  # as arrival.Arrivals names it
         self.engine = _hotloop.Engine(
-            int(family), address[0], port, payload, head_only, timeout_s, mode, interval_s
+            int(family),
+            address[0],
+            port,
+            payload,
+            head_only,
+            timeout_s,
+            mode,
+            interval_s,
+            numerator,
+            ns,
+            processes,
+            index,
         )
 
     def add(self, fraction: float = 0.0) -> int:
@@ -187,7 +203,11 @@ class NativeLoop:
         self.engine.stop_sending()
 
     def take(self) -> Interval:
-        return interval_from(self.engine.take(), self.timeout_s)
+        data = self.engine.take()
+        interval = interval_from(data, self.timeout_s)
+        if "users_busy" in data:  # arrival rate: users busy at most, ever opened
+            interval.note_users(self.process, data["users_busy"], data["users_opened"])
+        return interval
 
     def close(self) -> None:
         self.engine.close()

@@ -8,21 +8,26 @@ outside the GIL (``_hotloop.c``); what it completed joins the process's recorder
 once per interval through the request name's channel, so the interval histograms,
 Locust's own stats and everything downstream are the lean user's.
 
-The workload's pacing (``interval_s``) and fixed count (``requests``) run in the
-loop too: paced latency counts from each intended start, as the lean user's.
+The workload's pacing (``interval_s``), arrival rate (``arrival_rate``: due requests
+handed to the first-joined idle connection, connections opened as needed) and fixed
+count (``requests``) run in the loop too: latency counts from each intended start, as
+the lean user's.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import random
 from typing import Any, ClassVar
 
 from gevent.event import Event
 from locust import User, constant, task
 
+from pytest_webperf.swarm.arrival import WORKER_INDEX
 from pytest_webperf.swarm.hotloop import NativeLoop
 from pytest_webperf.swarm.locust_stats import recorder_for
+from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.wire import encode_request, split_host
 
@@ -74,6 +79,10 @@ def make_user(spec: SwarmSpec) -> type[NativeHttpUser]:
     payload = encode_request(
         method, workload.path, host_header, body=workload.body, headers=workload.headers
     )
+    arrivals = None
+    if workload.arrival_rate > 0:  # this process's share: as the lean user's (arrival.py)
+        index = int(os.environ.get(WORKER_INDEX, "0")) % spec.workers
+        arrivals = ArrivalSchedule(workload.arrival_rate, spec.workers, index)
     loop = NativeLoop(
         host,
         port,
@@ -82,6 +91,7 @@ def make_user(spec: SwarmSpec) -> type[NativeHttpUser]:
         timeout_s=spec.timeout_s,
         interval_s=workload.interval_s,
         counted=workload.requests > 0,
+        arrivals=arrivals,
     )
     atexit.register(loop.close)
 

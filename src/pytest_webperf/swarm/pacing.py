@@ -101,6 +101,11 @@ class ArrivalSchedule:
         self.index = index
         self._per_ns = (fraction.numerator, fraction.denominator * 1_000_000_000)
 
+    @property
+    def per_ns(self) -> tuple[int, int]:
+        """(numerator, ns): ``numerator`` slots fall due every ``ns`` nanoseconds."""
+        return self._per_ns
+
     def due(self, slot: int) -> int:
         """When slot ``slot`` is due (ns)."""
         per_ns, ns = self._per_ns
