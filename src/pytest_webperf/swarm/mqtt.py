@@ -161,11 +161,11 @@ class Ledger:
         os.replace(tmp, self.load.report_path)
 
 
-def make_user(spec: SwarmSpec) -> type[Any]:
+def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
     if spec.mqtt is None:
         raise ValueError("user_class 'mqtt' needs SwarmSpec.mqtt")
     load: MqttLoad = spec.mqtt
-    numbers = itertools.count(1)
+    numbers = itertools.count(spec.client_ids(index).start)
     state: dict[str, Any] = {}
 
     def shared(environment: Any) -> tuple[HubDriver, Ledger]:
