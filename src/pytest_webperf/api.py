@@ -43,6 +43,7 @@ from pytest_webperf.models import Measurement, RunResult, Verdict
 from pytest_webperf.mqtt.run import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
+from pytest_webperf.scaleout import remote_of
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
@@ -265,7 +266,6 @@ class Webperf:
                 warmup=warmup,
                 repeat=repeat,
             ),
-            workers=1,  # one generator process: MQTT client ids must not collide
             spawn_rate=config.spawn_rate if spawn_rate is None else spawn_rate,
         )
         return self._measure(
@@ -487,6 +487,7 @@ class Webperf:
             repeat=repeat or config.repeat,
             timeout_s=config.timeout,
             workers=config.workers,
+            remote=remote_of(config),
             spawn_rate=config.spawn_rate,
             server_cores=cpu_limit(limits),
             generator_cpus=self.placement.generator_cpus,

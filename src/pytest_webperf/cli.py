@@ -134,6 +134,17 @@ def cmd_noise(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A long-lived generator worker for the master at --master (another machine's swarm)."""
+    from pytest_webperf.swarm.supervisor import BadMaster, supervise
+
+    try:
+        return supervise(args.master, args.idle_exit)
+    except BadMaster as exc:
+        print(f"webperf worker: error: {exc}", file=sys.stderr)
+        return 2
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="webperf", description=__doc__)
     top.add_argument(
@@ -191,6 +202,20 @@ def parser() -> argparse.ArgumentParser:
         "--min-pairs", type=parse_positive_int, default=3, help="the gate's --webperf-repeat"
     )
     aa.set_defaults(func=cmd_noise)
+    worker = sub.add_parser(
+        "worker",
+        help="generate load for a run's master elsewhere (--webperf-remote-workers): one "
+        "worker per run, every run of a session, until the master ends it or goes away",
+    )
+    worker.add_argument("--master", required=True, metavar="HOST:PORT", help="its address")
+    worker.add_argument(
+        "--idle-exit",
+        type=parse_positive_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="exit when no master has listened this long (default 300s; exit 2 if none ever)",
+    )
+    worker.set_defaults(func=cmd_worker)
     return top
 
 

@@ -31,7 +31,7 @@ from pytest_webperf.sampler import RunMonitor
 from pytest_webperf.swarm.pacing import kept
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
-from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.spec import Remote, SwarmSpec
 from pytest_webperf.targets.base import Target
 from pytest_webperf.workload import Workload
 
@@ -80,6 +80,7 @@ class RunPlan:
     spawn_rate: float = 0.0
     server_cores: float | None = None  # the target's CPU limit, for the generator-bound rule
     generator_cpus: tuple[int, ...] = ()  # pin the generator here (split placement)
+    remote: Remote | None = None  # generator workers on other machines join each swarm
 
     def swarm(self, host: str, **load: object) -> SwarmSpec:
         """The swarm of one repetition: this plan's users and times, the kind's load."""
@@ -92,6 +93,7 @@ class RunPlan:
             timeout_s=self.timeout_s,
             workers=self.workers,
             cpus=self.generator_cpus,
+            remote=self.remote,
             **load,  # type: ignore[arg-type]
         )
 

@@ -297,9 +297,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master-port", type=int)
     parser.add_argument("--master-host", default="127.0.0.1")
     parser.add_argument("--remote", metavar="HOST:PORT", help="join this master (no spec given)")
+    parser.add_argument("--farewell", metavar="HOST:PORT", help="tell remote workers it is over")
+    parser.add_argument("--count", type=int, default=1)
+    parser.add_argument("--wait", type=float, default=10.0)
     args = parser.parse_args(argv)
+    if args.farewell is not None:
+        from pytest_webperf.swarm.master import farewell
+
+        signal.alarm(int(args.wait) + 10)
+        print(f"{farewell(args.farewell, args.count, args.wait)} remote worker(s) told", flush=True)
+        return 0
     if args.remote is not None:
-        from pytest_webperf.swarm.master import run_remote, split_address
+        from pytest_webperf.swarm.master import run_remote
+        from pytest_webperf.swarm.spec import split_address
 
         return run_remote(*split_address(args.remote))
     spec = SwarmSpec.from_dict(json.loads(sys.stdin.read()))

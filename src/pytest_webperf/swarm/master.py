@@ -39,13 +39,14 @@ from pytest_webperf.swarm.child import (
     equip,
     halt,
     place,
+    quick_stop,
     raise_open_files,
     stop_sending,
     users_of,
     worker_cpus,
 )
 from pytest_webperf.swarm.recorder import Interval, Recorder
-from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.spec import SwarmSpec, split_address
 
 ROLL = "webperf_roll"
 INTERVAL = "webperf_interval"
@@ -62,15 +63,6 @@ FINAL_REPLY_S = 15.0  # ... and for the last one, which nothing later can make u
 
 class WorkerLost(RuntimeError):
     """A generator worker stopped answering during a run."""
-
-
-def split_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT``) -> (host, port); ValueError if it is not one."""
-    host, sep, port = str(text).strip().rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{text!r} is not HOST:PORT (example: 127.0.0.1:5557)")
-    return host, int(port)
 
 
 class MasterSwarm:
@@ -103,6 +95,7 @@ class MasterSwarm:
         self.pids: dict[str, int] = {}
         self.invited: dict[str, str] = {}  # remote workers sent the spec, not yet ready
         self.halted: set[str] = set()
+        self.ledgers: dict[str, dict[str, Any]] = {}  # MQTT: each worker's accounting
         self.all_halted = Event()
         self.workers: list[subprocess.Popen[bytes]] = []
         self.seq = 0
@@ -275,16 +268,28 @@ class MasterSwarm:
 
     def _on_halted(self, environment: Any, msg: Any) -> None:
         self.halted.add(msg.node_id)
+        if msg.data and msg.data.get("ledger"):
+            self.ledgers[msg.node_id] = msg.data["ledger"]
         if len(self.halted) >= len([n for n in self.roles if not self._gone(n)]):
             self.all_halted.set()
 
     def rolled_requests(self) -> int:
         return self.rolled
 
+    def _write_ledger(self) -> None:
+        """MQTT: the workers' accounting merged where the parent reads it."""
+        load = self.spec.mqtt
+        if load is None or not load.report_path or not self.ledgers:
+            return
+        from pytest_webperf.swarm import mqtt
+
+        mqtt.write_report(load.report_path, mqtt.merge_reports(list(self.ledgers.values())))
+
     def quit(self) -> None:
         if any(not self._gone(node) for node in self.roles):
             self.runner.send_message(HALT)  # answered after the workers' last Locust stats
             self.all_halted.wait(timeout=15 + self.spec.timeout_s)
+        self._write_ledger()
         self.runner.quit()  # tells the workers to quit
         deadline = time.monotonic() + 10
         for worker in self.workers:
@@ -319,8 +324,11 @@ def serve(runner: Any, index: int, cpus: list[int], recorder: Recorder) -> None:
 
     def on_halt(environment: Any, msg: Any) -> None:
         halt(runner)
+        if not quick_stop(runner):
+            runner.stop()  # the MQTT user: waits for its acknowledgements, writes its ledger
         runner._send_stats()  # Locust's stats now, not at its next 3 s report: before HALTED
-        runner.send_message(HALTED)
+        ledger = getattr(environment, "webperf_ledger", None)
+        runner.send_message(HALTED, {"ledger": ledger.report if ledger is not None else None})
 
     runner.register_message(ROLL, on_roll)
     runner.register_message(HALT, on_halt)
@@ -375,3 +383,25 @@ def run_remote(master_host: str, master_port: int) -> int:
     runner.greenlet.join()  # until the master says quit
     gevent.sleep(0)
     return 10 if bye.is_set() else 0
+
+
+def farewell(bind: str, count: int, wait_s: float) -> int:
+    """End of a session: listen at ``bind`` up to ``wait_s`` and tell remote workers
+    (up to ``count``) that it is over, so their ``webperf worker`` exits; how many heard."""
+    import gevent
+    from locust.env import Environment
+
+    runner = Environment(user_classes=[]).create_master_runner(*split_address(bind))
+    told: set[str] = set()
+
+    def on_hello(environment: Any, msg: Any) -> None:
+        runner.send_message(BYE, None, msg.node_id)
+        told.add(msg.node_id)
+
+    runner.register_message(HELLO, on_hello)
+    deadline = time.monotonic() + wait_s
+    while len(told) < count and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    gevent.sleep(0.5)  # the last BYE on its way
+    runner.quit()
+    return len(told)

@@ -10,6 +10,15 @@ from pytest_webperf.mqtt.load import MqttLoad
 from pytest_webperf.workload import Workload
 
 
+def split_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT``) -> (host, port); ValueError if it is not one."""
+    host, sep, port = str(text).strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT (example: 127.0.0.1:5557)")
+    return host, int(port)
+
+
 @dataclass(frozen=True)
 class Remote:
     """Remote generator workers: the master binds ``bind`` (HOST:PORT) and waits up to
@@ -22,6 +31,7 @@ class Remote:
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError(f"remote generator workers: at least one, not {self.workers}")
+        split_address(self.bind)
 
     def to_dict(self) -> dict[str, Any]:
         return {"workers": self.workers, "bind": self.bind, "wait_s": self.wait_s}
