@@ -56,6 +56,7 @@ READY = "webperf_ready"
 HELLO = "webperf_hello"
 SPEC = "webperf_spec"
 BYE = "webperf_bye"  # the session is over: a remote worker's supervisor exits
+SESSION_OVER = 10  # a remote worker process's exit status after BYE
 WORKER_READY_S = 60.0  # starting a worker (python + locust import) takes ~1-2 s, more under load
 ROLL_REPLY_S = 5.0  # how long the master waits for the workers' intervals at each tick
 FINAL_REPLY_S = 15.0  # ... and for the last one, which nothing later can make up for
@@ -347,11 +348,10 @@ def run_worker(spec: SwarmSpec, index: int, master_host: str, master_port: int) 
 
 def run_remote(master_host: str, master_port: int) -> int:
     """One remote worker process, for one run: join the master, build the user class
-    from the spec it sends, serve until it says quit. 0 when it did, 10 when it said
+    from the spec it sends, serve until it says quit. 0 when it did, SESSION_OVER when it said
     the session is over, 3 when no spec came."""
     import signal
 
-    import gevent
     from gevent.event import Event
     from locust.env import Environment
 
@@ -359,7 +359,6 @@ def run_remote(master_host: str, master_port: int) -> int:
     environment = Environment(user_classes=[])
     runner = environment.create_worker_runner(master_host, master_port)
     got_spec = Event()
-    bye = Event()
 
     def on_spec(environment: Any, msg: Any) -> None:
         spec = SwarmSpec.from_dict(msg.data["spec"])
@@ -372,17 +371,16 @@ def run_remote(master_host: str, master_port: int) -> int:
         got_spec.set()
 
     def on_bye(environment: Any, msg: Any) -> None:
-        bye.set()
-        runner.greenlet.kill(block=False)
+        sys.stdout.flush()
+        os._exit(SESSION_OVER)  # nothing of this process is worth a clean stop
 
     runner.register_message(SPEC, on_spec)
     runner.register_message(BYE, on_bye)
     runner.send_message(HELLO, {"host": socket.gethostname(), "pid": os.getpid()})
     if not got_spec.wait(timeout=WORKER_READY_S):
-        return 10 if bye.is_set() else 3
+        return 3
     runner.greenlet.join()  # until the master says quit
-    gevent.sleep(0)
-    return 10 if bye.is_set() else 0
+    return 0
 
 
 def farewell(bind: str, count: int, wait_s: float) -> int:

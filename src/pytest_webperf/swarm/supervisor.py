@@ -23,7 +23,7 @@ from types import FrameType
 from pytest_webperf.swarm.spec import split_address
 
 PROBE_S = 0.2  # how often the address is tried while no master listens
-SESSION_OVER = 10  # the worker process's exit status when the master said so
+SESSION_OVER = 10  # the worker process's exit status when the master said so (master.py's)
 CLOSE_WAIT_S = 5.0  # after a run, how long to wait for that master to stop listening
 
 
