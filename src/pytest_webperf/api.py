@@ -109,10 +109,9 @@ class Webperf:
         cpuset: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Target:
-        """Start catalogue server ``name`` (and what it depends on), healthy, for this test.
-
-        With --webperf-target-url the already running server is used instead."""
-        config = self.config
+        """Start catalogue server ``name`` (and what it depends on), healthy, for this test
+        (with --webperf-target-url: the running server instead)."""
+        config, bind = self.config, self.config.target_bind
         if config.target_url:
             return self._stack.enter_context(
                 ExternalTarget(
@@ -125,7 +124,7 @@ class Webperf:
             memory=memory or config.target_memory or spec.memory,
             cpuset=cpuset or self.placement.target_cpuset,
         )
-        change = ContainerTarget(self._catalog(), name, limits=limits, env=env)
+        change = ContainerTarget(self._catalog(), name, limits=limits, env=env, bind=bind)
         if self._against is None:
             return self._stack.enter_context(change)
         against = self._against()
@@ -135,7 +134,7 @@ class Webperf:
             return PairedTarget(started, None, changed=True)
         if not changed and not against.always:
             return PairedTarget(started, None, changed=False)
-        base = ContainerTarget(against.base_catalog, name, limits=limits, env=env)
+        base = ContainerTarget(against.base_catalog, name, limits=limits, env=env, bind=bind)
         return PairedTarget(started, self._stack.enter_context(base), changed=changed)
 
     def process(
@@ -166,6 +165,7 @@ class Webperf:
                 startup_timeout=startup_timeout,
                 env=environ,
                 cwd=at,
+                bind=self.config.target_bind,
             )
             return self._stack.enter_context(target)
 

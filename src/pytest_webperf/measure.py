@@ -26,7 +26,7 @@ from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds,
 from pytest_webperf.errors import TargetError
 from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
-from pytest_webperf.resources import generator_bound, generator_cpu_stats
+from pytest_webperf.resources import generator_bound, generator_cpu_stats, remote_bound
 from pytest_webperf.sampler import RunMonitor
 from pytest_webperf.swarm.pacing import kept
 from pytest_webperf.swarm.recorder import Interval
@@ -168,6 +168,7 @@ def run_result(
     resources = tuple(monitor.resource_samples()) if monitor else ()
     generator = tuple(monitor.generator_samples()) if monitor else ()
     bound = generator_bound(generator, resources, plan.workers, server_cores=plan.server_cores)
+    bound = bound or remote_bound(outcome, resources, plan.server_cores)
     notes = list(outcome.notes)
     behind = fell_behind(
         total,

@@ -24,11 +24,18 @@ def parse_address(text: str) -> str:
 
 
 def parse_bind_host(text: str) -> str:
-    """An IP address a started target listens on (e.g. 0.0.0.0 or 10.0.0.5)."""
+    """The IP address a started target listens on, and the one every worker loads (so
+    not 0.0.0.0: the machine's address on the workers' network, e.g. 10.0.0.5)."""
     try:
-        return str(ipaddress.ip_address(str(text).strip()))
+        address = ipaddress.ip_address(str(text).strip())
     except ValueError:
-        raise ValueError(f"{text!r} is not an IP address (examples: 0.0.0.0, 10.0.0.5)") from None
+        raise ValueError(f"{text!r} is not an IP address (example: 10.0.0.5)") from None
+    if address.is_unspecified:
+        raise ValueError(
+            f"{text!r} is no address to load: give this machine's address on the "
+            "workers' network (example: 10.0.0.5)"
+        )
+    return str(address)
 
 
 def remote_of(config: Any) -> Remote | None:

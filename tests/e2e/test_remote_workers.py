@@ -6,6 +6,7 @@ one-line error."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from pytest_webperf.swarm.spec import Remote, SwarmSpec
 from pytest_webperf.workload import Workload
 
 pytestmark = pytest.mark.e2e
+pytest_plugins = ["pytester"]
 
 WEBPERF = str(Path(sys.executable).with_name("webperf"))
 BODY = b"<p>" + b"z" * 200 + b"</p>"
@@ -194,3 +196,65 @@ def test_the_session_end_tells_the_worker_to_exit(
     out, _ = worker.communicate(timeout=30)
     assert worker.returncode == 0
     assert "the master ended the session after 0 run(s)" in out
+
+
+SERVER_ON_BIND = """
+import http.server, os
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = b"bound"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+address = (os.environ.get("BIND", "127.0.0.1"), int(os.environ["PORT"]))
+http.server.ThreadingHTTPServer(address, Handler).serve_forever()
+"""
+TEST_ON_BIND = """
+import sys
+
+def test_bound(webperf):
+    target = webperf.process([sys.executable, "server.py"], name="bound-py")
+    assert target.url.startswith("http://127.0.0.2:")
+    result = webperf.http(target, path="/x")
+    assert result.requests > 0 and result.errors == 0
+"""
+
+
+def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
+    pytester: pytest.Pytester, address: str, worker: subprocess.Popen[str]
+) -> None:
+    """Through pytest's options: the run waits for the remote worker at every
+    repetition, the target listens on the bind address (127.0.0.2: loopback, but not
+    the default), and the session's end sends the worker home."""
+    pytester.makepyfile(server=SERVER_ON_BIND, test_bound=TEST_ON_BIND)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:locust",
+        "--webperf-concurrency=6",
+        "--webperf-duration=1s",
+        "--webperf-warmup=0.5s",
+        "--webperf-repeat=2",
+        "--webperf-remote-workers=1",
+        f"--webperf-master-bind={address}",
+        "--webperf-remote-wait=30s",
+        "--webperf-target-bind=127.0.0.2",
+        "--webperf-json=out.json",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*end of session: 1 remote worker(s) told*"])
+    (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    for run in test["repetitions"]:
+        roles = sorted(p["role"] for p in run["generator_processes"])
+        assert roles == ["master", f"remote1@{os.uname().nodename}", "worker0"]
+        assert sum(s["requests"] for s in run["series"]) == run["requests"]
+    out, _ = worker.communicate(timeout=30)
+    assert worker.returncode == 0
+    assert "the master ended the session after 2 run(s)" in out
