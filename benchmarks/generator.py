@@ -1,11 +1,16 @@
 """How fast are our load generators? wrk, Locust FastHttpUser and the lean user, side by side.
 
     .venv/bin/python benchmarks/generator.py [--duration 8] [--connections 100] [--path /hello]
+        [--no-remote] [--c10k 10000]
 
 Starts the catalogue's nginx (host network, 127.0.0.1), then runs each generator
 at 1 and 2 generator processes (wrk: threads) with the same connections and
 duration, one after the other against the same container, and prints req/s,
 the generator's CPU seconds and req/s per generator CPU-second, with ratios.
+Then the lean user with 1 local + 1 remote worker (``lean+r``: a ``webperf
+worker`` process started here, joining the master on loopback as another
+machine's would) and, with ``--c10k N``, the lean user at N connections with 2
+local processes and with 1 local + 1 remote.
 
 Generator CPU: for the swarms, each process's own user+system time over the
 measured phase (the child reports it per process: master and workers included);
@@ -17,18 +22,22 @@ with a note. The machine is shared: the load average is printed before and after
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import resource
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.swarm.runner import run_swarm
-from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.spec import Remote, SwarmSpec
 from pytest_webperf.targets import start_target
 from pytest_webperf.workload import Workload
 
@@ -98,7 +107,14 @@ def run_wrk(wrk: str, url: str, threads: int, connections: int, seconds: float) 
 
 
 def run_generator(
-    user: str, url: str, workers: int, *, connections: int, seconds: float, path: str
+    user: str,
+    url: str,
+    workers: int,
+    *,
+    connections: int,
+    seconds: float,
+    path: str,
+    remote: Remote | None = None,
 ) -> Row:
     outcome = run_swarm(
         SwarmSpec(
@@ -109,17 +125,49 @@ def run_generator(
             user_class=user,
             workers=workers,
             workload=Workload(path=path),
+            remote=remote,
         )
     )
     h = outcome.histogram
     return Row(
-        user,
-        workers,
+        user if remote is None else f"{user}+r",
+        workers + (remote.workers if remote is not None else 0),
         outcome.total.requests,
         outcome.total.errors,
         outcome.duration_s,
         outcome.generator_cpu_s,
         h.percentile(99) / 1000 if h.count else None,
+    )
+
+
+@contextlib.contextmanager
+def remote_worker() -> Iterator[Remote]:
+    """A ``webperf worker`` process (not a child of any swarm) on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    command = [sys.executable, "-m", "pytest_webperf.cli", "worker", "--master", address]
+    worker = subprocess.Popen(
+        [*command, "--idle-exit", "60s"], stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        yield Remote(1, address, 60.0)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+
+def remote_row(url: str, remote: Remote | None, connections: int, args: argparse.Namespace) -> Row:
+    """The lean user on 2 generator processes: 1 local + the remote worker (``lean+r``),
+    or without ``remote`` 2 local ones."""
+    return run_generator(
+        "lean",
+        url,
+        1 if remote is not None else 2,
+        connections=connections,
+        seconds=args.duration,
+        path=args.path,
+        remote=remote,
     )
 
 
@@ -166,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--path", default="/hello")
     parser.add_argument("--processes", default="1,2", help="generator processes to try")
+    parser.add_argument(
+        "--no-remote", action="store_true", help="skip the 1 local + 1 remote worker row"
+    )
+    parser.add_argument("--c10k", type=int, default=0, help="also lean at this many connections")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.processes.split(",")]
     wrk = ensure_wrk()
@@ -201,8 +253,20 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
                 print(table(rows[-1:]).splitlines()[1], flush=True)
+        big: list[Row] = []
+        with remote_worker() as remote:
+            if not args.no_remote:
+                rows.append(remote_row(target.url, remote, args.connections, args))
+                print(table(rows[-1:]).splitlines()[1], flush=True)
+            if args.c10k:
+                print(f"lean at {args.c10k:,} connections:", flush=True)
+                for spare in (None, remote):
+                    big.append(remote_row(target.url, spare, args.c10k, args))
+                    print(table(big[-1:]).splitlines()[1], flush=True)
     print()
     print(table(rows))
+    if big:
+        print(f"\nlean at {args.c10k:,} connections\n{table(big)}")
     print()
     for line in ratios(rows):
         print(line)
