@@ -36,6 +36,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     catalog = _catalog(args)
     names = args.names or catalog.names()
     started = time.monotonic()
+    if "worker" in names and "worker" not in catalog.names():  # the remote generator worker
+        from pytest_webperf.worker_image import ensure_worker_image
+
+        print(f"{'worker':16} {ensure_worker_image()}")
+        names = [n for n in names if n != "worker"]
+        if not names:
+            return 0
     for name in names:
         for server, tag in ensure_images(catalog, name).items():
             print(f"{server:16} {tag}")
@@ -156,7 +163,9 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = top.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build server images (cached by content hash)")
-    build.add_argument("names", nargs="*", help="servers to build (default: all)")
+    build.add_argument(
+        "names", nargs="*", help="servers to build (default: all); worker: the generator worker"
+    )
     build.set_defaults(func=cmd_build)
     sub.add_parser("list", help="list the catalogue").set_defaults(func=cmd_list)
     new = sub.add_parser("new", help="start a catalogue entry: DIR/NAME/ with an example server")

@@ -258,3 +258,30 @@ def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
     out, _ = worker.communicate(timeout=30)
     assert worker.returncode == 0
     assert "the master ended the session after 2 run(s)" in out
+
+
+def test_the_worker_container_with_host_networking_joins(address: str) -> None:
+    """``webperf build worker``'s image, run as another machine would (host network)."""
+    from pytest_webperf.engine import docker_client
+    from pytest_webperf.targets.container import MANAGED, OWNER, SESSION, SESSION_ID, _owner
+    from pytest_webperf.worker_image import ensure_worker_image
+
+    tag = ensure_worker_image()
+    container = docker_client().containers.run(
+        tag,
+        ["--master", address, "--idle-exit", "60s"],
+        network_mode="host",
+        detach=True,
+        labels={MANAGED: "1", SESSION: SESSION_ID, OWNER: _owner(), "webperf.part": "worker"},
+    )
+    try:
+        with LocalServer("length", body=BODY) as server:
+            outcome = run_swarm(spec(server.url, address))
+        total = outcome.total
+        assert total.requests > 0 and total.errors == 0
+        assert sum(s.requests for s in outcome.series) == total.requests
+        remote = [g for g in outcome.generators if g.remote]
+        assert len(remote) == 1 and remote[0].cpu_s > 0
+        assert outcome.locust_requests == outcome.rolled_requests
+    finally:
+        container.remove(force=True)
