@@ -131,7 +131,7 @@ def halt(runner: Any) -> None:
 
 def users_of(spec: SwarmSpec, index: int) -> int:
     """About how many users worker ``index`` gets (Locust distributes them evenly)."""
-    share, extra = divmod(spec.users, spec.workers)
+    share, extra = divmod(spec.users, spec.processes)
     return share + (1 if index < extra else 0)
 
 
