@@ -55,7 +55,8 @@ CONTRACT: dict[str, tuple[str, str]] = {
         "master.send_message(type, data, client_id) reaches that worker only; msg.node_id "
         "is its client id; master.clients.get(id), del master.clients[id], "
         "master._users_dispatcher (None before start), locust.runners.STATE_MISSING; a "
-        "'quit' message sent to one worker ends it",
+        "'quit' message sent to one worker ends it; master.clients.running lists the "
+        "workers whose users are spawned",
         "master.MasterSwarm, master.run_remote",
     ),
     "stats_entry_fields": (
@@ -246,6 +247,7 @@ def check_remote_join() -> None:
         other.greenlet.join()
     master.start(2, spawn_rate=100)
     _wait_until(lambda: remote.user_count == 2)  # the class given late spawns
+    _wait_until(lambda: len(master.clients.running) == 1)  # its spawning_complete
     master.quit()
     with gevent.Timeout(10, AssertionError("the worker did not end on the master's quit")):
         remote.greenlet.join()

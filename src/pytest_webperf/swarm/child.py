@@ -52,6 +52,7 @@ class Roll:
     interval: Interval
     processes: list[Process]  # cumulative CPU seconds per process
     at: float  # monotonic time of the hand-over (the master's clock with workers)
+    final: bool = False  # the measured phase's last: the users stopped sending first
 
 
 COUNT_POLL_S = 0.005  # how often a fixed-count phase checks whether its requests are done
@@ -208,7 +209,8 @@ class LocalSwarm:
             stop_sending(self.runner)
         at = time.monotonic()
         interval = self.recorder.roll()
-        return Roll(interval, [{"pid": os.getpid(), "role": "local", "cpu_s": cpu_seconds()}], at)
+        processes = [{"pid": os.getpid(), "role": "local", "cpu_s": cpu_seconds()}]
+        return Roll(interval, processes, at, final)
 
     def rolled_requests(self) -> int:
         return self.recorder.rolled_requests
@@ -246,9 +248,9 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
             end = tick_start + seconds
             while True:
                 now = time.monotonic()
-                if now >= end:
-                    return last
-                step = min(spec.interval_s - (now - tick_start), end - now)
+                if now >= end and (last.final or phase != "measure"):
+                    return last  # the measure ends with a final roll, even after a slow one
+                step = max(min(spec.interval_s - (now - tick_start), end - now), 0.0)
                 gevent.sleep(step if done is None else min(step, COUNT_POLL_S))
                 now = time.monotonic()
                 if done is not None and done():

@@ -100,7 +100,9 @@ class MasterSwarm:
         self.all_halted = Event()
         self.workers: list[subprocess.Popen[bytes]] = []
         self.seq = 0
-        self.replies: dict[str, dict[str, Any]] = {}
+        self.inbox: dict[str, list[dict[str, Any]]] = {}  # intervals not yet summed, by worker
+        self.node_users: dict[str, int] = {}  # each worker's users at its latest answer
+        self.replies: dict[str, dict[str, Any]] = {}  # answers to this roll
         self.arrived = Event()
         self.users = 0
         self.rolled = 0
@@ -125,6 +127,7 @@ class MasterSwarm:
             self.workers.append(worker)
         self._await_workers()
         self.runner.start(self.spec.users, spawn_rate=self.spec.effective_spawn_rate)
+        self._await_spawned()
         processes = self.roll().processes  # also learns the workers' pids and placement
         keys = ("pid", "role", "cpus", "host")
         return [{k: p[k] for k in keys if k in p} for p in processes]
@@ -157,6 +160,18 @@ class MasterSwarm:
                     f"them with `webperf worker --master {spec.remote.bind}` (reachable there, "
                     "port open)"
                 )
+            gevent.sleep(0.05)
+
+    def _await_spawned(self) -> None:
+        """Until every worker says its users are spawned (Locust's spawning_complete),
+        bounded as the local swarm's spawn is; the warm-up then starts from full load."""
+        import gevent
+
+        spec = self.spec
+        deadline = time.monotonic() + spec.users / spec.effective_spawn_rate * 3 + 30
+        while len(self.runner.clients.running) < len(self.roles):
+            if time.monotonic() > deadline:
+                return  # the rolls say who is missing
             gevent.sleep(0.05)
 
     def _on_hello(self, environment: Any, msg: Any) -> None:
@@ -215,6 +230,7 @@ class MasterSwarm:
         self.runner.send_message(ROLL, {"seq": self.seq, "final": final})
         self.arrived.wait(timeout=FINAL_REPLY_S if final else ROLL_REPLY_S)
         missing = [node for node in self.roles if node not in self.replies]
+        inbox, self.inbox = self.inbox, {}  # late answers to earlier rolls count here
         lost = [node for node in missing if final or self._gone(node)]
         if lost:
             names = ", ".join(self.roles[node] for node in lost)
@@ -227,10 +243,11 @@ class MasterSwarm:
             {"pid": os.getpid(), "role": "master", "cpu_s": cpu_seconds(), "cpus": self.cpus}
         ]
         processes[0]["host"] = socket.gethostname()
-        users = 0
-        for node, reply in sorted(self.replies.items(), key=lambda r: self._order(r[0])):
-            total.merge(Interval.from_dict(reply))
-            users += int(reply["users"])
+        for node, replies in sorted(inbox.items(), key=lambda r: self._order(r[0])):
+            for reply in replies:
+                total.merge(Interval.from_dict(reply))
+            reply = max(replies, key=lambda r: int(r["seq"]))  # the latest: CPU, users
+            self.node_users[node] = int(reply["users"])
             processes.append(
                 {
                     "pid": reply["pid"],
@@ -245,13 +262,13 @@ class MasterSwarm:
                 "note",
                 message=(
                     f"only {len(self.replies)} of {self.expected} generator workers reported "
-                    f"interval {self.seq} within {ROLL_REPLY_S:.0f}s; the others' requests are "
-                    "counted in a later interval"
+                    f"interval {self.seq} within {ROLL_REPLY_S:.0f}s (overloaded?); the "
+                    "others' requests are counted in a later interval"
                 ),
             )
-        self.users = users
+        self.users = sum(self.node_users.values())
         self.rolled += total.requests
-        return Roll(total, processes, at)
+        return Roll(total, processes, at, final)
 
     def _order(self, node: str) -> tuple[bool, int, str]:
         """Local workers first, then remote ones, each by number."""
@@ -261,11 +278,13 @@ class MasterSwarm:
 
     def _on_interval(self, environment: Any, msg: Any) -> None:
         data = msg.data
-        if int(data["seq"]) != self.seq or msg.node_id not in self.roles:
-            return  # a late answer to an earlier tick: counted in the worker's next one
-        self.replies[msg.node_id] = data
-        if len(self.replies) >= len(self.roles):
-            self.arrived.set()
+        if msg.node_id not in self.roles:
+            return
+        self.inbox.setdefault(msg.node_id, []).append(data)  # a late one: the next roll's
+        if int(data["seq"]) == self.seq:
+            self.replies[msg.node_id] = data
+            if len(self.replies) >= len(self.roles):
+                self.arrived.set()
 
     def _on_halted(self, environment: Any, msg: Any) -> None:
         self.halted.add(msg.node_id)

@@ -200,11 +200,17 @@ class _Collector:
         self.error = str(event["message"])
 
     def on_spawned(self, event: Event) -> None:
+        self._place(event)
+
+    def _place(self, event: Event) -> None:
+        """Where each process runs, from the first event that says (a worker slow to
+        answer at the start says it in a later interval)."""
         for process in event.get("processes", ()):
-            self.placement[str(process["role"])] = (
-                int(process["pid"]),
-                tuple(int(c) for c in process.get("cpus", ())),
-            )
+            if "cpus" in process and str(process["role"]) not in self.placement:
+                self.placement[str(process["role"])] = (
+                    int(process["pid"]),
+                    tuple(int(c) for c in process.get("cpus", ())),
+                )
 
     def on_measure_start(self, event: Event) -> None:
         self.cpu_at_start = _cpu_by_role(event)
@@ -213,6 +219,7 @@ class _Collector:
         outcome = self.outcome
         interval = Interval.from_dict(event)
         elapsed, users = float(event["elapsed"]), int(event["users"])
+        self._place(event)
         if event["phase"] == "measure":
             self.cpu_latest.update(_cpu_by_role(event))
             self.measured_t += elapsed
