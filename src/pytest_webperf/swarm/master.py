@@ -301,9 +301,10 @@ class MasterSwarm:
         load = self.spec.mqtt
         if load is None or not load.report_path or not self.ledgers:
             return
+        from pytest_webperf.mqtt.accounting import merge_reports
         from pytest_webperf.swarm import mqtt
 
-        mqtt.write_report(load.report_path, mqtt.merge_reports(list(self.ledgers.values())))
+        mqtt.write_report(load.report_path, merge_reports(self.ledgers.values()))
 
     def quit(self) -> None:
         if any(not self._gone(node) for node in self.roles):

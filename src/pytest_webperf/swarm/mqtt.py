@@ -168,23 +168,6 @@ def write_report(path: str, report: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ledgers of several generator processes as one (their client ids are disjoint)."""
-    lag = Histogram()
-    for report in reports:
-        lag += Histogram.from_dict(report["pace_lag"])
-    sent = [r["first_sent"] for r in reports if r["first_sent"]]
-    merged: dict[str, Any] = {
-        "clients": sorted(c for r in reports for c in r["clients"]),
-        "pace_lag": lag.to_dict(),
-        "first_sent": min(sent) if sent else 0.0,
-        "stopped_at": max((r["stopped_at"] for r in reports), default=time.time()),
-    }
-    for key in ("late", "connect_failures", "disconnects", "publish_errors"):
-        merged[key] = sum(int(r[key]) for r in reports)
-    return merged
-
-
 def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
     if spec.mqtt is None:
         raise ValueError("user_class 'mqtt' needs SwarmSpec.mqtt")
