@@ -216,7 +216,7 @@ class Webperf:
             body=body,
             headers=headers,
             user_class=user_class,
-            workers=self.config.workers,
+            workers=self.config.workers + self.config.remote_workers,  # all generator processes
             users=plan.concurrency,
             interval=interval,
             rate=rate,
