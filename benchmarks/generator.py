@@ -1,7 +1,8 @@
 """How fast are our load generators? wrk, k6, Locust's FastHttpUser, lean and native, side by side.
 
     .venv/bin/python benchmarks/generator.py [--duration 8] [--connections 100] [--path /hello]
-        [--rounds 3] [--processes 1,2] [--generators wrk,k6,fast,lean,native]
+        [--rounds 3] [--processes 1,2] [--generators wrk,k6,fast,lean,native,native+r]
+        [--c10k 10000] [--c10k-user native]
 
 Starts the catalogue's nginx (host network, 127.0.0.1), then runs the generators
 in interleaved rounds (round 1: each generator at each process count, round 2 the
@@ -9,6 +10,10 @@ same, ...) with the same connections and duration against the same container, an
 prints every run, then per generator the median req/s, the generator's CPU seconds
 and requests per generator CPU-second, and ratios to wrk taken round by round (the
 machine is shared: a ratio from one round compares runs seconds apart).
+``lean+r`` / ``native+r``: 1 local + 1 remote worker (a ``webperf worker`` process
+started here, joining the master on loopback as another machine's would), in the
+2-process rows. With ``--c10k N``, after the rounds: ``--c10k-user`` at N
+connections with 2 local processes and with 1 local + 1 remote.
 
 Generator CPU: for the swarms, each process's own user+system time over the
 measured phase (the child reports it per process: master and workers included);
@@ -21,21 +26,25 @@ generator that cannot be had here is skipped with a note.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import resource
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.swarm.runner import run_swarm
-from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.spec import Remote, SwarmSpec
 from pytest_webperf.targets import start_target
 from pytest_webperf.workload import Workload
 
@@ -163,7 +172,14 @@ def run_k6(k6: str, url: str, connections: int, seconds: float) -> Row:
 
 
 def run_generator(
-    user: str, url: str, workers: int, *, connections: int, seconds: float, path: str
+    user: str,
+    url: str,
+    workers: int,
+    *,
+    connections: int,
+    seconds: float,
+    path: str,
+    remote: Remote | None = None,
 ) -> Row:
     outcome = run_swarm(
         SwarmSpec(
@@ -174,17 +190,51 @@ def run_generator(
             user_class=user,
             workers=workers,
             workload=Workload(path=path),
+            remote=remote,
         )
     )
     h = outcome.histogram
     return Row(
-        user,
-        workers,
+        user if remote is None else f"{user}+r",
+        workers + (remote.workers if remote is not None else 0),
         outcome.total.requests,
         outcome.total.errors,
         outcome.duration_s,
         outcome.generator_cpu_s,
         h.percentile(99) / 1000 if h.count else None,
+    )
+
+
+@contextlib.contextmanager
+def remote_worker() -> Iterator[Remote]:
+    """A ``webperf worker`` process (not a child of any swarm) on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    command = [sys.executable, "-m", "pytest_webperf.cli", "worker", "--master", address]
+    worker = subprocess.Popen(
+        [*command, "--idle-exit", "60s"], stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        yield Remote(1, address, 60.0)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+
+def remote_row(
+    user: str, url: str, remote: Remote | None, connections: int, args: argparse.Namespace
+) -> Row:
+    """``user`` on 2 generator processes: 1 local + the remote worker (``user+r``), or
+    without ``remote`` 2 local ones."""
+    return run_generator(
+        user,
+        url,
+        1 if remote is not None else 2,
+        connections=connections,
+        seconds=args.duration,
+        path=args.path,
+        remote=remote,
     )
 
 
@@ -244,6 +294,32 @@ def ratios(rounds: list[list[Row]]) -> list[str]:
     return out
 
 
+def run_one(
+    name: str,
+    procs: int,
+    base: str,
+    args: argparse.Namespace,
+    *,
+    wrk: str | None,
+    k6: str | None,
+    remote: Remote,
+) -> Row | None:
+    """One run of generator ``name`` at ``procs`` processes (None: not here, or not at
+    that count: k6 is one process; ``X+r`` is 1 local + 1 remote, the 2-process row)."""
+    url = base + args.path
+    if name == "wrk" and wrk is not None:
+        return run_wrk(wrk, url, procs, args.connections, args.duration)
+    if name == "k6" and k6 is not None and procs == 1:
+        return run_k6(k6, url, args.connections, args.duration)
+    if name in ("fast", "lean", "native"):
+        return run_generator(
+            name, base, procs, connections=args.connections, seconds=args.duration, path=args.path
+        )
+    if name in ("lean+r", "native+r") and procs == 2:
+        return remote_row(name.removesuffix("+r"), base, remote, args.connections, args)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per run")
@@ -251,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", default="/hello")
     parser.add_argument("--processes", default="1,2", help="generator processes to try")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
-    parser.add_argument("--generators", default="wrk,k6,fast,lean,native")
+    parser.add_argument("--generators", default="wrk,k6,fast,lean,native,native+r")
+    parser.add_argument("--c10k", type=int, default=0, help="also at this many connections")
+    parser.add_argument("--c10k-user", default="native", help="the HTTP user at --c10k")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.processes.split(",")]
     wanted = args.generators.split(",")
@@ -266,38 +344,31 @@ def main(argv: list[str] | None = None) -> int:
     print(load(), flush=True)
     started = time.monotonic()
     with start_target(Catalog(default_directories()), "nginx") as target:
-        url = target.url + args.path
         print(
             f"nginx at {target.url}, {args.connections} connections, {args.duration:.0f} s "
             f"per run, GET {args.path}, {args.rounds} interleaved rounds",
             flush=True,
         )
-        for number in range(1, args.rounds + 1):
-            round_: list[Row] = []
-            for procs in counts:
-                for name in wanted:
-                    if name == "wrk" and wrk is not None:
-                        row = run_wrk(wrk, url, procs, args.connections, args.duration)
-                    elif name == "k6" and k6 is not None:
-                        if procs != 1:
-                            continue  # k6 has no process count: one process, all its cores
-                        row = run_k6(k6, url, args.connections, args.duration)
-                    elif name in ("fast", "lean", "native"):
-                        row = run_generator(
-                            name,
-                            target.url,
-                            procs,
-                            connections=args.connections,
-                            seconds=args.duration,
-                            path=args.path,
-                        )
-                    else:
-                        continue
-                    round_.append(row)
-                    print(f"round {number}: " + table([row]).splitlines()[1], flush=True)
-            rounds.append(round_)
+        with remote_worker() as remote:
+            for number in range(1, args.rounds + 1):
+                round_: list[Row] = []
+                for procs in counts:
+                    for name in wanted:
+                        row = run_one(name, procs, target.url, args, wrk=wrk, k6=k6, remote=remote)
+                        if row is not None:
+                            round_.append(row)
+                            print(f"round {number}: " + table([row]).splitlines()[1], flush=True)
+                rounds.append(round_)
+            big: list[Row] = []
+            if args.c10k:
+                print(f"{args.c10k_user} at {args.c10k:,} connections:", flush=True)
+                for spare in (None, remote):
+                    big.append(remote_row(args.c10k_user, target.url, spare, args.c10k, args))
+                    print(table(big[-1:]).splitlines()[1], flush=True)
     print("\nmedian run per generator (by req per CPU-second):")
     print(table(medians(rounds)))
+    if big:
+        print(f"\n{args.c10k_user} at {args.c10k:,} connections\n{table(big)}")
     print()
     for line in ratios(rounds):
         print(line)

@@ -44,6 +44,7 @@ from pytest_webperf.mqtt.run import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.swarm.hotloop import resolve_user
+from pytest_webperf.scaleout import remote_of
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
@@ -109,10 +110,9 @@ class Webperf:
         cpuset: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Target:
-        """Start catalogue server ``name`` (and what it depends on), healthy, for this test.
-
-        With --webperf-target-url the already running server is used instead."""
-        config = self.config
+        """Start catalogue server ``name`` (and what it depends on), healthy, for this test
+        (with --webperf-target-url: the running server instead)."""
+        config, bind = self.config, self.config.target_bind
         if config.target_url:
             return self._stack.enter_context(
                 ExternalTarget(
@@ -125,7 +125,7 @@ class Webperf:
             memory=memory or config.target_memory or spec.memory,
             cpuset=cpuset or self.placement.target_cpuset,
         )
-        change = ContainerTarget(self._catalog(), name, limits=limits, env=env)
+        change = ContainerTarget(self._catalog(), name, limits=limits, env=env, bind=bind)
         if self._against is None:
             return self._stack.enter_context(change)
         against = self._against()
@@ -135,7 +135,7 @@ class Webperf:
             return PairedTarget(started, None, changed=True)
         if not changed and not against.always:
             return PairedTarget(started, None, changed=False)
-        base = ContainerTarget(against.base_catalog, name, limits=limits, env=env)
+        base = ContainerTarget(against.base_catalog, name, limits=limits, env=env, bind=bind)
         return PairedTarget(started, self._stack.enter_context(base), changed=changed)
 
     def process(
@@ -166,6 +166,7 @@ class Webperf:
                 startup_timeout=startup_timeout,
                 env=environ,
                 cwd=at,
+                bind=self.config.target_bind,
             )
             return self._stack.enter_context(target)
 
@@ -216,7 +217,7 @@ class Webperf:
             body=body,
             headers=headers,
             user_class=user_class,
-            workers=self.config.workers,
+            workers=self.config.workers + self.config.remote_workers,  # all generator processes
             users=plan.concurrency,
             interval=interval,
             rate=rate,
@@ -267,7 +268,6 @@ class Webperf:
                 warmup=warmup,
                 repeat=repeat,
             ),
-            workers=1,  # one generator process: MQTT client ids must not collide
             spawn_rate=config.spawn_rate if spawn_rate is None else spawn_rate,
         )
         return self._measure(
@@ -489,6 +489,7 @@ class Webperf:
             repeat=repeat or config.repeat,
             timeout_s=config.timeout,
             workers=config.workers,
+            remote=remote_of(config),
             spawn_rate=config.spawn_rate,
             server_cores=cpu_limit(limits),
             generator_cpus=self.placement.generator_cpus,

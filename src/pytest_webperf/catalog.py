@@ -56,6 +56,7 @@ class ServerSpec:
     kind: str = "http"
     description: str = ""
     port_env: str = "PORT"
+    bind_env: str | None = None  # where it takes its listen address (else loopback only)
     extra_ports: tuple[str, ...] = ()
     health: str = "/health"
     startup_timeout: float = 120.0
@@ -131,6 +132,7 @@ def load_spec(directory: Path) -> ServerSpec:
             kind=kind,
             description=str(data.pop("description", "")),
             port_env=str(data.pop("port_env", "PORT")),
+            bind_env=str(data.pop("bind_env")) if "bind_env" in data else None,
             extra_ports=_str_tuple(data.pop("extra_ports", []), "extra_ports", path),
             health=str(data.pop("health", "/health" if kind == "http" else "tcp")),
             startup_timeout=float(data.pop("startup_timeout", 120.0)),

@@ -36,6 +36,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     catalog = _catalog(args)
     names = args.names or catalog.names()
     started = time.monotonic()
+    if "worker" in names and "worker" not in catalog.names():  # the remote generator worker
+        from pytest_webperf.worker_image import ensure_worker_image
+
+        print(f"{'worker':16} {ensure_worker_image()}")
+        names = [n for n in names if n != "worker"]
+        if not names:
+            return 0
     for name in names:
         for server, tag in ensure_images(catalog, name).items():
             print(f"{server:16} {tag}")
@@ -134,6 +141,17 @@ def cmd_noise(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A long-lived generator worker for the master at --master (another machine's swarm)."""
+    from pytest_webperf.swarm.supervisor import BadMaster, supervise
+
+    try:
+        return supervise(args.master, args.idle_exit)
+    except BadMaster as exc:
+        print(f"webperf worker: error: {exc}", file=sys.stderr)
+        return 2
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="webperf", description=__doc__)
     top.add_argument(
@@ -145,7 +163,9 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = top.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build server images (cached by content hash)")
-    build.add_argument("names", nargs="*", help="servers to build (default: all)")
+    build.add_argument(
+        "names", nargs="*", help="servers to build (default: all); worker: the generator worker"
+    )
     build.set_defaults(func=cmd_build)
     sub.add_parser("list", help="list the catalogue").set_defaults(func=cmd_list)
     new = sub.add_parser("new", help="start a catalogue entry: DIR/NAME/ with an example server")
@@ -191,6 +211,20 @@ def parser() -> argparse.ArgumentParser:
         "--min-pairs", type=parse_positive_int, default=3, help="the gate's --webperf-repeat"
     )
     aa.set_defaults(func=cmd_noise)
+    worker = sub.add_parser(
+        "worker",
+        help="generate load for a run's master elsewhere (--webperf-remote-workers): one "
+        "worker per run, every run of a session, until the master ends it or goes away",
+    )
+    worker.add_argument("--master", required=True, metavar="HOST:PORT", help="its address")
+    worker.add_argument(
+        "--idle-exit",
+        type=parse_positive_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="exit when no master has listened this long (default 300s; exit 2 if none ever)",
+    )
+    worker.set_defaults(func=cmd_worker)
     return top
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from pytest_webperf.errors import OptionError
 from pytest_webperf.machine import check_machine_id
 from pytest_webperf.placement import MODES, parse_cpu_list
+from pytest_webperf.scaleout import parse_address, parse_bind_host
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -242,6 +243,32 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("workers", parse_positive_int, 1, "load-generator processes"),
     Setting(
+        "remote_workers",
+        parse_count,
+        0,
+        "also wait for this many generator workers from other machines (`webperf worker "
+        "--master HOST:PORT` there) at every run; users are split over all workers",
+    ),
+    Setting(
+        "master_bind",
+        parse_address,
+        "127.0.0.1:5557",
+        "with --webperf-remote-workers: where the swarm's master listens (HOST:PORT)",
+    ),
+    Setting(
+        "remote_wait",
+        parse_positive_duration,
+        60.0,
+        "with --webperf-remote-workers: how long a run waits for them to join (e.g. 60s)",
+    ),
+    Setting(
+        "target_bind",
+        parse_bind_host,
+        None,
+        "started targets listen on this address instead of loopback, where remote workers "
+        "reach them (e.g. 0.0.0.0); without it nothing listens beyond loopback",
+    ),
+    Setting(
         "user",
         parse_user_class,
         "auto",
@@ -350,6 +377,10 @@ class RunConfig:
     target_url: str | None = None
     allow_remote_target: bool = False
     workers: int = 1
+    remote_workers: int = 0
+    master_bind: str = "127.0.0.1:5557"
+    remote_wait: float = 60.0
+    target_bind: str | None = None
     user: str = "auto"
     spawn_rate: float = 0.0
     timeout: float = 10.0

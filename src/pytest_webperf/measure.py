@@ -26,12 +26,12 @@ from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds,
 from pytest_webperf.errors import TargetError
 from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
-from pytest_webperf.resources import generator_bound
+from pytest_webperf.resources import generator_bound, generator_cpu_stats, remote_bound
 from pytest_webperf.sampler import RunMonitor
 from pytest_webperf.schedule import fell_behind
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
-from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.spec import Remote, SwarmSpec
 from pytest_webperf.targets.base import Target
 from pytest_webperf.workload import Workload
 
@@ -80,6 +80,7 @@ class RunPlan:
     spawn_rate: float = 0.0
     server_cores: float | None = None  # the target's CPU limit, for the generator-bound rule
     generator_cpus: tuple[int, ...] = ()  # pin the generator here (split placement)
+    remote: Remote | None = None  # generator workers on other machines join each swarm
 
     def swarm(self, host: str, **load: object) -> SwarmSpec:
         """The swarm of one repetition: this plan's users and times, the kind's load."""
@@ -92,6 +93,7 @@ class RunPlan:
             timeout_s=self.timeout_s,
             workers=self.workers,
             cpus=self.generator_cpus,
+            remote=self.remote,
             **load,  # type: ignore[arg-type]
         )
 
@@ -168,6 +170,7 @@ def run_result(
     resources = tuple(monitor.resource_samples()) if monitor else ()
     generator = tuple(monitor.generator_samples()) if monitor else ()
     bound = generator_bound(generator, resources, plan.workers, server_cores=plan.server_cores)
+    bound = bound or remote_bound(outcome, resources, plan.server_cores)
     notes = list(outcome.notes)
     behind = fell_behind(
         total,

@@ -27,6 +27,7 @@ from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.measurement_lock import MeasurementLock
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.progress_view import LiveLine, PlainLines
+from pytest_webperf.scaleout import farewell, remote_of
 from pytest_webperf.session import Extensions, WebperfSession
 from pytest_webperf.swarm.hotloop import fallback_note, resolve_user
 
@@ -316,6 +317,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     finally:
         with contextlib.suppress(WebperfError):
             remove_session_containers()
+        remote = remote_of(webperf.config) if webperf is not None else None
+        if webperf and remote and not hasattr(session.config, "workerinput"):
+            webperf.finished.append(f"webperf: end of session: {farewell(remote)}")
     if problems:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         for line in problems:

@@ -29,7 +29,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Literal
+from typing import Any, Literal
 
 from pytest_webperf.models import GeneratorSample, ResourceSample
 
@@ -145,3 +145,29 @@ def generator_bound(
         server_capacity = max(machine * 100.0 - gen.mean, 100.0)
     server_busy = server is not None and server.mean >= server_threshold * server_capacity
     return gen.mean >= generator_threshold * generator_capacity and not server_busy
+
+
+def remote_bound(
+    outcome: Any,
+    server_samples: Sequence[ResourceSample],
+    server_cores: float | None = None,
+    *,
+    generator_threshold: float = 0.8,
+    server_threshold: float = 0.9,
+    cores: int | None = None,
+) -> bool:
+    """Whether a generator process on another machine limited the run (a swarm's
+    outcome: its ``generators`` and ``duration_s``): the busiest remote worker (its
+    CPU seconds in the measured phase came with its intervals) used at least
+    ``generator_threshold`` of its one core, while the server was not saturated (as
+    ``generator_bound``). Its users share its core; Locust gives every worker its
+    share of the users, so the slowest worker holds back its share of the load."""
+    remote = [g for g in outcome.generators if getattr(g, "remote", False)]
+    if not remote or outcome.duration_s <= 0:
+        return False
+    busiest = max(g.cpu_s for g in remote) / outcome.duration_s
+    machine = cores or os.cpu_count() or 1
+    server = cpu_stats(server_samples)
+    capacity = min(server_cores, machine) * 100.0 if server_cores else machine * 100.0
+    server_busy = server is not None and server.mean >= server_threshold * capacity
+    return busiest >= generator_threshold and not server_busy

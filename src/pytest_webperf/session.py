@@ -237,6 +237,7 @@ class WebperfSession:
                 "warmup_s": config.warmup,
                 "repeat": config.repeat,
                 "workers": config.workers,
+                "remote_workers": config.remote_workers,
                 "user": config.user,
                 "timeout_s": config.timeout,
                 "spawn_rate": config.spawn_rate,

@@ -49,3 +49,47 @@ def test_two_workers_merge_to_the_servers_count() -> None:
     assert all(g.cpu_s > 0 for g in workers)
     # each worker on one CPU of the set, round robin; the master may use all of them
     assert sorted(g.cpus for g in workers) == sorted((cpus[i % len(cpus)],) for i in range(2))
+
+
+def test_a_local_worker_killed_mid_run_fails_it_by_name() -> None:
+    import threading
+    import time
+
+    import psutil
+    import pytest
+
+    from pytest_webperf.errors import SwarmError
+
+    swarm: list[int] = []
+
+    def kill_a_worker() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            workers = psutil.Process(swarm[0]).children() if swarm else []  # "started"
+            if len(workers) == 2 and server.counts.responses > 200:
+                workers[1].kill()
+                return
+            time.sleep(0.1)
+
+    with LocalServer("length", body=BODY) as server:
+        killer = threading.Thread(target=kill_a_worker, daemon=True)
+        killer.start()
+        with pytest.raises(SwarmError) as failed:
+            run_swarm(
+                SwarmSpec(
+                    host=server.url,
+                    users=10,
+                    duration_s=20.0,
+                    user_class="lean",
+                    workers=2,
+                    workload=Workload(path="/page"),
+                ),
+                lambda event: (
+                    swarm.append(int(event["pid"])) if event["type"] == "started" else None
+                ),
+            )
+        killer.join(timeout=5)
+    message = str(failed.value)
+    assert "\n" not in message
+    assert message.startswith("generator worker worker")
+    assert "stopped answering the master during the run" in message

@@ -47,7 +47,17 @@ CONTRACT: dict[str, tuple[str, str]] = {
         "port); master.clients.ready / .all; register_message(type, listener) calls "
         "listener(environment=, msg=) with msg.data, both ways; worker.greenlet; "
         "worker._send_stats() reports to the master now; master.quit() ends the worker",
-        "child.DistributedSwarm, child.run_worker",
+        "master.MasterSwarm, master.run_worker",
+    ),
+    "remote_join": (
+        "a worker made with Environment(user_classes=[]) gets its user class later "
+        "(environment.user_classes = [cls]; user_classes_by_name follows) and spawns it; "
+        "master.send_message(type, data, client_id) reaches that worker only; msg.node_id "
+        "is its client id; master.clients.get(id), del master.clients[id], "
+        "master._users_dispatcher (None before start), locust.runners.STATE_MISSING; a "
+        "'quit' message sent to one worker ends it; master.clients.running lists the "
+        "workers whose users are spawned",
+        "master.MasterSwarm, master.run_remote",
     ),
     "stats_entry_fields": (
         "locust_stats.log_interval leaves a StatsEntry as StatsEntry.log and log_error "
@@ -199,6 +209,48 @@ def check_distributed() -> None:
     master.quit()
     with gevent.Timeout(10, AssertionError("the worker did not end on the master's quit")):
         worker.greenlet.join()
+
+
+def check_remote_join() -> None:
+    import gevent
+    from locust.env import Environment
+    from locust.runners import STATE_MISSING
+
+    user_class = _stoppable_user()
+    master = Environment(user_classes=[user_class]).create_master_runner("127.0.0.1", 0)
+    assert master._users_dispatcher is None
+    assert isinstance(STATE_MISSING, str)
+    hellos: list[str] = []
+    master.register_message("probe_hello", lambda environment, msg: hellos.append(msg.node_id))
+    port = master.server.port
+    late = Environment(user_classes=[])
+    remote = late.create_worker_runner("127.0.0.1", port)
+    other = Environment(user_classes=[user_class]).create_worker_runner("127.0.0.1", port)
+    got: list[Any] = []
+    remote.register_message("probe_spec", lambda environment, msg: got.append(msg.data))
+    other.register_message("probe_spec", lambda environment, msg: got.append(("other", msg.data)))
+    remote.send_message("probe_hello", None)
+    _wait_until(lambda: len(hellos) == 1 and len(master.clients.ready) == 2)
+    assert hellos == [remote.client_id]
+    master.send_message("probe_spec", {"n": 1}, hellos[0])
+    _wait_until(lambda: bool(got))
+    gevent.sleep(0.2)
+    assert got == [{"n": 1}]  # that worker only
+    late.user_classes = [user_class]
+    assert late.user_classes_by_name == {user_class.__name__: user_class}
+    node = master.clients.get(other.client_id)
+    assert node is not None and node.state != STATE_MISSING
+    del master.clients[other.client_id]
+    assert master.clients.get(other.client_id) is None
+    master.send_message("quit", None, other.client_id)
+    with gevent.Timeout(10, AssertionError("a worker sent quit did not end")):
+        other.greenlet.join()
+    master.start(2, spawn_rate=100)
+    _wait_until(lambda: remote.user_count == 2)  # the class given late spawns
+    _wait_until(lambda: len(master.clients.running) == 1)  # its spawning_complete
+    master.quit()
+    with gevent.Timeout(10, AssertionError("the worker did not end on the master's quit")):
+        remote.greenlet.join()
 
 
 def check_stats_entry_fields() -> None:

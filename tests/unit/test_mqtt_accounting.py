@@ -86,3 +86,38 @@ def test_store_rows_parse_and_skip_rows_without_bookkeeping() -> None:
     rows = parse_rows("1\t0\t100.5\t100.75\n2\tNULL\tNULL\t101.0\n\n3\t4\t1.0\t2.0\n")
     assert [(r.client, r.seq) for r in rows] == [(1, 0), (3, 4)]
     assert rows[0].received_at - rows[0].sent_at == 0.25
+
+
+def test_the_ledgers_of_several_generator_processes_merge_into_one_report() -> None:
+    from pytest_webperf.histogram import Histogram
+    from pytest_webperf.mqtt.accounting import merge_reports
+    from pytest_webperf.mqtt.run import published_from
+
+    def ledger(clients: list[list[object]], lag_us: int, first: float, **counts: int) -> dict:
+        lag = Histogram()
+        lag.record(lag_us)
+        base = {"late": 0, "connect_failures": 0, "disconnects": 0, "publish_errors": 0}
+        return {
+            "clients": clients,
+            "pace_lag": lag.to_dict(),
+            "first_sent": first,
+            "stopped_at": first + 10,
+            **base,
+            **counts,
+        }
+
+    merged = merge_reports(
+        iter(
+            [
+                ledger([[1, 5, []], [2, 4, [3]]], 100, 50.0, late=1),
+                ledger([[41, 6, []]], 300, 49.5, disconnects=2),
+                ledger([], 0, 0.0),  # a process that got no users
+            ]
+        )
+    )
+    published = published_from(merged)
+    assert published.counts == {1: 5, 2: 4, 41: 6}
+    assert published.unacked == {2: frozenset({3})}
+    assert (merged["late"], merged["disconnects"], merged["first_sent"]) == (1, 2, 49.5)
+    assert merged["stopped_at"] == 60.0
+    assert Histogram.from_dict(merged["pace_lag"]).count == 3

@@ -10,9 +10,11 @@ are not counted missing: the broker never took responsibility for them.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.models import Delivery, Latency
@@ -81,3 +83,22 @@ def seed_tps(stored: int, first_sent: float, last_stored: float) -> float | None
     """Seed 002's throughput: messages the server processed / total test duration."""
     span = last_stored - first_sent
     return stored / span if stored and span > 0 else None
+
+
+def merge_reports(ledgers: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The publishers' ledgers of several generator processes as one report (their
+    client ids are disjoint ranges: ``SwarmSpec.client_ids``)."""
+    reports = list(ledgers)
+    lag = Histogram()
+    for report in reports:
+        lag += Histogram.from_dict(report["pace_lag"])
+    sent = [r["first_sent"] for r in reports if r["first_sent"]]
+    merged: dict[str, Any] = {
+        "clients": sorted(c for r in reports for c in r["clients"]),
+        "pace_lag": lag.to_dict(),
+        "first_sent": min(sent) if sent else 0.0,
+        "stopped_at": max((r["stopped_at"] for r in reports), default=time.time()),
+    }
+    for key in ("late", "connect_failures", "disconnects", "publish_errors"):
+        merged[key] = sum(int(r[key]) for r in reports)
+    return merged

@@ -24,7 +24,6 @@ from gevent.event import AsyncResult
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import Channel
 
-WORKER_INDEX = "WEBPERF_WORKER_INDEX"  # this generator worker's number (0: the only one)
 POLL_S = 0.1  # how often parked users are checked for being stopped
 
 
@@ -105,14 +104,14 @@ class Arrivals:
             heapq.heapify(self._idle)
 
 
-_ARRIVALS: dict[tuple[float, int], Arrivals] = {}
+_ARRIVALS: dict[tuple[float, int, int], Arrivals] = {}
 
 
-def arrivals_for(rate: float, processes: int) -> Arrivals:
-    """This process's dispatcher for ``rate`` requests/s over ``processes`` processes."""
-    key = (rate, processes)
+def arrivals_for(rate: float, processes: int, index: int) -> Arrivals:
+    """This process's dispatcher for ``rate`` requests/s over ``processes`` generator
+    processes, this one being ``index`` (local and remote workers alike)."""
+    key = (rate, processes, index)
     found = _ARRIVALS.get(key)
     if found is None:
-        index = int(os.environ.get(WORKER_INDEX, "0")) % processes
         found = _ARRIVALS[key] = Arrivals(ArrivalSchedule(rate, processes, index))
     return found

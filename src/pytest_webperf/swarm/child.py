@@ -7,13 +7,15 @@ interval to the events pipe: ``spawned``, ``note``, ``measure-start``,
 ``locust`` (its own request totals, all phases). Every run stops by itself:
 the child also arms an alarm past which it exits.
 
-With ``spec.workers > 1`` the child is a Locust master and starts the workers
-itself (``--worker INDEX --master-port PORT``, same spec on stdin), so they are
-in its process group and die with it. Locust's master/worker stats keep only
-rounded milliseconds, so the per-second microsecond histograms travel apart:
-at every tick the master sends ``webperf_roll`` to all workers, each rolls its
-own recorder and answers ``webperf_interval`` with its interval and CPU time,
-and the master emits the exact sum (histograms add). At the last tick the users
+With ``spec.workers > 1`` or remote workers the child is a Locust master
+(``swarm/master.py``) and starts the local workers itself (``--worker INDEX
+--master-port PORT``, same spec on stdin), so they are in its process group and
+die with it; remote ones (``--remote HOST:PORT``) join it and get the spec from
+it. Locust's master/worker stats keep only rounded milliseconds, so the
+per-second microsecond histograms travel apart: at every tick the master sends
+``webperf_roll`` to all workers, each rolls its own recorder and answers
+``webperf_interval`` with its interval and CPU time, and the master emits the
+exact sum (histograms add). At the last tick the users
 stop sending before the roll, so what was recorded is what the server answered
 less at most one request in flight per user.
 
@@ -30,7 +32,6 @@ import json
 import os
 import resource
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -50,16 +51,11 @@ class Roll:
 
     interval: Interval
     processes: list[Process]  # cumulative CPU seconds per process
-    at: float  # monotonic time of the hand-over (the workers' mean: the clock is system-wide)
+    at: float  # monotonic time of the hand-over (the master's clock with workers)
+    final: bool = False  # the measured phase's last: the users stopped sending first
 
 
-ROLL = "webperf_roll"
-INTERVAL = "webperf_interval"
-HALT = "webperf_halt"
-HALTED = "webperf_halted"
-WORKER_READY_S = 60.0  # starting a worker (python + locust import) takes ~1-2 s, more under load
 COUNT_POLL_S = 0.005  # how often a fixed-count phase checks whether its requests are done
-ROLL_REPLY_S = 5.0  # how long the master waits for the workers' intervals at each tick
 
 
 def raise_open_files(users: int, emit: Emit) -> None:
@@ -152,11 +148,13 @@ def tickets_of(environment: Any) -> Any:
 
 def users_of(spec: SwarmSpec, index: int) -> int:
     """About how many users worker ``index`` gets (Locust distributes them evenly)."""
-    share, extra = divmod(spec.users, spec.workers)
+    share, extra = divmod(spec.users, spec.processes)
     return share + (1 if index < extra else 0)
 
 
-def load_user_class(spec: SwarmSpec) -> type[Any]:
+def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
+    """The spec's user class, built here (a remote worker knows nothing else);
+    ``index``: this generator process's worker index (MQTT client ids)."""
     if spec.user_class == "fast":
         from pytest_webperf.swarm import fast
 
@@ -164,15 +162,15 @@ def load_user_class(spec: SwarmSpec) -> type[Any]:
     if spec.user_class == "mqtt":
         from pytest_webperf.swarm import mqtt
 
-        return mqtt.make_user(spec)
+        return mqtt.make_user(spec, index)
     if spec.user_class == "lean":
         from pytest_webperf.swarm import lean
 
-        return lean.make_user(spec)
+        return lean.make_user(spec, index)
     if spec.user_class == "native":
         from pytest_webperf.swarm import native
 
-        return native.make_user(spec)
+        return native.make_user(spec, index)
     module_name, _, class_name = spec.user_class.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     if not getattr(cls, "host", None):
@@ -180,21 +178,28 @@ def load_user_class(spec: SwarmSpec) -> type[Any]:
     return cls  # type: ignore[no-any-return]
 
 
-def environment_for(spec: SwarmSpec) -> tuple[Any, Recorder]:
+def environment_for(spec: SwarmSpec, index: int = 0) -> tuple[Any, Recorder]:
     """A Locust environment whose requests land in a fresh recorder."""
     from locust.env import Environment
 
+    environment = Environment(user_classes=[], host=spec.host)
+    return environment, equip(environment, spec, index)
+
+
+def equip(environment: Any, spec: SwarmSpec, index: int = 0) -> Recorder:
+    """Give ``environment`` the spec's user class and a fresh recorder its requests land in."""
     from pytest_webperf.swarm import locust_stats
 
-    user_class = load_user_class(spec)
+    user_class = load_user_class(spec, index)
+    environment.user_classes = [user_class]
+    environment.host = spec.host
     recorder = Recorder()
-    environment = Environment(user_classes=[user_class], host=spec.host)
-    environment.webperf_recorder = recorder  # type: ignore[attr-defined]  # users record here
+    environment.webperf_recorder = recorder  # users record here
     if getattr(user_class, "webperf_records_itself", False):
         locust_stats.attach(environment, recorder)  # Locust's stats from our intervals
     else:
-        environment.events.request.add_listener(recorder.on_request)  # type: ignore[no-untyped-call]
-    return environment, recorder
+        environment.events.request.add_listener(recorder.on_request)
+    return recorder
 
 
 class LocalSwarm:
@@ -224,7 +229,8 @@ class LocalSwarm:
             stop_sending(self.runner)
         at = time.monotonic()
         interval = self.recorder.roll()
-        return Roll(interval, [{"pid": os.getpid(), "role": "local", "cpu_s": cpu_seconds()}], at)
+        processes = [{"pid": os.getpid(), "role": "local", "cpu_s": cpu_seconds()}]
+        return Roll(interval, processes, at, final)
 
     def rolled_requests(self) -> int:
         return self.recorder.rolled_requests
@@ -234,150 +240,13 @@ class LocalSwarm:
         self.runner.quit()
 
 
-class MasterSwarm:
-    """A Locust master here and ``spec.workers`` worker processes below it."""
-
-    def __init__(self, spec: SwarmSpec, emit: Emit) -> None:
-        from gevent.event import Event
-
-        self.spec = spec
-        self.emit = emit
-        self.cpus = place(spec.cpus)
-        self.environment, _ = environment_for(spec)
-        self.runner = self.environment.create_master_runner("127.0.0.1", 0)
-        self.runner.register_message(INTERVAL, self._on_interval)
-        self.runner.register_message(HALTED, self._on_halted)
-        self.halted: set[str] = set()
-        self.all_halted = Event()
-        self.workers: list[subprocess.Popen[bytes]] = []
-        self.seq = 0
-        self.replies: dict[str, dict[str, Any]] = {}
-        self.arrived = Event()
-        self.users = 0
-        self.rolled = 0
-
-    def start(self) -> list[Process]:
-        port = self.runner.server.port
-        spec_json = json.dumps(self.spec.to_dict()).encode()
-        for index in range(self.spec.workers):
-            worker = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "pytest_webperf.swarm",
-                    "--worker",
-                    str(index),
-                    "--master-port",
-                    str(port),
-                ],
-                stdin=subprocess.PIPE,
-            )
-            assert worker.stdin is not None
-            worker.stdin.write(spec_json)
-            worker.stdin.close()
-            self.workers.append(worker)
-        self._await_workers()
-        self.runner.start(self.spec.users, spawn_rate=self.spec.effective_spawn_rate)
-        processes = self.roll().processes  # also learns the workers' pids and placement
-        master = {"pid": os.getpid(), "role": "master", "cpus": self.cpus}
-        return [master, *({k: p[k] for k in ("pid", "role", "cpus")} for p in processes[1:])]
-
-    def _await_workers(self) -> None:
-        import gevent
-
-        deadline = time.monotonic() + WORKER_READY_S
-        while len(self.runner.clients.ready) < self.spec.workers:
-            dead = [w.args for w in self.workers if w.poll() is not None]
-            if dead:
-                raise RuntimeError(f"a generator worker exited before it was ready: {dead[0]!r}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"only {len(self.runner.clients.ready)} of "
-                    f"{self.spec.workers} generator workers connected in "
-                    f"{WORKER_READY_S:.0f}s"
-                )
-            gevent.sleep(0.05)
-
-    @property
-    def user_count(self) -> int:
-        return self.users
-
-    def roll(self, final: bool = False) -> Roll:
-        """Every worker's interval, summed; waits (bounded) for all of them.
-
-        ``final``: the last one, the workers' users stop sending before they roll."""
-        self.seq += 1
-        self.replies = {}
-        self.arrived.clear()
-        self.runner.send_message(ROLL, {"seq": self.seq, "final": final})
-        self.arrived.wait(timeout=ROLL_REPLY_S)
-        total = Interval()
-        processes: list[Process] = [
-            {"pid": os.getpid(), "role": "master", "cpu_s": cpu_seconds(), "cpus": self.cpus}
-        ]
-        users = 0
-        instants = []
-        for reply in sorted(self.replies.values(), key=lambda r: int(r["index"])):
-            total.merge(Interval.from_dict(reply))
-            users += int(reply["users"])
-            instants.append(float(reply["at"]))
-            processes.append(
-                {
-                    "pid": reply["pid"],
-                    "role": f"worker{reply['index']}",
-                    "cpu_s": reply["cpu_s"],
-                    "cpus": reply["cpus"],
-                }
-            )
-        if len(self.replies) < self.spec.workers:
-            self.emit(
-                "note",
-                message=(
-                    f"only {len(self.replies)} of {self.spec.workers} generator workers reported "
-                    f"interval {self.seq} within {ROLL_REPLY_S:.0f}s; the others' requests are "
-                    "counted in a later interval"
-                ),
-            )
-        self.users = users
-        self.rolled += total.requests
-        at = sum(instants) / len(instants) if instants else time.monotonic()
-        return Roll(total, processes, at)
-
-    def _on_interval(self, environment: Any, msg: Any) -> None:
-        data = msg.data
-        if int(data["seq"]) != self.seq:
-            return  # a late answer to an earlier tick: counted in the worker's next one
-        self.replies[msg.node_id] = data
-        if len(self.replies) >= self.spec.workers:
-            self.arrived.set()
-
-    def _on_halted(self, environment: Any, msg: Any) -> None:
-        self.halted.add(msg.node_id)
-        if len(self.halted) >= len(self.workers):
-            self.all_halted.set()
-
-    def rolled_requests(self) -> int:
-        return self.rolled
-
-    def quit(self) -> None:
-        if self.runner.clients.all:
-            self.runner.send_message(HALT)  # answered after the workers' last Locust stats
-            self.all_halted.wait(timeout=15)
-        self.runner.quit()  # tells the workers to quit
-        deadline = time.monotonic() + 10
-        for worker in self.workers:
-            try:
-                worker.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
-
-
 def run(spec: SwarmSpec, emit: Emit) -> None:
     import gevent
 
+    from pytest_webperf.swarm.master import MasterSwarm
+
     swarm: LocalSwarm | MasterSwarm = (
-        MasterSwarm(spec, emit) if spec.workers > 1 else LocalSwarm(spec, emit)
+        MasterSwarm(spec, emit) if spec.distributed else LocalSwarm(spec, emit)
     )
     started = time.monotonic()
     try:
@@ -399,9 +268,9 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
             end = tick_start + seconds
             while True:
                 now = time.monotonic()
-                if now >= end:
-                    return last
-                step = min(spec.interval_s - (now - tick_start), end - now)
+                if now >= end and (last.final or phase != "measure"):
+                    return last  # the measure ends with a final roll, even after a slow one
+                step = max(min(spec.interval_s - (now - tick_start), end - now), 0.0)
                 gevent.sleep(step if done is None else min(step, COUNT_POLL_S))
                 now = time.monotonic()
                 if done is not None and done():
@@ -442,55 +311,36 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
     emit("locust", requests=locust_total.num_requests, failures=locust_total.num_failures)
 
 
-def run_worker(spec: SwarmSpec, index: int, master_port: int) -> None:
-    """One worker process: Locust's WorkerRunner plus our per-tick interval reply."""
-    cpus = place(worker_cpus(spec, index))
-    os.environ["WEBPERF_WORKER_INDEX"] = str(index)  # its share of an arrival rate (arrival.py)
-    raise_open_files(users_of(spec, index), lambda kind, message: print(message, flush=True))
-    environment, recorder = environment_for(spec)
-    runner = environment.create_worker_runner("127.0.0.1", master_port)
-
-    def on_roll(environment: Any, msg: Any) -> None:
-        if msg.data.get("final"):
-            stop_sending(runner)
-        at = time.monotonic()
-        interval = recorder.roll()
-        runner.send_message(
-            INTERVAL,
-            {
-                "at": at,
-                "seq": msg.data["seq"],
-                "index": index,
-                "pid": os.getpid(),
-                "cpus": cpus,
-                "cpu_s": cpu_seconds(),
-                "users": runner.user_count,
-                **interval.to_dict(),
-            },
-        )
-
-    def on_halt(environment: Any, msg: Any) -> None:
-        halt(runner)
-        runner._send_stats()  # Locust's stats now, not at its next 3 s report: before HALTED
-        runner.send_message(HALTED)
-
-    runner.register_message(ROLL, on_roll)
-    runner.register_message(HALT, on_halt)
-    runner.greenlet.join()  # until the master says quit
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_webperf.swarm")
     parser.add_argument("--events-fd", type=int)
     parser.add_argument("--worker", type=int, metavar="INDEX")
     parser.add_argument("--master-port", type=int)
+    parser.add_argument("--master-host", default="127.0.0.1")
+    parser.add_argument("--remote", metavar="HOST:PORT", help="join this master (no spec given)")
+    parser.add_argument("--farewell", metavar="HOST:PORT", help="tell remote workers it is over")
+    parser.add_argument("--count", type=int, default=1)
+    parser.add_argument("--wait", type=float, default=10.0)
     args = parser.parse_args(argv)
+    if args.farewell is not None:
+        from pytest_webperf.swarm.master import farewell
+
+        signal.alarm(int(args.wait) + 10)
+        print(f"{farewell(args.farewell, args.count, args.wait)} remote worker(s) told", flush=True)
+        return 0
+    if args.remote is not None:
+        from pytest_webperf.swarm.master import run_remote
+        from pytest_webperf.swarm.spec import split_address
+
+        return run_remote(*split_address(args.remote))
     spec = SwarmSpec.from_dict(json.loads(sys.stdin.read()))
     signal.alarm(int(spec.deadline_s) + 1)  # bounded no matter what happens below
     if args.worker is not None:
         if args.master_port is None:
             parser.error("--worker needs --master-port")
-        run_worker(spec, args.worker, args.master_port)
+        from pytest_webperf.swarm.master import run_worker
+
+        run_worker(spec, args.worker, args.master_host, args.master_port)
         return 0
     if args.events_fd is None:
         parser.error("--events-fd is required")
@@ -499,6 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     def emit(kind: str, **data: Any) -> None:
         events.write(json.dumps({"type": kind, **data}) + "\n")
 
-    run(spec, emit)
+    try:
+        run(spec, emit)
+    except RuntimeError as exc:  # a one-line reason the parent reports as it is
+        emit("error", message=str(exc))
+        events.close()
+        return 1
     events.close()
     return 0

@@ -474,7 +474,7 @@ class LeanHttpUser(User):
             gevent.sleep(self.connect_backoff_s)
 
 
-def make_user(spec: SwarmSpec) -> type[LeanHttpUser]:
+def make_user(spec: SwarmSpec, index: int = 0) -> type[LeanHttpUser]:
     """The swarm's closed-loop user for ``spec.workload`` (``--webperf-user=lean``)."""
     workload = spec.workload
 
@@ -494,7 +494,7 @@ def make_user(spec: SwarmSpec) -> type[LeanHttpUser]:
             if workload.requests > 0:
                 self.counted_loop(prepared, TICKETS)
             elif workload.arrival_rate > 0:
-                self.arrival_loop(prepared, arrivals_for(workload.arrival_rate, spec.workers))
+                self.arrival_loop(prepared, arrivals_for(workload.arrival_rate, spec.processes, index))
             elif workload.interval_s > 0:
                 self.paced_loop(prepared, workload.interval_s)
             else:

@@ -113,9 +113,11 @@ class HubDriver:
 class Ledger:
     """What every user published and had acknowledged; written once at the end."""
 
-    def __init__(self, load: MqttLoad, recorder: Recorder) -> None:
+    def __init__(self, load: MqttLoad, recorder: Recorder, to_file: bool = True) -> None:
         self.load = load
         self.recorder = recorder
+        self.to_file = to_file  # else a worker's: the master merges and writes them
+        self.report: dict[str, Any] | None = None
         self.published: dict[int, int] = {}
         self.outstanding: dict[int, dict[int, int]] = {}  # clientId -> {seq: mid}
         self.pace_lag = Histogram()
@@ -139,10 +141,10 @@ class Ledger:
         self.write()
 
     def write(self) -> None:
-        if self.written or not self.load.report_path:
+        if self.written:
             return
         self.written = True
-        report = {
+        self.report = {
             "clients": [
                 [cid, n, sorted(self.outstanding.get(cid, {}))]
                 for cid, n in sorted(self.published.items())
@@ -155,23 +157,29 @@ class Ledger:
             "first_sent": self.first_sent,
             "stopped_at": time.time(),
         }
-        tmp = self.load.report_path + ".tmp"
-        with open(tmp, "w") as out:
-            json.dump(report, out)
-        os.replace(tmp, self.load.report_path)
+        if self.to_file and self.load.report_path:
+            write_report(self.load.report_path, self.report)
 
 
-def make_user(spec: SwarmSpec) -> type[Any]:
+def write_report(path: str, report: dict[str, Any]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as out:
+        json.dump(report, out)
+    os.replace(tmp, path)
+
+
+def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
     if spec.mqtt is None:
         raise ValueError("user_class 'mqtt' needs SwarmSpec.mqtt")
     load: MqttLoad = spec.mqtt
-    numbers = itertools.count(1)
+    numbers = itertools.count(spec.client_ids(index).start)
     state: dict[str, Any] = {}
 
     def shared(environment: Any) -> tuple[HubDriver, Ledger]:
         if not state:
             recorder: Recorder = environment.webperf_recorder
-            ledger = Ledger(load, recorder)
+            ledger = Ledger(load, recorder, to_file=not spec.distributed)
+            environment.webperf_ledger = ledger  # a worker hands its report to the master
             environment.events.test_stopping.add_listener(ledger.on_stopping)
             state.update(driver=HubDriver(), ledger=ledger)
         return state["driver"], state["ledger"]

@@ -17,14 +17,12 @@ the lean user's.
 from __future__ import annotations
 
 import atexit
-import os
 import random
 from typing import Any, ClassVar
 
 from gevent.event import Event
 from locust import User, constant, task
 
-from pytest_webperf.swarm.arrival import WORKER_INDEX
 from pytest_webperf.swarm.hotloop import NativeLoop
 from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.pacing import ArrivalSchedule
@@ -71,7 +69,7 @@ class NativeHttpUser(User):
             self.loop.remove(handle)
 
 
-def make_user(spec: SwarmSpec) -> type[NativeHttpUser]:
+def make_user(spec: SwarmSpec, index: int = 0) -> type[NativeHttpUser]:
     """The swarm's user for ``spec.workload`` (``--webperf-user=native``, or ``auto``)."""
     workload = spec.workload
     host, port, host_header = split_host(spec.host)
@@ -81,8 +79,7 @@ def make_user(spec: SwarmSpec) -> type[NativeHttpUser]:
     )
     arrivals = None
     if workload.arrival_rate > 0:  # this process's share: as the lean user's (arrival.py)
-        index = int(os.environ.get(WORKER_INDEX, "0")) % spec.workers
-        arrivals = ArrivalSchedule(workload.arrival_rate, spec.workers, index)
+        arrivals = ArrivalSchedule(workload.arrival_rate, spec.processes, index)
     loop = NativeLoop(
         host,
         port,

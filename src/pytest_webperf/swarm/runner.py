@@ -29,9 +29,13 @@ class GeneratorProcess:
     """One load-generator process: where it ran and the CPU it used while measuring."""
 
     pid: int
-    role: str  # "local", "master" or "workerN"
+    role: str  # "local", "master", "workerN" or "remoteN@host" (another machine's)
     cpus: tuple[int, ...] = ()  # the CPUs it was allowed to run on
     cpu_s: float = 0.0  # user + system CPU seconds in the measured phase
+
+    @property
+    def remote(self) -> bool:
+        return self.role.startswith("remote")
 
     def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "role": self.role, "cpus": list(self.cpus), "cpu_s": self.cpu_s}
@@ -179,9 +183,10 @@ class _Collector:
     def __init__(self) -> None:
         self.outcome = SwarmOutcome()
         self.measured_t = self.warmup_t = 0.0
-        self.cpu_at_start: dict[int, float] = {}
-        self.cpu_latest: dict[int, float] = {}
-        self.placement: dict[int, tuple[str, tuple[int, ...]]] = {}
+        self.cpu_at_start: dict[str, float] = {}  # by role: pids of two machines may be equal
+        self.cpu_latest: dict[str, float] = {}
+        self.placement: dict[str, tuple[int, tuple[int, ...]]] = {}
+        self.error: str | None = None
 
     def on_event(self, event: Event) -> None:
         handler = getattr(self, "on_" + str(event["type"]).replace("-", "_"), None)
@@ -191,22 +196,32 @@ class _Collector:
     def on_note(self, event: Event) -> None:
         self.outcome.notes.append(str(event["message"]))
 
+    def on_error(self, event: Event) -> None:
+        self.error = str(event["message"])
+
     def on_spawned(self, event: Event) -> None:
+        self._place(event)
+
+    def _place(self, event: Event) -> None:
+        """Where each process runs, from the first event that says (a worker slow to
+        answer at the start says it in a later interval)."""
         for process in event.get("processes", ()):
-            self.placement[int(process["pid"])] = (
-                str(process["role"]),
-                tuple(int(c) for c in process.get("cpus", ())),
-            )
+            if "cpus" in process and str(process["role"]) not in self.placement:
+                self.placement[str(process["role"])] = (
+                    int(process["pid"]),
+                    tuple(int(c) for c in process.get("cpus", ())),
+                )
 
     def on_measure_start(self, event: Event) -> None:
-        self.cpu_at_start = _cpu_by_pid(event)
+        self.cpu_at_start = _cpu_by_role(event)
 
     def on_interval(self, event: Event) -> None:
         outcome = self.outcome
         interval = Interval.from_dict(event)
         elapsed, users = float(event["elapsed"]), int(event["users"])
+        self._place(event)
         if event["phase"] == "measure":
-            self.cpu_latest.update(_cpu_by_pid(event))
+            self.cpu_latest.update(_cpu_by_role(event))
             self.measured_t += elapsed
             outcome.total.merge(interval)
             outcome.series.append(snapshot(interval, self.measured_t, elapsed, users))
@@ -222,11 +237,12 @@ class _Collector:
         outcome.rolled_requests = None if rolled is None else int(rolled)
         outcome.generators = [
             GeneratorProcess(
-                pid,
-                *self.placement.get(pid, ("?", ())),
-                cpu_s=round(cpu - self.cpu_at_start.get(pid, 0.0), 3),
+                self.placement.get(role, (0, ()))[0],
+                role,
+                self.placement.get(role, (0, ()))[1],
+                cpu_s=round(cpu - self.cpu_at_start.get(role, 0.0), 3),
             )
-            for pid, cpu in self.cpu_latest.items()
+            for role, cpu in self.cpu_latest.items()
         ]
 
     def on_locust(self, event: Event) -> None:
@@ -241,10 +257,15 @@ def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) 
         outcome.pid = swarm.pid
         if on_event is not None:
             on_event({"type": "started", "pid": swarm.pid})
-        for event in swarm.events():
-            if on_event is not None:
-                on_event(event)
-            collector.on_event(event)
+        try:
+            for event in swarm.events():
+                if on_event is not None:
+                    on_event(event)
+                collector.on_event(event)
+        except SwarmError:
+            if collector.error is None:
+                raise
+            raise SwarmError(collector.error) from None  # the child's own one-line reason
     if outcome.duration_s <= 0:
         raise SwarmError(
             f"the load generator ended without a result. Its output:\n{swarm.output()}"
@@ -252,5 +273,6 @@ def run_swarm(spec: SwarmSpec, on_event: Callable[[Event], None] | None = None) 
     return outcome
 
 
-def _cpu_by_pid(event: Event) -> dict[int, float]:
-    return {int(p["pid"]): float(p["cpu_s"]) for p in event.get("processes", ())}
+def _cpu_by_role(event: Event) -> dict[str, float]:
+    """CPU seconds by process role (unique in a swarm, where pids of two machines may not be)."""
+    return {str(p["role"]): float(p["cpu_s"]) for p in event.get("processes", ())}

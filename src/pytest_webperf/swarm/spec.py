@@ -10,6 +10,37 @@ from pytest_webperf.mqtt.load import MqttLoad
 from pytest_webperf.workload import Workload
 
 
+def split_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT``) -> (host, port); ValueError if it is not one."""
+    host, sep, port = str(text).strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT (example: 127.0.0.1:5557)")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Remote generator workers: the master binds ``bind`` (HOST:PORT) and waits up to
+    ``wait_s`` for ``workers`` of them (``webperf worker --master HOST:PORT``)."""
+
+    workers: int
+    bind: str = "127.0.0.1:5557"
+    wait_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"remote generator workers: at least one, not {self.workers}")
+        split_address(self.bind)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workers": self.workers, "bind": self.bind, "wait_s": self.wait_s}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Remote:
+        return cls(int(data["workers"]), str(data["bind"]), float(data["wait_s"]))
+
+
 @dataclass(frozen=True)
 class SwarmSpec:
     host: str  # http://127.0.0.1:PORT
@@ -24,6 +55,7 @@ class SwarmSpec:
     workers: int = 1  # generator processes: >1 runs a Locust master with this many workers
     cpus: tuple[int, ...] = ()  # pin generator processes here (workers: one CPU each, round robin)
     mqtt: MqttLoad | None = None  # what user_class "mqtt" publishes
+    remote: Remote | None = None  # generator workers on other machines join the master
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -32,11 +64,36 @@ class SwarmSpec:
             raise ValueError(f"a swarm needs at least one generator process, not {self.workers}")
         if any(cpu < 0 for cpu in self.cpus):
             raise ValueError(f"CPU numbers are >= 0, not {self.cpus}")
-        if self.workers > 1 and self.users < self.workers:
+        if self.distributed and self.users < self.processes:
             raise ValueError(
-                f"{self.users} users cannot keep {self.workers} generator "
-                "workers busy: use fewer --webperf-workers"
+                f"{self.users} users cannot keep {self.processes} generator "
+                "workers busy: use fewer --webperf-workers (or --webperf-remote-workers)"
             )
+
+    @property
+    def remote_workers(self) -> int:
+        return self.remote.workers if self.remote is not None else 0
+
+    @property
+    def distributed(self) -> bool:
+        """A Locust master with worker processes (local ones, remote ones or both)."""
+        return self.workers > 1 or self.remote is not None
+
+    @property
+    def local_workers(self) -> int:
+        """Worker processes the master starts on this machine."""
+        return self.workers if self.distributed else 0
+
+    @property
+    def processes(self) -> int:
+        """Load-generating processes: local workers and remote ones (or the one local)."""
+        return self.local_workers + self.remote_workers if self.distributed else 1
+
+    def client_ids(self, index: int) -> range:
+        """The MQTT client numbers generator process ``index`` (0-based over local and
+        remote workers) may use: disjoint ranges of ``users`` each, so no two processes
+        ever share a client id, however Locust splits the users."""
+        return range(1 + index * self.users, 1 + (index + 1) * self.users)
 
     @property
     def effective_spawn_rate(self) -> float:
@@ -46,8 +103,9 @@ class SwarmSpec:
     def deadline_s(self) -> float:
         """Longest the child may live: spawn + warm-up + measurement + teardown."""
         spawn = self.users / self.effective_spawn_rate
-        workers = 60 if self.workers > 1 else 0  # starting them and their connections to the master
-        return spawn * 3 + self.warmup_s + self.duration_s + self.timeout_s + 60 + workers
+        workers = 60 if self.distributed else 0  # starting them and their connections to the master
+        remote = self.remote.wait_s if self.remote is not None else 0.0
+        return spawn * 3 + self.warmup_s + self.duration_s + self.timeout_s + 60 + workers + remote
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +121,7 @@ class SwarmSpec:
             "workers": self.workers,
             "cpus": list(self.cpus),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
+            "remote": None if self.remote is None else self.remote.to_dict(),
         }
 
     @classmethod
@@ -80,4 +139,5 @@ class SwarmSpec:
             workers=int(data.get("workers", 1)),
             cpus=tuple(int(cpu) for cpu in data.get("cpus", ())),
             mqtt=MqttLoad.from_dict(data["mqtt"]) if data.get("mqtt") else None,
+            remote=Remote.from_dict(data["remote"]) if data.get("remote") else None,
         )

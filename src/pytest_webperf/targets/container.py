@@ -136,6 +136,7 @@ class ServerContainer:
     port: int
     env: dict[str, str]
     limits: Limits
+    host: str = "127.0.0.1"  # where it listens
     container: DockerContainer | None = field(default=None, repr=False)
 
     def start(self) -> None:
@@ -160,12 +161,12 @@ class ServerContainer:
 
         def probe() -> Probe:
             if spec.health == "tcp":
-                return probe_tcp("127.0.0.1", self.port)
-            return probe_http("127.0.0.1", self.port, spec.health)
+                return probe_tcp(self.host, self.port)
+            return probe_http(self.host, self.port, spec.health)
 
         answer = wait_healthy(probe, self.check_alive, spec.startup_timeout)
         if not answer.ready:
-            where = f"{spec.health} on 127.0.0.1:{self.port}"
+            where = f"{spec.health} on {self.host}:{self.port}"
             fix = f"serve it, or set health = ... in {spec.directory / 'server.toml'}"
             raise TargetError(
                 health_failure(self.part, where, answer, spec.startup_timeout, fix), self.logs()
@@ -218,11 +219,18 @@ class ContainerTarget:
         *,
         limits: Limits | None = None,
         env: Mapping[str, str] | None = None,
+        bind: str | None = None,
     ) -> None:
         self.catalog = catalog
         self.spec = catalog.get(name)
         self.name = name
-        self.host = "127.0.0.1"
+        self.bind = bind  # --webperf-target-bind: listen there (its dependencies stay local)
+        if bind is not None and self.spec.bind_env is None:
+            raise OptionError(
+                f"--webperf-target-bind={bind}: {name} listens on loopback only (its "
+                "server.toml has no bind_env naming the variable that takes its address)"
+            )
+        self.host = bind or "127.0.0.1"
         self.port = 0
         self.limits = limits or Limits(cpus=self.spec.cpus, memory=self.spec.memory)
         self.part_env = self._split_env(env or {})
@@ -271,8 +279,11 @@ class ContainerTarget:
         env[spec.port_env] = str(port)
         for name in spec.extra_ports:
             env[name] = str(free_port())
+        host = "127.0.0.1"
+        if self.bind is not None and part == self.name and spec.bind_env is not None:
+            env[spec.bind_env] = host = self.bind
         server = ServerContainer(
-            spec, part, ensure_image(self.catalog.image_spec(spec)), port, env, limits
+            spec, part, ensure_image(self.catalog.image_spec(spec)), port, env, limits, host
         )
         self._stack.callback(server.stop)
         server.start()

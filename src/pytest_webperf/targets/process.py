@@ -57,8 +57,9 @@ def how_it_ended(returncode: int | None) -> str:
 
 
 class ProcessTarget:
-    """``command`` run with a free loopback port in ``port_env``, health-checked, and
-    killed with its whole process group at exit. Sampled by its process tree (it shares
+    """``command`` run with a free port in ``port_env`` (on loopback; with ``bind``, on
+    that address, given in ``$BIND``), health-checked, and killed with its whole
+    process group at exit. Sampled by its process tree (it shares
     this process's cgroup, so there is no cgroup counter to cross-check)."""
 
     def __init__(
@@ -71,12 +72,13 @@ class ProcessTarget:
         startup_timeout: float = 60.0,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        bind: str | None = None,
     ) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not self.argv:
             raise TargetError("an empty command cannot be a target")
         self.name = name or os.path.basename(self.argv[0])
-        self.host, self.port = "127.0.0.1", 0
+        self.host, self.port = bind or "127.0.0.1", 0  # bind: its address in $BIND
         self.port_env, self.health, self.startup_timeout = port_env, health, startup_timeout
         self.env, self.cwd = dict(env or {}), cwd
         self.process: subprocess.Popen[bytes] | None = None
@@ -87,12 +89,12 @@ class ProcessTarget:
         return f"http://{self.host}:{self.port}"
 
     def __enter__(self) -> ProcessTarget:
-        self.port = free_port()
+        self.port = free_port(self.host)
         self._log = tempfile.TemporaryFile(mode="w+", prefix="webperf-target-")
         try:
             self.process = subprocess.Popen(
                 self.argv,
-                env={**os.environ, **self.env, self.port_env: str(self.port)},
+                env={**os.environ, **self.env, self.port_env: str(self.port), **self._bind()},
                 cwd=self.cwd,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
@@ -109,6 +111,10 @@ class ProcessTarget:
             self.__exit__()
             raise
         return self
+
+    def _bind(self) -> dict[str, str]:
+        """--webperf-target-bind: the address to listen on, in $BIND (else loopback)."""
+        return {"BIND": self.host} if self.host != "127.0.0.1" else {}
 
     def _wait_healthy(self) -> None:
         def probe() -> Probe:

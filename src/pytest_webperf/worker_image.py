@@ -1,0 +1,116 @@
+"""``webperf build worker``: the container image of a remote generator worker.
+
+The image is ``debian:bookworm-slim`` (the catalogue's base) with Python 3 and this
+package installed from a wheel built here from the project's source tree, beside
+its dependencies' wheels fetched here (the build needs no package index); its entry point is
+``webperf worker``, so ``docker run --network host IMAGE --master HOST:PORT`` is a
+worker. Tagged ``webperf/worker:<hash of the wheel and the Dockerfile>``, built once
+per content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import platform
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from pytest_webperf.errors import CatalogError
+from pytest_webperf.images import Log, _stderr, image_exists
+
+REPOSITORY = "webperf/worker"
+PLATFORMS = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "linux")
+DOCKERFILE = """\
+FROM debian:bookworm-slim
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+      python3 python3-venv ca-certificates \\
+ && rm -rf /var/lib/apt/lists/*
+COPY wheels/ /wheels/
+RUN python3 -m venv /opt/webperf \\
+ && /opt/webperf/bin/pip install --no-cache-dir --no-index --find-links /wheels \\
+      pytest-webperf \\
+ && rm -rf /wheels
+USER nobody
+ENTRYPOINT ["/opt/webperf/bin/webperf", "worker"]
+"""
+
+
+def project_root() -> Path:
+    """The source tree this package runs from (an editable or source install)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():
+        raise CatalogError(
+            "webperf build worker builds the image from the project's source tree, and "
+            f"this installation has none ({root}): install it from a checkout (pip install -e .)"
+        )
+    return root
+
+
+def wheelhouse(root: Path, into: Path) -> list[Path]:
+    """The package's wheel, built from ``root``, and the wheels of its dependencies for
+    the image's Python (Debian bookworm's 3.11, this machine's architecture), fetched
+    here by pip: the image build itself needs no package index."""
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800"}  # the same files, the same wheel
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    steps = [
+        [*pip, "wheel", "--no-deps", "--quiet", "-w", str(into), str(root)],
+        [*pip, "download", "--quiet", "--only-binary=:all:", "-d", str(into)]
+        + ["--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"]
+        + [arg for tag in PLATFORMS for arg in ("--platform", f"{tag}_{platform.machine()}")],
+    ]
+    for index, command in enumerate(steps):
+        if index == 1:
+            command.append(str(next(into.glob("pytest_webperf-*.whl"))))
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, check=False, timeout=900
+        )
+        if done.returncode != 0:
+            raise CatalogError(f"gathering the worker's wheels failed:\n{done.stderr[-3000:]}")
+    return sorted(into.glob("*.whl"))
+
+
+def context(wheels: list[Path]) -> tuple[bytes, str]:
+    """The build context (Dockerfile + the wheels) and the image's tag."""
+    files = [("Dockerfile", DOCKERFILE.encode())]
+    files += [(f"wheels/{wheel.name}", wheel.read_bytes()) for wheel in wheels]
+    digest = hashlib.sha256()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, content in files:
+            digest.update(name.encode() + b"\0" + content)
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(content), 0o644, 0
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue(), f"{REPOSITORY}:{digest.hexdigest()[:16]}"
+
+
+def ensure_worker_image(log: Log = _stderr) -> str:
+    """The worker image's tag, built first when no image has that content."""
+    from pytest_webperf.engine import docker_client
+
+    with tempfile.TemporaryDirectory(prefix="webperf-worker-") as tmp:
+        tar, tag = context(wheelhouse(project_root(), Path(tmp)))
+    if image_exists(tag):
+        return tag
+    log(f"webperf: building image {tag} (the remote generator worker)")
+    output: list[str] = []
+    for chunk in docker_client().api.build(
+        fileobj=io.BytesIO(tar),
+        custom_context=True,
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        decode=True,
+        labels={"webperf.server": "worker"},
+    ):
+        output.append(str(chunk.get("stream", "")))
+        if "error" in chunk:
+            tail = "".join(output)[-4000:]
+            raise CatalogError(f"building {tag} failed: {chunk['error']}\n{tail}")
+    return tag

@@ -1,0 +1,178 @@
+"""Remote generator workers without running any: the options' values, the spec the
+master hands over, MQTT client-id ranges, the remote generator-bound rule, the
+target bind's refusals, the worker command's usage errors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_webperf import cli
+from pytest_webperf.catalog import Catalog
+from pytest_webperf.config import resolve
+from pytest_webperf.errors import OptionError
+from pytest_webperf.models import ResourceSample
+from pytest_webperf.mqtt.load import MqttLoad
+from pytest_webperf.resources import remote_bound
+from pytest_webperf.scaleout import remote_of
+from pytest_webperf.swarm.runner import GeneratorProcess
+from pytest_webperf.swarm.spec import Remote, SwarmSpec, split_address
+from pytest_webperf.targets.container import ContainerTarget
+from pytest_webperf.workload import Workload
+
+
+def test_remote_options_resolve_into_the_swarms_remote() -> None:
+    config = resolve(
+        {"remote_workers": 2, "master_bind": "10.0.0.5:6000", "remote_wait": 5.0}, {}, {}
+    )
+    assert remote_of(config) == Remote(2, "10.0.0.5:6000", 5.0)
+    assert remote_of(resolve({}, {}, {})) is None  # none by default
+    assert resolve({}, {}, {}).master_bind == "127.0.0.1:5557"
+    env = resolve({}, {"WEBPERF_REMOTE_WORKERS": "3", "WEBPERF_TARGET_BIND": "127.0.0.2"}, {})
+    assert (env.remote_workers, env.target_bind) == (3, "127.0.0.2")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("WEBPERF_REMOTE_WORKERS", "-1", "must be at least 0"),
+        ("WEBPERF_REMOTE_WORKERS", "two", "not a whole number"),
+        ("WEBPERF_MASTER_BIND", "10.0.0.5", "is not HOST:PORT"),
+        ("WEBPERF_MASTER_BIND", "host:99999", "is not HOST:PORT"),
+        ("WEBPERF_REMOTE_WAIT", "0s", "longer than zero"),
+        ("WEBPERF_TARGET_BIND", "example.com", "is not an IP address"),
+        ("WEBPERF_TARGET_BIND", "0.0.0.0", "this machine's address on the workers' network"),
+    ],
+)
+def test_bad_remote_options_are_usage_errors(name: str, value: str, says: str) -> None:
+    with pytest.raises(OptionError, match=f"^{name}='{value}': .*{says}"):
+        resolve({}, {name: value}, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [
+        ("127.0.0.1:5557", ("127.0.0.1", 5557)),
+        (" master.example:1 ", ("master.example", 1)),
+        ("[::1]:5557", ("::1", 5557)),
+    ],
+)
+def test_split_address(text: str, address: tuple[str, int]) -> None:
+    assert split_address(text) == address
+
+
+@pytest.mark.parametrize("text", ["", ":5557", "host:", "host:0", "host:x", "host"])
+def test_split_address_refuses(text: str) -> None:
+    with pytest.raises(ValueError, match="is not HOST:PORT"):
+        split_address(text)
+
+
+@given(
+    workers=st.integers(1, 8),
+    remote=st.integers(1, 8),
+    wait=st.floats(0.5, 600),
+    port=st.integers(1, 65535),
+)
+def test_the_spec_with_its_remote_part_survives_the_hand_over(
+    workers: int, remote: int, wait: float, port: int
+) -> None:
+    spec = SwarmSpec(
+        host="http://10.0.0.5:8080",
+        users=workers + remote,
+        duration_s=3,
+        workers=workers,
+        user_class="lean",
+        workload=Workload(path="/x"),
+        remote=Remote(remote, f"10.0.0.5:{port}", wait),
+    )
+    handed = SwarmSpec.from_dict(json.loads(json.dumps(spec.to_dict())))  # master -> worker
+    assert handed == spec
+    assert handed.distributed and handed.processes == workers + remote
+    assert handed.local_workers == workers
+    assert handed.deadline_s >= wait  # the wait for the workers is inside the child's life
+
+
+def test_one_local_process_without_remote_workers() -> None:
+    spec = SwarmSpec(host="http://127.0.0.1:1", users=1, duration_s=1)
+    assert (spec.distributed, spec.processes, spec.local_workers) == (False, 1, 0)
+    assert SwarmSpec.from_dict(spec.to_dict()).remote is None
+
+
+def test_too_few_users_for_every_process() -> None:
+    with pytest.raises(ValueError, match="3 users cannot keep 4 generator workers busy"):
+        SwarmSpec(host="h", users=3, duration_s=1, workers=2, remote=Remote(2))
+
+
+@given(users=st.integers(1, 5000), processes=st.integers(1, 16))
+def test_mqtt_client_id_ranges_are_disjoint_and_cover_every_user(
+    users: int, processes: int
+) -> None:
+    spec = SwarmSpec(host="mqtt://127.0.0.1:1883", users=users, duration_s=1)
+    ranges = [spec.client_ids(index) for index in range(processes)]
+    seen: set[int] = set()
+    for ids in ranges:
+        assert len(ids) == users  # room for all users, however Locust splits them
+        assert seen.isdisjoint(ids)
+        seen.update(ids)
+    assert ranges[0] == range(1, users + 1)  # one process: the ids it always had
+
+
+def test_an_mqtt_spec_with_workers_is_allowed() -> None:
+    spec = SwarmSpec(
+        host="mqtt://127.0.0.1:1883",
+        users=40,
+        duration_s=1,
+        workers=2,
+        user_class="mqtt",
+        mqtt=MqttLoad(port=1883),
+    )
+    assert spec.processes == 2
+
+
+@dataclass
+class _Outcome:
+    generators: list[GeneratorProcess]
+    duration_s: float
+
+
+def _server(percent: float) -> list[ResourceSample]:
+    return [ResourceSample(float(t), "s", percent, 10.0, 1, 1) for t in range(3)]
+
+
+def test_a_saturated_remote_worker_makes_the_run_generator_bound() -> None:
+    busy = GeneratorProcess(1, "remote1@other", cpu_s=9.0)
+    idle = GeneratorProcess(2, "worker0", cpu_s=9.5)  # local ones are the sampler's business
+    assert remote_bound(_Outcome([busy], 10.0), _server(50), cores=2)
+    assert not remote_bound(_Outcome([busy], 10.0), _server(190), cores=2)  # server saturated
+    assert not remote_bound(_Outcome([GeneratorProcess(1, "remote1@x", cpu_s=5)], 10.0), [])
+    assert not remote_bound(_Outcome([idle], 10.0), _server(50), cores=2)
+    assert not remote_bound(_Outcome([busy], 0.0), [])
+
+
+def test_a_target_bind_needs_a_server_that_takes_its_address(tmp_path: Path) -> None:
+    server = tmp_path / "srv"
+    server.mkdir()
+    (server / "Dockerfile").write_text("FROM scratch\n")
+    (server / "server.toml").write_text('name = "srv"\nkind = "http"\n')
+    with pytest.raises(OptionError, match="srv listens on loopback only"):
+        ContainerTarget(Catalog([tmp_path]), "srv", bind="10.0.0.5")
+    (server / "server.toml").write_text('name = "srv"\nkind = "http"\nbind_env = "BIND"\n')
+    target = ContainerTarget(Catalog([tmp_path]), "srv", bind="127.0.0.2")
+    assert target.url == "http://127.0.0.2:0"  # the address every worker loads
+
+
+@pytest.mark.parametrize(
+    ("master", "says"),
+    [("nonsense", "'nonsense' is not HOST:PORT"), ("h:0", "'h:0' is not HOST:PORT")],
+)
+def test_webperf_worker_refuses_a_bad_address(
+    capsys: pytest.CaptureFixture[str], master: str, says: str
+) -> None:
+    assert cli.main(["worker", "--master", master]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"webperf worker: error: {says} (example: 127.0.0.1:5557)"]
