@@ -43,8 +43,8 @@ from pytest_webperf.models import Measurement, RunResult, Verdict
 from pytest_webperf.mqtt.run import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
-from pytest_webperf.swarm.hotloop import resolve_user
 from pytest_webperf.scaleout import remote_of
+from pytest_webperf.swarm.hotloop import resolve_user
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
@@ -110,8 +110,7 @@ class Webperf:
         cpuset: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Target:
-        """Start catalogue server ``name`` (and what it depends on), healthy, for this test
-        (with --webperf-target-url: the running server instead)."""
+        """Catalogue server ``name`` (and what it depends on), healthy, for this test."""
         config, bind = self.config, self.config.target_bind
         if config.target_url:
             return self._stack.enter_context(

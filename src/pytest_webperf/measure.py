@@ -26,7 +26,7 @@ from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds,
 from pytest_webperf.errors import TargetError
 from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
-from pytest_webperf.resources import generator_bound, generator_cpu_stats, remote_bound
+from pytest_webperf.resources import generator_bound, remote_bound
 from pytest_webperf.sampler import RunMonitor
 from pytest_webperf.schedule import fell_behind
 from pytest_webperf.swarm.recorder import Interval

@@ -91,7 +91,9 @@ def test_a_fast_server_needs_few_of_the_users(pytester: pytest.Pytester, user: s
     )
 
 
-def test_a_stall_adds_users_and_every_due_request_is_sent(pytester: pytest.Pytester, user: str) -> None:
+def test_a_stall_adds_users_and_every_due_request_is_sent(
+    pytester: pytest.Pytester, user: str
+) -> None:
     # 100/s for 4 s: ~400 requests; the server stalls 1 s at about the middle, and
     # the ~100 requests due during it each find an idle user, which connects
     result, _, rep = run(pytester, user, users=200, duration="4s", rate=100, stall=2.5)

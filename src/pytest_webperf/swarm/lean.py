@@ -20,15 +20,9 @@ nginx /hello, 100 connections, this 2-core machine; the whole request is about
 - the closed-loop task of ``make_user`` loops inside one task call, skipping
   Locust's per-task ``wait()`` (a hub round trip per request).
 
-Users write their own tasks on ``LeanHttpUser``::
-
-    class Shop(LeanHttpUser):
-        host = "http://127.0.0.1:8080"
-
-        @task
-        def browse(self):
-            self.get("/hello")
-            response = self.request("POST", "/telemetry", body=b"{}", keep_body=True)
+Users write their own tasks on ``LeanHttpUser``: ``self.get("/hello")``,
+``self.request("POST", "/telemetry", body=b"{}", keep_body=True)`` (README, "The load
+generator"; tests/e2e/test_http_user.py has one).
 """
 
 from __future__ import annotations
@@ -494,7 +488,9 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[LeanHttpUser]:
             if workload.requests > 0:
                 self.counted_loop(prepared, TICKETS)
             elif workload.arrival_rate > 0:
-                self.arrival_loop(prepared, arrivals_for(workload.arrival_rate, spec.processes, index))
+                self.arrival_loop(
+                    prepared, arrivals_for(workload.arrival_rate, spec.processes, index)
+                )
             elif workload.interval_s > 0:
                 self.paced_loop(prepared, workload.interval_s)
             else:
