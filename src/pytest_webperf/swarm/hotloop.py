@@ -18,7 +18,15 @@ from pytest_webperf.errors import OptionError
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.swarm import wire
 from pytest_webperf.swarm.pacing import ArrivalSchedule
-from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval, classify
+from pytest_webperf.swarm.recorder import (
+    CLOSED,
+    CONNECT,
+    EXAMPLE_CHARS,
+    PROTOCOL,
+    TIMEOUT,
+    Interval,
+    classify,
+)
 
 try:
     from pytest_webperf.swarm import _hotloop  # type: ignore[attr-defined]
@@ -28,8 +36,6 @@ except ImportError as exc:  # not built here (no compiler, not Linux)
 else:
     _WHY = ""
 
-CLOSED = "closed"  # as lean.CLOSED / lean.PROTOCOL (lean imports gevent: not here)
-PROTOCOL = "protocol"
 # the C side's kinds of failure and codes (_hotloop.c: K_*, E_*, C_*)
 K_HTTP, K_CLOSED, K_PROTOCOL = 1, 2, 3
 PROTOCOL_MESSAGES: dict[int, Callable[[bytes], str]] = {
@@ -98,7 +104,7 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
         if n:
             kinds[kind] = kinds.get(kind, 0) + n
             if example is not None:
-                examples.setdefault(kind, example[:120])
+                examples.setdefault(kind, example[:EXAMPLE_CHARS])
 
     for status, n in data["http"].items():
         add(f"http_{status}", n)

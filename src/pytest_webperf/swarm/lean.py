@@ -46,13 +46,11 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from pytest_webperf.swarm.arrival import Arrivals, arrivals_for
 from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.pacing import Tickets, first_due, timing
-from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Channel, classify
+from pytest_webperf.swarm.recorder import CLOSED, CONNECT, PROTOCOL, TIMEOUT, Channel, classify
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.wire import ProtocolError, ResponseParser, encode_request, split_host
 
 RECV_SIZE = 64 * 1024
-CLOSED = "closed"  # the server closed the connection before the response was complete
-PROTOCOL = "protocol"  # a response we could not frame
 
 _TIMED_OUT = object()  # what the timer switches into a waiting greenlet
 

@@ -18,6 +18,8 @@ from pytest_webperf.histogram import Histogram
 
 TIMEOUT = "timeout"
 CONNECT = "connect"
+CLOSED = "closed"  # the server closed the connection before the response was complete
+PROTOCOL = "protocol"  # a response we could not frame
 EXAMPLE_CHARS = 120  # an example of a failed response is a hint, not a log
 
 
