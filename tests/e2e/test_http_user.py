@@ -170,27 +170,3 @@ def test_users_subclass_lean_http_user_with_their_own_tasks(
     assert total.requests > 100
     assert_counted_like_the_server(outcome, server, per_task=2)
     assert outcome.locust_requests == outcome.rolled_requests
-
-
-def test_native_workers_merge_to_the_servers_count() -> None:
-    """Two worker processes, each with its own native loop: counted as one."""
-    with LocalServer("length", body=BODY) as server:
-        outcome = run_swarm(
-            SwarmSpec(
-                host=server.url,
-                users=10,
-                duration_s=1.5,
-                warmup_s=0.5,
-                user_class="native",
-                workers=2,
-                workload=Workload(path="/page"),
-            )
-        )
-    total = outcome.total
-    assert total.requests > 0 and total.errors == 0
-    assert total.bytes == total.requests * len(BODY)
-    assert sum(s.requests for s in outcome.series) == total.requests
-    assert_counted_like_the_server(outcome, server)
-    assert outcome.locust_requests == outcome.rolled_requests
-    assert server.counts.connections == 10
-    assert sorted(g.role for g in outcome.generators) == ["master", "worker0", "worker1"]

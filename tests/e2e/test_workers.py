@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from local_http import LocalServer
 
 from pytest_webperf.swarm.runner import run_swarm
@@ -13,7 +14,9 @@ from pytest_webperf.workload import Workload
 BODY = b"<p>" + b"y" * 500 + b"</p>"
 
 
-def test_two_workers_merge_to_the_servers_count() -> None:
+@pytest.mark.parametrize("user", ["lean", "native"])
+def test_two_workers_merge_to_the_servers_count(user: str) -> None:
+    """Each worker process has its own users (the native user: its own C loop)."""
     cpus = tuple(sorted(os.sched_getaffinity(0)))[:2]
     with LocalServer("length", body=BODY) as server:
         outcome = run_swarm(
@@ -22,7 +25,7 @@ def test_two_workers_merge_to_the_servers_count() -> None:
                 users=20,
                 duration_s=2.0,
                 warmup_s=0.5,
-                user_class="lean",
+                user_class=user,
                 workers=2,
                 cpus=cpus,
                 workload=Workload(path="/page"),
@@ -56,7 +59,6 @@ def test_a_local_worker_killed_mid_run_fails_it_by_name() -> None:
     import time
 
     import psutil
-    import pytest
 
     from pytest_webperf.errors import SwarmError
 
