@@ -85,18 +85,18 @@ def ensure_wrk() -> str | None:
     return shutil.which("wrk")
 
 
-def run_wrk(wrk: str, url: str, threads: int, connections: int, seconds: float) -> Row:
+def run_child(command: list[str], timeout_s: float) -> tuple[str, float]:
+    """A generator run as a child process: its output and the CPU seconds it used."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(
-        [wrk, f"-t{threads}", f"-c{connections}", f"-d{int(seconds)}s", url],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=seconds + 60,
-    )
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout_s)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    out = done.stdout
+    return done.stdout + done.stderr, cpu
+
+
+def run_wrk(wrk: str, url: str, threads: int, connections: int, seconds: float) -> Row:
+    command = [wrk, f"-t{threads}", f"-c{connections}", f"-d{int(seconds)}s", url]
+    out, cpu = run_child(command, seconds + 60)
     match = re.search(r"(\d+) requests in ([\d.]+)(m?s)", out)
     if match is None:
         raise RuntimeError(f"unexpected wrk output:\n{out}")
@@ -142,27 +142,9 @@ def run_k6(k6: str, url: str, connections: int, seconds: float) -> Row:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp, "get.js")
         script.write_text(K6_SCRIPT)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run(
-            [
-                k6,
-                "run",
-                "--quiet",
-                "--no-color",
-                f"--vus={connections}",
-                f"--duration={int(seconds)}s",
-                "-e",
-                f"URL={url}",
-                str(script),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=seconds + 120,
-        )
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    out = done.stdout + done.stderr
+        vus, duration = f"--vus={connections}", f"--duration={int(seconds)}s"
+        command = [k6, "run", "--quiet", "--no-color", vus, duration, "-e", f"URL={url}"]
+        out, cpu = run_child([*command, str(script)], seconds + 120)
     match = re.search(r"http_reqs\.*:\s*(\d+)", out)
     if match is None:
         raise RuntimeError(f"unexpected k6 output:\n{out}")

@@ -40,3 +40,27 @@ asyncio.run(main())
 def asyncio_server(respond: str) -> str:
     """``server.py``'s source; ``respond`` defines ``respond() -> bytes``."""
     return TEMPLATE.format(respond=textwrap.dedent(respond).strip())
+
+
+# The paced and arrival-rate tests' server. STALL_AFTER: the first request that arrives
+# that many seconds after the first one blocks the whole server for a second, once.
+# DELAY: every request waits that long (for itself only: others are answered meanwhile).
+STALLING_SERVER = asyncio_server(
+    """
+    STALL_AFTER = float(os.environ.get("STALL_AFTER", "0"))
+    DELAY = float(os.environ.get("DELAY", "0"))
+    first = None
+    stalled = False
+
+    async def respond():
+        global first, stalled
+        now = time.monotonic()
+        first = first or now
+        if STALL_AFTER and not stalled and now - first >= STALL_AFTER:
+            stalled = True
+            time.sleep(1.0)
+        if DELAY:
+            await asyncio.sleep(DELAY)
+        return b"ok"
+    """
+)

@@ -8,32 +8,10 @@ import json
 import statistics
 
 import pytest
-from tests.e2e.asyncio_server import asyncio_server
+from tests.e2e.asyncio_server import STALLING_SERVER
 
 pytest_plugins = ["pytester"]
 
-# One thread (asyncio). STALL_AFTER: the first request that arrives that many seconds
-# after the first one blocks the whole server for a second, once. DELAY: every request
-# waits that long (for itself only: the server answers others meanwhile).
-SERVER = asyncio_server(
-    """
-    STALL_AFTER = float(os.environ.get("STALL_AFTER", "0"))
-    DELAY = float(os.environ.get("DELAY", "0"))
-    first = None
-    stalled = False
-
-    async def respond():
-        global first, stalled
-        now = time.monotonic()
-        first = first or now
-        if STALL_AFTER and not stalled and now - first >= STALL_AFTER:
-            stalled = True
-            time.sleep(1.0)
-        if DELAY:
-            await asyncio.sleep(DELAY)
-        return b"ok"
-    """
-)
 TEST = """
 import sys
 
@@ -61,7 +39,7 @@ def run(
     pytester: pytest.Pytester, *args: str, **settings: object
 ) -> tuple[pytest.RunResult, dict, dict]:
     settings = {"stall": 0, "delay": 0, **settings}
-    pytester.makepyfile(server=SERVER, test_arriving=TEST.format(**settings))
+    pytester.makepyfile(server=STALLING_SERVER, test_arriving=TEST.format(**settings))
     result = pytester.runpytest_subprocess(
         "-p", "no:locust", "-W", "error", "--webperf-json=out.json", *args, timeout=180
     )

@@ -7,28 +7,10 @@ import json
 import statistics
 
 import pytest
-from tests.e2e.asyncio_server import asyncio_server
+from tests.e2e.asyncio_server import STALLING_SERVER
 
 pytest_plugins = ["pytester"]
 
-# One thread (asyncio). With STALL_AFTER set, the first request that arrives that many
-# seconds after the first one blocks the whole server for a second, once.
-SERVER = asyncio_server(
-    """
-    STALL_AFTER = float(os.environ.get("STALL_AFTER", "0"))
-    first = None
-    stalled = False
-
-    def respond():
-        global first, stalled
-        now = time.monotonic()
-        first = first or now
-        if STALL_AFTER and not stalled and now - first >= STALL_AFTER:
-            stalled = True
-            time.sleep(1.0)
-        return b"ok"
-    """
-)
 TEST = """
 import sys
 
@@ -48,7 +30,7 @@ def run(pytester: pytest.Pytester, **settings: object) -> tuple[pytest.RunResult
     if "interval" in settings:
         interval = settings.pop("interval")
         settings.update(pacing=f'interval="{interval}"', name=f"GET /work every {interval}")
-    pytester.makepyfile(server=SERVER, test_paced=TEST.format(**settings))
+    pytester.makepyfile(server=STALLING_SERVER, test_paced=TEST.format(**settings))
     result = pytester.runpytest_subprocess(
         "-p", "no:locust", "-W", "error", "--webperf-json=out.json", timeout=180
     )
