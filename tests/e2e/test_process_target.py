@@ -24,7 +24,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+# BIND: where --webperf-target-bind asks it to listen (test_remote_workers.py)
+address = (os.environ.get("BIND", "127.0.0.1"), int(os.environ["PORT"]))
+http.server.ThreadingHTTPServer(address, Handler).serve_forever()
 """
 TEST = """
 import sys

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 from local_http import LocalServer
+from tests.e2e.test_process_target import SERVER
 
 from pytest_webperf.errors import SwarmError
 from pytest_webperf.swarm.runner import run_swarm
@@ -198,25 +199,6 @@ def test_the_session_end_tells_the_worker_to_exit(
     assert "the master ended the session after 0 run(s)" in out
 
 
-SERVER_ON_BIND = """
-import http.server, os
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        body = b"bound"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-address = (os.environ.get("BIND", "127.0.0.1"), int(os.environ["PORT"]))
-http.server.ThreadingHTTPServer(address, Handler).serve_forever()
-"""
 TEST_ON_BIND = """
 import sys
 
@@ -234,7 +216,7 @@ def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
     """Through pytest's options: the run waits for the remote worker at every
     repetition, the target listens on the bind address (127.0.0.2: loopback, but not
     the default), and the session's end sends the worker home."""
-    pytester.makepyfile(server=SERVER_ON_BIND, test_bound=TEST_ON_BIND)
+    pytester.makepyfile(server=SERVER, test_bound=TEST_ON_BIND)
     result = pytester.runpytest_subprocess(
         "-p",
         "no:locust",
