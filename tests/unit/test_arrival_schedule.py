@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf.models import GeneratorSample
+from pytest_webperf.models import GeneratorSample, Latency, RunResult
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import Interval
 
@@ -184,9 +184,26 @@ def busy_cpu(percent: float) -> list[GeneratorSample]:
     return [GeneratorSample(t=float(t), cpu_percent=percent, processes=1) for t in range(3)]
 
 
+def arrival_run(repetition: int, users: int | None) -> RunResult:
+    """A repetition of 200 requests at 50 users that needed ``users`` of them."""
+    return RunResult(
+        repetition=repetition,
+        concurrency=50,
+        duration_s=1.0,
+        requests=200,
+        errors=0,
+        timeouts=0,
+        connect_errors=0,
+        bytes=0,
+        latency=Latency.of(Interval().histogram),
+        series=(),
+        users_peak=users,
+        users_opened=users,
+    )
+
+
 def test_an_arrival_rate_runs_users_are_in_its_result_line_and_metric() -> None:
     from pytest_webperf.metrics import BY_SPELLING
-    from pytest_webperf.models import Latency, RunResult
     from pytest_webperf.report.table import paced_lines
 
     rep = {
@@ -202,20 +219,7 @@ def test_an_arrival_rate_runs_users_are_in_its_result_line_and_metric() -> None:
     entry = {"nodeid": "t.py::t", "name": "GET / arriving 200/s", "repetitions": [rep]}
     (line,) = paced_lines([entry])
     assert line.endswith("sends p99 0.5 ms late; users: 3 busy at most, 4 opened of 50")
-    run = RunResult(
-        repetition=1,
-        concurrency=50,
-        duration_s=1.0,
-        requests=200,
-        errors=0,
-        timeouts=0,
-        connect_errors=0,
-        bytes=0,
-        latency=Latency.of(Interval().histogram),
-        series=(),
-        users_peak=3,
-        users_opened=4,
-    )
+    run = replace(arrival_run(1, 3), users_opened=4)
     again = RunResult.from_dict(run.to_dict())
     assert (again.users_peak, again.users_opened) == (3, 4)
     assert BY_SPELLING["users_used"].per_run(run) == 3
@@ -225,27 +229,11 @@ def test_an_arrival_rate_runs_users_are_in_its_result_line_and_metric() -> None:
 def test_the_gate_checks_the_users_an_arrival_rate_needed() -> None:
     from pytest_webperf.checks import parse_checks
     from pytest_webperf.compare import evaluate
-    from pytest_webperf.models import Latency, Measurement, RunResult
+    from pytest_webperf.models import Measurement
     from pytest_webperf.workload import Workload
 
     def measured(*peaks: int | None) -> Measurement:
-        runs = tuple(
-            RunResult(
-                repetition=i,
-                concurrency=50,
-                duration_s=1.0,
-                requests=200,
-                errors=0,
-                timeouts=0,
-                connect_errors=0,
-                bytes=0,
-                latency=Latency.of(Interval().histogram),
-                series=(),
-                users_peak=peak,
-                users_opened=peak,
-            )
-            for i, peak in enumerate(peaks, 1)
-        )
+        runs = tuple(arrival_run(i, peak) for i, peak in enumerate(peaks, 1))
         return Measurement("t.py::t", "GET /x arriving 200/s", "s", 50, Workload(), runs)
 
     (check,) = parse_checks("users_used<20")
