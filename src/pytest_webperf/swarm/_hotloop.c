@@ -166,7 +166,7 @@ typedef struct {
     uint64_t due, intended, started, deadline;
     size_t wpos;
     /* response framing */
-    int ps, status, keep_alive, head_seen;
+    int ps, status, keep_alive;
     uint64_t remaining, body_bytes;
     char *left; /* bytes kept between reads: an unfinished line, or what followed a response */
     size_t nleft, capleft;
@@ -465,7 +465,7 @@ static void fail(Engine *e, conn_t *c, uint64_t now, int kind, int key, int64_t 
     int connecting = c->connecting;
     record_failure(e, kind, key, a, b, raw, len);
     conn_close(e, c);
-    next(e, c, now, 1, connecting || kind == K_CONNECT_ERRNO || kind == K_CONNECT_TIMEOUT);
+    next(e, c, now, 1, connecting); /* connect errors and timeouts come while connecting */
 }
 
 static void fail_errno(Engine *e, conn_t *c, uint64_t now, int err) {
@@ -479,7 +479,6 @@ static void begin_response(conn_t *c) {
     c->remaining = 0;
     c->body_bytes = 0;
     c->status_len = 0;
-    c->head_seen = 0;
 }
 
 static int feed(Engine *e, conn_t *c, const char *data, size_t n, uint64_t now);
@@ -625,7 +624,6 @@ static int on_head(Engine *e, conn_t *c, const char *h, size_t n, int *code, con
         return 0; /* interim: the real response follows */
     }
     c->status = status;
-    c->head_seen = 1;
     if (status >= 400) {
         const char *eol = find_crlf(h, h + n);
         size_t len = eol ? (size_t)(eol - h) : n;
