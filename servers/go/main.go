@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -130,6 +131,11 @@ func main() {
 	mux.HandleFunc("/20kb", file("20kb.html", "text/html"))
 	mux.HandleFunc("/telemetry", postTelemetry)
 	mux.HandleFunc("/health", health)
-	log.Printf("listening on 127.0.0.1:%s", port)
-	log.Fatal(http.ListenAndServe("127.0.0.1:"+port, mux))
+	// --webperf-target-bind: where remote workers reach us (else loopback only).
+	bind := os.Getenv("BIND")
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
+	log.Printf("listening on %s:%s", bind, port)
+	log.Fatal(http.ListenAndServe(net.JoinHostPort(bind, port), mux))
 }

@@ -61,9 +61,10 @@ class Balancer:
 
 async def main() -> None:
     port = int(os.environ["PORT"])
+    bind = os.environ.get("BIND", "127.0.0.1")  # --webperf-target-bind (else loopback only)
     balancer = Balancer(backend_ports(dict(os.environ)))
-    server = await asyncio.start_server(balancer.handle, "127.0.0.1", port, backlog=BACKLOG)
-    print(f"balancing 127.0.0.1:{port} over {balancer.ports}", flush=True)
+    server = await asyncio.start_server(balancer.handle, bind, port, backlog=BACKLOG)
+    print(f"balancing {bind}:{port} over {balancer.ports}", flush=True)
     async with server:
         await server.serve_forever()
 

@@ -67,9 +67,10 @@ def close_after(sock: socket.socket, _: Future[None]) -> None:
 
 def main() -> None:
     port = int(os.environ["PORT"])
+    bind = os.environ.get("BIND", "127.0.0.1")  # --webperf-target-bind (else loopback only)
     ports = backend_ports(dict(os.environ))
-    listener = socket.create_server(("127.0.0.1", port), backlog=BACKLOG)
-    print(f"balancing 127.0.0.1:{port} over {ports} with {WORKERS} workers", flush=True)
+    listener = socket.create_server((bind, port), backlog=BACKLOG)
+    print(f"balancing {bind}:{port} over {ports} with {WORKERS} workers", flush=True)
     with ProcessPoolExecutor(WORKERS) as pool:
         for backend in itertools.cycle(ports):
             client, _ = listener.accept()

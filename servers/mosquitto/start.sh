@@ -17,6 +17,11 @@ max_connections ${MOSQUITTO_MAX_CONNECTIONS:--1}
 max_queued_messages ${MOSQUITTO_MAX_QUEUED_MESSAGES:-0}
 max_inflight_messages ${MOSQUITTO_MAX_INFLIGHT_MESSAGES:-0}
 CONF
+if [ -n "${BIND:-}" ] && [ "$BIND" != 127.0.0.1 ]; then
+    # --webperf-target-bind: the workers publish there; the servers of a composite
+    # (go-mqtt, ...) keep subscribing on loopback.
+    printf 'listener %s %s\n' "$PORT" "$BIND" >> "$conf"
+fi
 if [ -n "${MOSQUITTO_EXTRA:-}" ]; then
     # Any other setting, one per line (e.g. "max_queued_bytes 0").
     printf '%s\n' "$MOSQUITTO_EXTRA" >> "$conf"

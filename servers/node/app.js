@@ -6,6 +6,8 @@ const fs = require("fs");
 
 const WWW = "/srv/www";
 const PORT = Number(process.env.PORT);
+// --webperf-target-bind: where remote workers reach us (else loopback only).
+const BIND = process.env.BIND || "127.0.0.1";
 // Seed 004 ran ab -c 10000: a listen backlog of 10000+ (the kernel caps it at somaxconn).
 const BACKLOG = 65535;
 const FIELDS = ["clientId", "temp", "humidity", "light"];
@@ -118,7 +120,7 @@ const server = http.createServer((req, res) => {
 
 // Subscribed before the HTTP port opens, so a healthy server misses no message.
 telemetryStore.subscribe(store, () => (stored += 1), () => {
-  server.listen(PORT, "127.0.0.1", BACKLOG, () => {
-    console.log(`listening on 127.0.0.1:${PORT}`);
+  server.listen(PORT, BIND, BACKLOG, () => {
+    console.log(`listening on ${BIND}:${PORT}`);
   });
 });

@@ -59,9 +59,10 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 
 async def main() -> None:
     port = int(os.environ["PORT"])
-    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=BACKLOG,
+    bind = os.environ.get("BIND", "127.0.0.1")  # --webperf-target-bind (else loopback only)
+    server = await asyncio.start_server(handle, bind, port, backlog=BACKLOG,
                                         limit=MAX_HEAD)
-    print(f"listening on 127.0.0.1:{port}", flush=True)
+    print(f"listening on {bind}:{port}", flush=True)
     async with server:
         await server.serve_forever()
 

@@ -121,9 +121,10 @@ def serve(connection: socket.socket) -> None:
 
 def main() -> None:
     port = int(os.environ["PORT"])
-    listener = socket.create_server(("127.0.0.1", port), backlog=BACKLOG)
+    bind = os.environ.get("BIND", "127.0.0.1")  # --webperf-target-bind (else loopback only)
+    listener = socket.create_server((bind, port), backlog=BACKLOG)
     stored: Synchronized[int] = multiprocessing.Value("q", 0)
-    print(f"listening on 127.0.0.1:{port} with {WORKERS} worker processes", flush=True)
+    print(f"listening on {bind}:{port} with {WORKERS} worker processes", flush=True)
     with ProcessPoolExecutor(WORKERS, initializer=Worker.init, initargs=(stored,)) as pool:
         while True:
             connection, _ = listener.accept()

@@ -79,9 +79,10 @@ class HttpProtocol(asyncio.Protocol):
 
 async def main() -> None:
     port = int(os.environ["PORT"])
+    bind = os.environ.get("BIND", "127.0.0.1")  # --webperf-target-bind (else loopback only)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(HttpProtocol, "127.0.0.1", port, backlog=BACKLOG)
-    print(f"listening on 127.0.0.1:{port} ({type(loop).__module__})", flush=True)
+    server = await loop.create_server(HttpProtocol, bind, port, backlog=BACKLOG)
+    print(f"listening on {bind}:{port} ({type(loop).__module__})", flush=True)
     async with server:
         await server.serve_forever()
 

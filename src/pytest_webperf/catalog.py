@@ -74,6 +74,16 @@ class ServerSpec:
     def image_repo(self) -> str:
         return f"webperf/{self.name}"
 
+    @property
+    def mqtt_broker(self) -> str | None:
+        """The part an MQTT load connects to: the server itself (``kind = "mqtt"``), the
+        one its ``[mqtt]`` table names as ``broker``, or None (not an MQTT target)."""
+        if self.kind == "mqtt":
+            return self.name
+        settings = self.extra.get("mqtt")
+        broker = settings.get("broker") if isinstance(settings, dict) else None
+        return str(broker) if broker else None
+
 
 def _str_tuple(raw: object, key: str, path: Path) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):

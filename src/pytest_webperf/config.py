@@ -266,7 +266,8 @@ SETTINGS: tuple[Setting, ...] = (
         parse_bind_host,
         None,
         "started targets listen on this address instead of loopback, where remote workers "
-        "reach them (e.g. 0.0.0.0); without it nothing listens beyond loopback",
+        "reach them (this machine's IPv4 address on their network, e.g. 10.0.0.5); without "
+        "it nothing listens beyond loopback",
     ),
     Setting(
         "user",

@@ -1,8 +1,9 @@
 """``webperf new NAME``: a catalogue entry to start from (server.toml, Dockerfile, server.py).
 
 The example is the smallest server the catalogue accepts: Python's standard library
-on ``debian:bookworm-slim``, bound to 127.0.0.1 on ``$PORT`` (targets run with host
-networking), answering ``/health`` and ``/hello``.
+on ``debian:bookworm-slim``, bound to 127.0.0.1 (or ``$BIND``, given with
+``--webperf-target-bind``) on ``$PORT`` (targets run with host networking), answering
+``/health`` and ``/hello``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ name = "{name}"
 description = "{name}: describe the server and its version here"
 kind = "http"
 port_env = "PORT"        # the free loopback port the server must bind, given in $PORT
+bind_env = "BIND"        # --webperf-target-bind: the address to listen on instead of 127.0.0.1
 health = "/health"       # 2xx when ready; a 4xx fails the start at once, 5xx keeps waiting
 startup_timeout = 60
 routes = ["/hello", "/health"]
@@ -69,8 +71,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     port = int(os.environ["PORT"])
-    print(f"listening on 127.0.0.1:{{port}}", flush=True)
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    bind = os.environ.get("BIND", "127.0.0.1")  # remote workers reach it there
+    print(f"listening on {{bind}}:{{port}}", flush=True)
+    http.server.ThreadingHTTPServer((bind, port), Handler).serve_forever()
 '''
 
 

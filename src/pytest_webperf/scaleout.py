@@ -30,6 +30,11 @@ def parse_bind_host(text: str) -> str:
         address = ipaddress.ip_address(str(text).strip())
     except ValueError:
         raise ValueError(f"{text!r} is not an IP address (example: 10.0.0.5)") from None
+    if address.version != 4:
+        raise ValueError(
+            f"{text!r}: only IPv4 addresses are supported for now (the catalogue's servers "
+            "and the target URL take an IPv4 address; example: 10.0.0.5)"
+        )
     if address.is_unspecified:
         raise ValueError(
             f"{text!r} is no address to load: give this machine's address on the "

@@ -3,12 +3,18 @@
 One container (plus its dependencies) per server for the whole module: the ``target``
 fixture is module-scoped and parametrized by server, so pytest groups the tests by server.
 A route a server does not declare in its ``server.toml`` is skipped, with the reason.
+
+Every server is started as ``--webperf-target-bind`` starts it, on 127.0.0.2 (loopback,
+but not 127.0.0.1), so each one's start script is seen to honour $BIND; the other e2e
+tests start servers on the default address.
 """
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -23,6 +29,7 @@ pytestmark = pytest.mark.e2e
 
 CATALOG = Catalog(default_directories())
 HTTP_SERVERS = [spec.name for spec in CATALOG if spec.kind == "http"]
+BIND = "127.0.0.2"  # --webperf-target-bind: loopback, but not where servers listen by default
 FILES = workload_files()
 # route -> (media type, exact body) of every GET workload
 EXPECTED = {
@@ -58,7 +65,7 @@ class Server:
     def request(self, method: str, path: str, body: bytes | None = None) -> Reply:
         """One request on a fresh connection (a proxy may answer a 400 by closing)."""
         headers = {"Content-Type": "application/json"} if body is not None else {}
-        conn = http.client.HTTPConnection("127.0.0.1", self.target.port, timeout=30)
+        conn = http.client.HTTPConnection(self.target.host, self.target.port, timeout=30)
         try:
             conn.request(method, path, body=body, headers=headers)
             response = conn.getresponse()
@@ -77,8 +84,30 @@ class Server:
 @pytest.fixture(scope="module", params=HTTP_SERVERS)
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     name: str = request.param
-    with start_target(CATALOG, name) as target:
+    with start_target(CATALOG, name, bind=BIND) as target:
         yield Server(CATALOG.get(name), target)
+
+
+def refused(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except ConnectionRefusedError as exc:
+        return exc.errno == errno.ECONNREFUSED
+    return False
+
+
+def test_it_listens_on_the_bind_address_only(server: Server) -> None:
+    assert server.target.host == BIND
+    assert server.request("GET", "/health").status == 200
+    assert refused("127.0.0.1", server.target.port)
+
+
+@pytest.mark.parametrize("name", [*HTTP_SERVERS, "mosquitto"])
+def test_without_a_bind_it_listens_on_127_0_0_1_only(name: str) -> None:
+    with start_target(CATALOG, name) as target:
+        assert target.host == "127.0.0.1"
+        socket.create_connection(("127.0.0.1", target.port), timeout=5).close()
+        assert refused(BIND, target.port)
 
 
 @pytest.mark.parametrize("route", sorted(EXPECTED))

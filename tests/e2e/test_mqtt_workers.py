@@ -1,6 +1,7 @@
 """MQTT over several generator processes: each has its own client-id range, the master
 merges their ledgers, and every message is accounted for (0 lost, 0 duplicated),
-with two local workers and with one local and one remote (``webperf worker``)."""
+with two local workers and with one local and one remote (``webperf worker``), which
+publish to the broker's bind address."""
 
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ def test_forty_paced_qos2_clients_over_two_processes_lose_nothing(remote: bool) 
         remote=Remote(1, address, 30) if remote else None,
     )
     try:
-        with start_target(CATALOG, "mosquitto") as target:
+        # the remote case as across machines: the broker also listens on the bind address
+        # (127.0.0.2, loopback but not the default), and every process publishes there
+        with start_target(CATALOG, "mosquitto", bind="127.0.0.2" if remote else None) as target:
             measurement = measure_mqtt(
                 target,
                 MqttTelemetry(interval_s=0.2, qos=2, drain_s=20, quiet_s=2),

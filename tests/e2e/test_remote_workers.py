@@ -207,6 +207,13 @@ def test_bound(webperf):
     assert target.url.startswith("http://127.0.0.2:")
     result = webperf.http(target, path="/x")
     assert result.requests > 0 and result.errors == 0
+
+
+def test_bound_catalogue_server(webperf):
+    target = webperf.server("nginx")
+    assert target.url.startswith("http://127.0.0.2:")
+    result = webperf.http(target, path="/hello")
+    assert result.requests > 0 and result.errors == 0
 """
 
 
@@ -214,8 +221,9 @@ def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
     pytester: pytest.Pytester, address: str, worker: subprocess.Popen[str]
 ) -> None:
     """Through pytest's options: the run waits for the remote worker at every
-    repetition, the target listens on the bind address (127.0.0.2: loopback, but not
-    the default), and the session's end sends the worker home."""
+    repetition, the targets (a process, a catalogue server) listen on the bind address
+    (127.0.0.2: loopback, but not the default), and the session's end sends the worker
+    home."""
     pytester.makepyfile(server=SERVER, test_bound=TEST_ON_BIND)
     result = pytester.runpytest_subprocess(
         "-p",
@@ -230,16 +238,17 @@ def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
         "--webperf-target-bind=127.0.0.2",
         "--webperf-json=out.json",
     )
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*end of session: 1 remote worker(s) told*"])
-    (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
-    for run in test["repetitions"]:
+    tests = json.loads((pytester.path / "out.json").read_text())["tests"]
+    assert len(tests) == 2
+    for run in (run for test in tests for run in test["repetitions"]):
         roles = sorted(p["role"] for p in run["generator_processes"])
         assert roles == ["master", f"remote1@{os.uname().nodename}", "worker0"]
         assert sum(s["requests"] for s in run["series"]) == run["requests"]
     out, _ = worker.communicate(timeout=30)
     assert worker.returncode == 0
-    assert "the master ended the session after 2 run(s)" in out
+    assert "the master ended the session after 4 run(s)" in out
 
 
 def test_the_worker_container_with_host_networking_joins(address: str) -> None:

@@ -42,21 +42,22 @@ def test_new_refuses_a_bad_name(tmp_path: Path, capsys):
     assert "bad server name" in capsys.readouterr().err
 
 
-def test_the_example_server_answers_health_and_hello(tmp_path: Path):
+@pytest.mark.parametrize("bind", [None, "127.0.0.2"])
+def test_the_example_server_answers_health_and_hello(tmp_path: Path, bind: str | None):
+    """On 127.0.0.1, or where its server.toml's bind_env says (--webperf-target-bind)."""
     main(["new", "example", "--directory", str(tmp_path)])
-    port = free_port()
+    assert Catalog([tmp_path]).get("example").bind_env == "BIND"
+    port, host = free_port(), bind or "127.0.0.1"
     server = subprocess.Popen(
         [sys.executable, str(tmp_path / "example" / "server.py")],
-        env={**os.environ, "PORT": str(port)},
+        env={**os.environ, "PORT": str(port), **({"BIND": bind} if bind else {})},
         stdout=subprocess.DEVNULL,
     )
     try:
-        assert wait_healthy(
-            lambda: probe_http("127.0.0.1", port, "/health"), lambda: None, 30
-        ).ready
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/hello", timeout=5) as response:
+        assert wait_healthy(lambda: probe_http(host, port, "/health"), lambda: None, 30).ready
+        with urllib.request.urlopen(f"http://{host}:{port}/hello", timeout=5) as response:
             assert response.read() == b"<h1>Hello World</h1>"
-        assert probe_http("127.0.0.1", port, "/nope").detail.startswith("HTTP 404")
+        assert probe_http(host, port, "/nope").detail.startswith("HTTP 404")
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -7,17 +7,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf import cli
-from pytest_webperf.catalog import Catalog
+from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.config import resolve
 from pytest_webperf.errors import OptionError
 from pytest_webperf.models import ResourceSample
 from pytest_webperf.mqtt.load import MqttLoad
+from pytest_webperf.mqtt.run import wiring
 from pytest_webperf.resources import remote_bound
 from pytest_webperf.scaleout import remote_of
 from pytest_webperf.swarm.runner import GeneratorProcess
@@ -47,6 +49,7 @@ def test_remote_options_resolve_into_the_swarms_remote() -> None:
         ("WEBPERF_REMOTE_WAIT", "0s", "longer than zero"),
         ("WEBPERF_TARGET_BIND", "example.com", "is not an IP address"),
         ("WEBPERF_TARGET_BIND", "0.0.0.0", "this machine's address on the workers' network"),
+        ("WEBPERF_TARGET_BIND", "::1", "only IPv4 addresses are supported"),
     ],
 )
 def test_bad_remote_options_are_usage_errors(name: str, value: str, says: str) -> None:
@@ -164,6 +167,52 @@ def test_a_target_bind_needs_a_server_that_takes_its_address(tmp_path: Path) -> 
     (server / "server.toml").write_text('name = "srv"\nkind = "http"\nbind_env = "BIND"\n')
     target = ContainerTarget(Catalog([tmp_path]), "srv", bind="127.0.0.2")
     assert target.url == "http://127.0.0.2:0"  # the address every worker loads
+
+
+def test_a_target_bind_exposes_an_mqtt_composite_s_broker_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """The MQTT load goes to the broker, so it listens on the bind address too; the store
+    stays on loopback. A broker that cannot take the address is refused by name."""
+    for name, toml in {
+        "app": 'kind = "http"\nbind_env = "BIND"\n[mqtt]\nbroker = "broker"\nstore = "db"\n'
+        '[[depends]]\nserver = "db"\nport_env = "DB_PORT"\n'
+        '[[depends]]\nserver = "broker"\nport_env = "MQTT_PORT"\n',
+        "broker": 'kind = "mqtt"\nhealth = "tcp"\n',
+        "db": 'kind = "tcp"\nhealth = "tcp"\n',
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "Dockerfile").write_text("FROM scratch\n")
+        (tmp_path / name / "server.toml").write_text(f'name = "{name}"\n{toml}')
+    with pytest.raises(OptionError, match="broker listens on loopback only"):
+        ContainerTarget(Catalog([tmp_path]), "app", bind="127.0.0.2")
+    broker = tmp_path / "broker" / "server.toml"
+    broker.write_text(broker.read_text() + 'bind_env = "BIND"\n')
+    target = ContainerTarget(Catalog([tmp_path]), "app", bind="127.0.0.2")
+    assert target.exposed == {"app", "broker"}
+    assert Catalog([tmp_path]).get("broker").mqtt_broker == "broker"
+    assert Catalog([tmp_path]).get("db").mqtt_broker is None
+
+
+def test_mqtt_publishers_and_the_observer_go_to_the_broker_s_address() -> None:
+    """With a bind, the broker's address (not 127.0.0.1) is where every worker publishes:
+    a bare broker's own, or a composite's broker part's."""
+    catalog = Catalog(default_directories())
+    bare = SimpleNamespace(spec=catalog.get("mosquitto"), containers=[], port=7, host="127.0.0.2")
+    wired = wiring(bare)  # type: ignore[arg-type]
+    assert (wired.broker_host, wired.broker_port) == ("127.0.0.2", 7)
+    broker = SimpleNamespace(spec=catalog.get("mosquitto"), port=8, host="127.0.0.3")
+    composite = SimpleNamespace(spec=catalog.get("go-mqtt"), containers=[broker], port=9)
+    wired = wiring(composite)  # type: ignore[arg-type]
+    assert (wired.broker_host, wired.broker_port, wired.store) == ("127.0.0.3", 8, None)
+
+
+def test_every_built_in_server_that_takes_load_can_listen_where_workers_reach_it() -> None:
+    """The catalogue's servers take --webperf-target-bind (their start scripts read $BIND;
+    test_conformance starts them bound to 127.0.0.2); stores behind them need not."""
+    catalog = Catalog(default_directories())
+    unbound = [spec.name for spec in catalog if spec.bind_env is None]
+    assert unbound == ["mariadb"]
 
 
 @pytest.mark.parametrize(

@@ -77,6 +77,7 @@ class MqttTelemetry:
         with tempfile.TemporaryDirectory(prefix="webperf-mqtt-") as tmp:
             directory = Path(tmp)
             load = MqttLoad(
+                host=wired.broker_host,
                 port=wired.broker_port,
                 topic=self.topic,
                 qos=self.qos,
@@ -86,11 +87,13 @@ class MqttTelemetry:
                 report_path=str(directory / "publishers.json"),
             )
             spec = replace(
-                plan.swarm(f"mqtt://127.0.0.1:{wired.broker_port}", user_class="mqtt", mqtt=load),
+                plan.swarm(
+                    f"mqtt://{wired.broker_host}:{wired.broker_port}", user_class="mqtt", mqtt=load
+                ),
                 timeout_s=plan.timeout_s + self.grace_s,
             )
             longest = plan.warmup_s + plan.duration_s + self.drain_s + plan.concurrency / 10 + 120
-            with observing(self, wired.broker_port, directory, longest, plan.timeout_s) as seen:
+            with observing(self, wired, directory, longest, plan.timeout_s) as seen:
                 yield MqttRound(spec, self, plan.concurrency, wired, seen, since, load)
 
 
@@ -139,6 +142,7 @@ class Wiring:
 
     broker_port: int
     store: TelemetryStore | None
+    broker_host: str = "127.0.0.1"  # --webperf-target-bind's address, where workers reach it
 
 
 def wiring(target: Target) -> Wiring:
@@ -152,26 +156,27 @@ def wiring(target: Target) -> Wiring:
             "its store in containers), not an external URL"
         )
     if spec.kind == "mqtt":
-        return Wiring(target.port, None)
-    settings = spec.extra.get("mqtt")
-    if not isinstance(settings, dict) or "broker" not in settings:
+        return Wiring(target.port, None, target.host)
+    if spec.mqtt_broker is None:
         raise TargetError(
             f"{target.name}: not an MQTT target: its server.toml has neither "
             'kind = "mqtt" nor an [mqtt] table naming its broker'
         )
     by_name = {c.spec.name: c for c in containers}
-    broker = by_name[settings["broker"]]
+    broker = by_name[spec.mqtt_broker]
+    settings = spec.extra.get("mqtt")
+    store_part = settings.get("store") if isinstance(settings, dict) else None
     store = None
-    if settings.get("store") in by_name:
-        db = by_name[settings["store"]]
+    if store_part in by_name:
+        db = by_name[store_part]
         store = TelemetryStore(container_sql(db.container.get_wrapped_container(), db.port))
-    return Wiring(broker.port, store)
+    return Wiring(broker.port, store, broker.host)
 
 
 class Observer:
     """The observer process (``pytest_webperf.mqtt.observer``), bounded and always reaped."""
 
-    def __init__(self, port: int, topic: str, qos: int, directory: Path, max_s: float) -> None:
+    def __init__(self, wired: Wiring, topic: str, qos: int, directory: Path, max_s: float) -> None:
         self.out = directory / "observer.json"
         self.status_path = Path(f"{self.out}.status")
         self.log = directory / "observer.log"
@@ -181,8 +186,10 @@ class Observer:
                     sys.executable,
                     "-m",
                     "pytest_webperf.mqtt.observer",
+                    "--host",
+                    wired.broker_host,
                     "--port",
-                    str(port),
+                    str(wired.broker_port),
                     "--topic",
                     f"{topic}/#",
                     "--qos",
@@ -245,12 +252,12 @@ class Observer:
 
 @contextmanager
 def observing(
-    telemetry: MqttTelemetry, port: int, directory: Path, longest_s: float, timeout_s: float
+    telemetry: MqttTelemetry, wired: Wiring, directory: Path, longest_s: float, timeout_s: float
 ) -> Iterator[Observer | None]:
     if not telemetry.observe:
         yield None
         return
-    observer = Observer(port, telemetry.topic, telemetry.qos, directory, longest_s)
+    observer = Observer(wired, telemetry.topic, telemetry.qos, directory, longest_s)
     try:
         observer.wait_subscribed(timeout_s)
         yield observer

@@ -224,12 +224,16 @@ class ContainerTarget:
         self.catalog = catalog
         self.spec = catalog.get(name)
         self.name = name
-        self.bind = bind  # --webperf-target-bind: listen there (its dependencies stay local)
-        if bind is not None and self.spec.bind_env is None:
-            raise OptionError(
-                f"--webperf-target-bind={bind}: {name} listens on loopback only (its "
-                "server.toml has no bind_env naming the variable that takes its address)"
-            )
+        # --webperf-target-bind: the server listens there, and so does the broker of an MQTT
+        # composite (the load goes to it); every other dependency stays on loopback.
+        self.bind = bind
+        self.exposed = {name} | ({self.spec.mqtt_broker} if self.spec.mqtt_broker else set())
+        for server in sorted(self.exposed) if bind is not None else ():
+            if catalog.get(server).bind_env is None:
+                raise OptionError(
+                    f"--webperf-target-bind={bind}: {server} listens on loopback only (its "
+                    "server.toml has no bind_env naming the variable that takes its address)"
+                )
         self.host = bind or "127.0.0.1"
         self.port = 0
         self.limits = limits or Limits(cpus=self.spec.cpus, memory=self.spec.memory)
@@ -280,7 +284,7 @@ class ContainerTarget:
         for name in spec.extra_ports:
             env[name] = str(free_port())
         host = "127.0.0.1"
-        if self.bind is not None and part == self.name and spec.bind_env is not None:
+        if self.bind is not None and spec.name in self.exposed and spec.bind_env is not None:
             env[spec.bind_env] = host = self.bind
         server = ServerContainer(
             spec, part, ensure_image(self.catalog.image_spec(spec)), port, env, limits, host
