@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -189,7 +189,7 @@ def run_pairs(
                 which = "the base (A)" if letter == "A" else "the change (B)"
                 message = str(exc.args[0]).split("\n--- last lines")[0]
                 raise TargetDied(f"{which}: {message}", exc.logs, exc.runs) from None
-            runs.append(run)
+            runs.append(replace(run, instance=instance))
         pairs.order.append(order)
         pairs.instances.append(instance)
         done = len(pairs.order)

@@ -78,6 +78,8 @@ def level_estimate(metric: Metric, current: Measurement, baseline: Measurement) 
         ys,
         current_series=[series(r) for r in runs] if series else (),
         baseline_series=[series(r) for r in base_runs] if series else (),
+        current_instances=[r.instance for r in runs],
+        baseline_instances=[r.instance for r in base_runs],
     )
     partial = [
         f"{len(found)} of {len(m.runs)} repetitions of {side}"

@@ -432,21 +432,21 @@ def run_repetitions(
         raise dead
     label = replace(label or Label(), repetitions=plan.repeat)
     results: list[RunResult] = []
+    instance = 0
     for repetition in range(1, plan.repeat + 1):
         if restart_every and repetition > 1 and (repetition - 1) % restart_every == 0:
-            restart(target)
-        results.append(
-            run_repetition(
-                target,
-                kind,
-                plan,
-                repetition,
-                monitor_factory=monitor_factory,
-                progress=progress or NoProgress(),
-                label=label,
-                before=results,
-            )
+            instance += int(restart(target))
+        result = run_repetition(
+            target,
+            kind,
+            plan,
+            repetition,
+            monitor_factory=monitor_factory,
+            progress=progress or NoProgress(),
+            label=label,
+            before=results,
         )
+        results.append(replace(result, instance=instance))
     return results
 
 

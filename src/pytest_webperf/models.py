@@ -249,6 +249,10 @@ class RunResult:
     # processes), and how many ever took a request (the connections the pace needed)
     users_peak: int | None = None
     users_opened: int | None = None
+    # which process instance of the target ran it, counting restarts (0, 1, ...): runs on
+    # one instance share its bias, so the gate's unit of evidence is the instance. None:
+    # not recorded (runs stored before it was), each run then counts as its own instance.
+    instance: int | None = None
 
     @property
     def time_per_request_ms(self) -> float | None:
@@ -287,6 +291,7 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "repetition": self.repetition,
+            "instance": self.instance,
             "concurrency": self.concurrency,
             "duration_s": self.duration_s,
             "rps": self.rps,
@@ -344,6 +349,7 @@ class RunResult:
             requests_asked=data.get("requests_asked"),
             users_peak=data.get("users_peak"),
             users_opened=data.get("users_opened"),
+            instance=data.get("instance"),
         )
 
 

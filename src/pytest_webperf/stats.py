@@ -243,19 +243,57 @@ def _welch(a: Spread, n_a: int, b: Spread, n_b: int) -> tuple[float, float]:
     return math.sqrt(se2), se2 * se2 / (va * va / a.df + vb * vb / b.df)
 
 
+def unit_spread(
+    values: Sequence[float],
+    series_per_run: Sequence[Sequence[float]] = (),
+    instances: Sequence[int | None] | None = None,
+) -> tuple[Spread | None, int]:
+    """One side's spread per unit of evidence, and how many units it has.
+
+    Runs on one process instance share its bias (memory layout, hash seed: several per
+    cent), so they are not independent: with two instances or more the unit is the
+    instance, valued at the mean of its runs, and the within-run floor shrinks by the
+    runs it averages. With one instance (never restarted), unknown instances (None) or
+    one run per instance, the unit is the run."""
+    groups: dict[int, list[float]] = {}
+    if instances is not None and all(i is not None for i in instances):
+        if len(instances) != len(values):
+            raise ValueError("one instance number per value")
+        for value, instance in zip(values, instances, strict=True):
+            assert instance is not None
+            groups.setdefault(instance, []).append(value)
+    if len(groups) < 2 or len(groups) == len(values):
+        return side_spread(values, series_per_run), len(values)
+    within = within_run_spread(series_per_run)
+    candidates = [
+        s
+        for s in (
+            between_run_spread([mean(g) for g in groups.values()]),
+            None
+            if within is None
+            else Spread(within.rel_var * len(groups) / len(values), within.df),
+        )
+        if s is not None
+    ]
+    return max(candidates, key=lambda s: s.rel_var) if candidates else None, len(groups)
+
+
 def ratio_change(
     current: Sequence[float],
     baseline: Sequence[float],
     *,
     current_series: Sequence[Sequence[float]] = (),
     baseline_series: Sequence[Sequence[float]] = (),
+    current_instances: Sequence[int | None] | None = None,
+    baseline_instances: Sequence[int | None] | None = None,
     confidence: float = 0.95,
 ) -> RatioEstimate:
     """The relative change of the mean and its Welch t-interval on the log scale.
 
     Means must be positive (a zero current mean is a -100 % change with certainty).
     When only one side has a spread estimate it is used for both (same server,
-    same machine: same relative noise is the natural assumption).
+    same machine: same relative noise is the natural assumption). With each run's
+    process instance given, the units of evidence are instances (``unit_spread``).
     """
     mx, my = mean(current), mean(baseline)
     if my <= 0 or mx < 0:
@@ -264,11 +302,12 @@ def ratio_change(
         return RatioEstimate(-1.0, -1.0, -1.0, confidence, 1.0, 0.0, None)
     log_ratio = math.log(mx / my)
     change = math.expm1(log_ratio)
-    sx, sy = side_spread(current, current_series), side_spread(baseline, baseline_series)
+    (sx, nx) = unit_spread(current, current_series, current_instances)
+    (sy, ny) = unit_spread(baseline, baseline_series, baseline_instances)
     sx, sy = sx or sy, sy or sx
     if sx is None or sy is None:
         return RatioEstimate(change, None, None, confidence, 0.5, 0.5, None)
-    se, df = _welch(sx, len(current), sy, len(baseline))
+    se, df = _welch(sx, nx, sy, ny)
     if se == 0:
         p_gt = 0.0 if log_ratio > 0 else 1.0
         p_lt = 0.0 if log_ratio < 0 else 1.0

@@ -130,6 +130,7 @@ def test_always_measures_an_unchanged_server_and_it_passes(
     assert entry["against"]["changed"] is False
     # both sides restarted between pairs: each pair ran on its own instances
     assert entry["against"]["instances"] == list(range(entry["against"]["pairs"]))
+    assert [run["instance"] for run in entry["repetitions"]] == entry["against"]["instances"]
 
 
 def test_an_uncommitted_change_is_measured_against_head(

@@ -53,7 +53,8 @@ def test_a_local_command_is_measured_and_a_broken_one_shows_its_output(
         "--webperf-concurrency=5",
         "--webperf-duration=1s",
         "--webperf-warmup=0.5s",
-        "--webperf-repeat=1",
+        "--webperf-repeat=3",
+        "--webperf-restart-every=2",
         "--webperf-json=out.json",
     )
     result.assert_outcomes(passed=1, failed=1)
@@ -65,10 +66,13 @@ def test_a_local_command_is_measured_and_a_broken_one_shows_its_output(
         ]
     )
     (test,) = json.loads((pytester.path / "out.json").read_text())["tests"]
-    (run,) = test["repetitions"]
-    assert test["target"]["kind"] == "process" and run["errors"] == 0
-    assert {s["part"] for s in run["resources"]} == {"local-py"}  # sampled by its tree
-    assert all(s["cgroup_cpu_percent"] is None for s in run["resources"])
+    runs = test["repetitions"]
+    # restarted after two repetitions: the third ran on a second process instance
+    assert [run["instance"] for run in runs] == [0, 0, 1]
+    for run in runs:
+        assert test["target"]["kind"] == "process" and run["errors"] == 0
+        assert {s["part"] for s in run["resources"]} == {"local-py"}  # sampled by its tree
+        assert all(s["cgroup_cpu_percent"] is None for s in run["resources"])
 
 
 NOT_FOUND_SERVER = """

@@ -197,3 +197,50 @@ def test_rate_ratio_interval_contains_the_estimate(k: int, j: int, n: float, m: 
     assert r.low <= r.change + 1e-9
     assert r.change <= r.high + 1e-9  # inf <= inf when the baseline had none
     assert 0 <= r.p_greater <= 1 and 0 <= r.p_less <= 1
+
+
+# --- stored baselines: the process instance is the unit of evidence ---------------------
+
+levels = st.lists(st.floats(0.8, 1.2), min_size=2, max_size=5)
+
+
+@given(levels, levels, st.integers(2, 4))
+def test_runs_repeated_on_one_instance_add_no_evidence(
+    xs: list[float], ys: list[float], runs_per_instance: int
+) -> None:
+    """k identical runs on each instance say what one run per instance says: the interval
+    is the instances' (without instances given, the copies would narrow it)."""
+    k = runs_per_instance
+    once = stats.ratio_change(xs, ys, current_instances=range(len(xs)))
+    copies = stats.ratio_change(
+        [x for x in xs for _ in range(k)],
+        [y for y in ys for _ in range(k)],
+        current_instances=[i for i in range(len(xs)) for _ in range(k)],
+        baseline_instances=[i for i in range(len(ys)) for _ in range(k)],
+    )
+    assert copies.change == pytest.approx(once.change, rel=1e-9, abs=1e-12)
+    assert copies.se == pytest.approx(once.se, rel=1e-9, abs=1e-12)
+    assert copies.df == pytest.approx(once.df, rel=1e-9)
+
+
+@given(levels, levels)
+def test_a_run_per_instance_or_unknown_instances_count_each_run(
+    xs: list[float], ys: list[float]
+) -> None:
+    plain = stats.ratio_change(xs, ys)
+    assert stats.ratio_change(xs, ys, current_instances=range(len(xs))) == plain
+    assert stats.ratio_change(xs, ys, current_instances=[None] * len(xs)) == plain
+    assert stats.ratio_change(xs, ys, current_instances=[0] * len(xs)) == plain  # one instance
+
+
+def test_two_instances_of_three_runs_are_two_units() -> None:
+    """A 6 % instance bias between two instances, tight runs on each: grouped, the side
+    has 2 units (df 1) and its spread is the instances'; ungrouped it looked like 6 runs."""
+    xs = [100.0, 100.5, 99.5, 106.0, 106.5, 105.5]
+    spread, units = stats.unit_spread(xs, instances=[0, 0, 0, 1, 1, 1])
+    assert units == 2 and spread is not None and spread.df == 1
+    assert spread.rel_var == pytest.approx(stats.variance([100.0, 106.0]) / 103.0**2)
+    ungrouped, runs = stats.unit_spread(xs)
+    assert runs == 6 and ungrouped is not None and ungrouped.df == 5
+    with pytest.raises(ValueError, match="one instance number per value"):
+        stats.unit_spread(xs, instances=[0, 1])
