@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -107,23 +106,6 @@ def code_of(target: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(git, Mapping) and git.get("commit"):
         found["git"] = {"commit": git.get("commit"), "dirty": bool(git.get("dirty"))}
     return found
-
-
-def git_commit(cwd: Path | None = None) -> dict[str, Any] | None:
-    """The checked-out commit and whether the tree is dirty, if this is a git work tree."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-
-    try:
-        return {
-            "commit": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        }
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def _now() -> str:

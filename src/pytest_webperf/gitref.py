@@ -11,6 +11,9 @@ the run ends. Submodules are not part of ``git archive``'s output: a target whos
 lives in a submodule is compared against the working tree's copy, and the report says
 the base tree had none. Every user error (no git, not a repository, an unknown ref, a
 shallow clone that lacks the ref) is one ``OptionError`` line that says what to do.
+
+Also ``git_commit``: the checked-out commit of a work tree, as results and baselines
+record it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_webperf.errors import OptionError
 
@@ -153,3 +157,20 @@ def base_tree(directory: Path, ref: str) -> Iterator[BaseTree]:
 
 def map_command(tree: BaseTree, argv: Sequence[str]) -> list[str]:
     return [tree.map_arg(arg) for arg in argv]
+
+
+def git_commit(cwd: Path | None = None) -> dict[str, Any] | None:
+    """The checked-out commit and whether the tree is dirty, if this is a git work tree."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
+    try:
+        return {
+            "commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        }
+    except (OSError, subprocess.SubprocessError):
+        return None

@@ -324,7 +324,7 @@ class WebperfSession:
     def _save(self) -> None:
         metadata = {
             "machine": self.machine.to_dict(),
-            "git": baseline.git_commit(self.rootdir),
+            "git": gitref.git_commit(self.rootdir),
             "plugin_version": __version__,
         }
         saved = self.measurements

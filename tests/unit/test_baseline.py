@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf import baseline
+from pytest_webperf import baseline, gitref
 from pytest_webperf.baseline import HISTORY_LIMIT, BaselineStore, MemoryBaselineStore
 from pytest_webperf.errors import BaselineError
 from pytest_webperf.histogram import Histogram
@@ -229,10 +229,10 @@ def test_other_machines_are_listed_and_used_only_when_asked(tmp_path: Path) -> N
 
 
 def test_git_commit_of_a_work_tree_or_none(tmp_path: Path) -> None:
-    info = baseline.git_commit(Path(__file__).parent)
+    info = gitref.git_commit(Path(__file__).parent)
     if info is not None:  # the tests may run from an exported tree
         assert re.fullmatch(r"[0-9a-f]{40}", info["commit"])
-    assert baseline.git_commit(tmp_path) is None
+    assert gitref.git_commit(tmp_path) is None
 
 
 def test_memory_store_is_a_baseline_store() -> None:

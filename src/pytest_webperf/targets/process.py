@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from pytest_webperf.baseline import git_commit
 from pytest_webperf.errors import TargetError
+from pytest_webperf.gitref import git_commit
 from pytest_webperf.targets.base import (
     Probe,
     free_port,
@@ -173,7 +173,7 @@ class ProcessTarget:
         """The commit of the repository holding the working directory, and whether its
         tree is dirty (None outside a repository): the code measured, as an image tag
         says for a container. Asked of git once (bounded by its timeout), on the first
-        ``describe()``; ``baseline.git_commit`` so "dirty" means what a baseline's
+        ``describe()``; ``gitref.git_commit`` so "dirty" means what a baseline's
         metadata says (tracked files changed; untracked files do not count)."""
         return git_commit(Path(self.cwd) if self.cwd else None)
 
