@@ -255,27 +255,21 @@ def unit_spread(
     instance, valued at the mean of its runs, and the within-run floor shrinks by the
     runs it averages. With one instance (never restarted), unknown instances (None) or
     one run per instance, the unit is the run."""
+    if instances is not None and len(instances) != len(values):
+        raise ValueError("one instance number per value")
+    known = [i for i in instances or () if i is not None]
     groups: dict[int, list[float]] = {}
-    if instances is not None and all(i is not None for i in instances):
-        if len(instances) != len(values):
-            raise ValueError("one instance number per value")
-        for value, instance in zip(values, instances, strict=True):
-            assert instance is not None
+    if len(known) == len(values):
+        for value, instance in zip(values, known, strict=True):
             groups.setdefault(instance, []).append(value)
     if len(groups) < 2 or len(groups) == len(values):
         return side_spread(values, series_per_run), len(values)
+    candidates = [between_run_spread([mean(g) for g in groups.values()])]
     within = within_run_spread(series_per_run)
-    candidates = [
-        s
-        for s in (
-            between_run_spread([mean(g) for g in groups.values()]),
-            None
-            if within is None
-            else Spread(within.rel_var * len(groups) / len(values), within.df),
-        )
-        if s is not None
-    ]
-    return max(candidates, key=lambda s: s.rel_var) if candidates else None, len(groups)
+    if within is not None:  # one repetition's floor; an instance averages several
+        candidates.append(Spread(within.rel_var * len(groups) / len(values), within.df))
+    spreads = [s for s in candidates if s is not None]
+    return max(spreads, key=lambda s: s.rel_var) if spreads else None, len(groups)
 
 
 def ratio_change(
