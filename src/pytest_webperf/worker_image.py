@@ -1,11 +1,13 @@
 """``webperf build worker``: the container image of a remote generator worker.
 
 The image is ``debian:bookworm-slim`` (the catalogue's base) with Python 3 and this
-package installed from a wheel built here from the project's source tree, beside
-its dependencies' wheels fetched here (the build needs no package index); its entry point is
-``webperf worker``, so ``docker run --network host IMAGE --master HOST:PORT`` is a
-worker. Tagged ``webperf/worker:<hash of the wheel and the Dockerfile>``, built once
-per content.
+package installed from a pure wheel built here from the project's source tree, beside
+its dependencies' wheels fetched here (the build needs no package index). The native
+request loop (``swarm/_hotloop.c``) is compiled inside the image, for the image's own
+Python, so the worker has it whatever Python built the wheel; the build fails if it
+does not import. The entry point is ``webperf worker``, so ``docker run --network host
+IMAGE --master HOST:PORT`` is a worker. Tagged ``webperf/worker:<hash of the context>``,
+built once per content.
 """
 
 from __future__ import annotations
@@ -25,7 +27,18 @@ from pytest_webperf.images import Log, _stderr, image_exists
 
 REPOSITORY = "webperf/worker"
 PLATFORMS = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "linux")
+NATIVE_SOURCE = ("src", "pytest_webperf", "swarm", "_hotloop.c")
 DOCKERFILE = """\
+FROM debian:bookworm-slim AS native
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+      gcc libc6-dev python3-dev \\
+ && rm -rf /var/lib/apt/lists/*
+COPY native/_hotloop.c /build/_hotloop.c
+# as setup.py compiles it (-O2 -std=gnu11), for this image's Python
+RUN cd /build && gcc -O2 -std=gnu11 -fPIC -shared -pthread $(python3-config --includes) \\
+      _hotloop.c -o "_hotloop$(python3-config --extension-suffix)"
+
 FROM debian:bookworm-slim
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
@@ -36,6 +49,11 @@ RUN python3 -m venv /opt/webperf \\
  && /opt/webperf/bin/pip install --no-cache-dir --no-index --find-links /wheels \\
       pytest-webperf \\
  && rm -rf /wheels
+COPY --from=native /build/ /tmp/native/
+RUN swarm=$(/opt/webperf/bin/python -c \\
+      'import os, pytest_webperf.swarm as s; print(os.path.dirname(s.__file__))') \\
+ && cp /tmp/native/_hotloop*.so "$swarm/" && rm -rf /tmp/native \\
+ && /opt/webperf/bin/python -c 'import pytest_webperf.swarm._hotloop'
 USER nobody
 ENTRYPOINT ["/opt/webperf/bin/webperf", "worker"]
 """
@@ -56,7 +74,9 @@ def wheelhouse(root: Path, into: Path) -> list[Path]:
     """The package's wheel, built from ``root``, and the wheels of its dependencies for
     the image's Python (Debian bookworm's 3.11, this machine's architecture), fetched
     here by pip: the image build itself needs no package index."""
-    env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800"}  # the same files, the same wheel
+    # the same files, the same wheel; pure (py3-none-any), so it installs on the image's
+    # Python whichever Python builds it: the native loop is compiled in the image
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800", "WEBPERF_PURE": "1"}
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     steps = [
         [*pip, "wheel", "--no-deps", "--quiet", "-w", str(into), str(root)],
@@ -75,9 +95,10 @@ def wheelhouse(root: Path, into: Path) -> list[Path]:
     return sorted(into.glob("*.whl"))
 
 
-def context(wheels: list[Path]) -> tuple[bytes, str]:
-    """The build context (Dockerfile + the wheels) and the image's tag."""
-    files = [("Dockerfile", DOCKERFILE.encode())]
+def context(wheels: list[Path], native: Path) -> tuple[bytes, str]:
+    """The build context (Dockerfile, the wheels, the native loop's C source) and the
+    image's tag."""
+    files = [("Dockerfile", DOCKERFILE.encode()), ("native/_hotloop.c", native.read_bytes())]
     files += [(f"wheels/{wheel.name}", wheel.read_bytes()) for wheel in wheels]
     digest = hashlib.sha256()
     buffer = io.BytesIO()
@@ -95,7 +116,8 @@ def ensure_worker_image(log: Log = _stderr) -> str:
     from pytest_webperf.engine import docker_client
 
     with tempfile.TemporaryDirectory(prefix="webperf-worker-") as tmp:
-        tar, tag = context(wheelhouse(project_root(), Path(tmp)))
+        root = project_root()
+        tar, tag = context(wheelhouse(root, Path(tmp)), root.joinpath(*NATIVE_SOURCE))
     if image_exists(tag):
         return tag
     log(f"webperf: building image {tag} (the remote generator worker)")

@@ -71,13 +71,15 @@ def worker(address: str) -> Iterator[subprocess.Popen[str]]:
     stop(process)
 
 
-def spec(url: str, address: str, *, users: int = 12, duration_s: float = 2.0) -> SwarmSpec:
+def spec(
+    url: str, address: str, *, users: int = 12, duration_s: float = 2.0, user: str = "lean"
+) -> SwarmSpec:
     return SwarmSpec(
         host=url,
         users=users,
         duration_s=duration_s,
         warmup_s=0.5,
-        user_class="lean",
+        user_class=user,
         workers=1,
         workload=Workload(path="/page"),
         remote=Remote(1, address, wait_s=30),
@@ -252,7 +254,8 @@ def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
 
 
 def test_the_worker_container_with_host_networking_joins(address: str) -> None:
-    """``webperf build worker``'s image, run as another machine would (host network)."""
+    """``webperf build worker``'s image, run as another machine would (host network),
+    with the native loop it compiled for its own Python (the wheel it installs is pure)."""
     from pytest_webperf.engine import docker_client
     from pytest_webperf.targets.container import MANAGED, OWNER, SESSION, SESSION_ID, _owner
     from pytest_webperf.worker_image import ensure_worker_image
@@ -267,7 +270,7 @@ def test_the_worker_container_with_host_networking_joins(address: str) -> None:
     )
     try:
         with LocalServer("length", body=BODY) as server:
-            outcome = run_swarm(spec(server.url, address))
+            outcome = run_swarm(spec(server.url, address, user="native"))
         total = outcome.total
         assert total.requests > 0 and total.errors == 0
         assert sum(s.requests for s in outcome.series) == total.requests
