@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from pytest_webperf import stats
@@ -59,6 +59,12 @@ from pytest_webperf.metrics import (
 from pytest_webperf.models import Measurement, Status, Verdict
 
 NO_BASELINE = "no baseline (run with --webperf-save)"
+ONE_INSTANCE = (
+    "{side} ran on a single process instance: the interval does not cover the bias between "
+    "instances of a server (several per cent; `webperf noise` measures it), so a change "
+    "of that size may be the instance; --webperf-restart-every=1 with more repetitions "
+    "measures across instances"
+)
 GENERATOR_BOUND = (
     "generator-bound: the load generator, not the server, was the bottleneck, so {checks} "
     "measured the generator; give it more processes (--webperf-workers=N), use fewer users "
@@ -431,7 +437,7 @@ def decide(
         instances=instances,
         look=look,
     )
-    return verdict_of(
+    decided = verdict_of(
         results,
         has_baseline=baseline is not None,
         generator_bound=generator_bound,
@@ -439,3 +445,29 @@ def decide(
         saving=saving,
         require_power=require_power,
     )
+    side = one_instance(current, baseline, instances)
+    if side is None or not any(isinstance(c, RelativeCheck) for c in checks):
+        return decided
+    return replace(decided, notes=(*decided.notes, ONE_INSTANCE.format(side=side)))
+
+
+def one_instance(
+    current: Measurement, baseline: Measurement | None, instances: Sequence[int] | None
+) -> str | None:
+    """Which side of a comparison ran on a single process instance (its interval then
+    says nothing of the instance bias), or None. Runs stored without their instance
+    count as independent."""
+    if baseline is None:
+        return None
+    if instances is not None:  # A/B: both sides restart together, pair by pair
+        return "each side" if len(set(instances)) < 2 else None
+    single = [
+        name
+        for name, m in (("this run", current), ("the baseline", baseline))
+        if m.runs
+        and all(r.instance is not None for r in m.runs)
+        and len({r.instance for r in m.runs}) < 2
+    ]
+    if not single:
+        return None
+    return single[0] if len(single) == 1 else "this run and the baseline each"

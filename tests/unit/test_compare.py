@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Sequence
@@ -495,3 +496,43 @@ def test_a_detectable_change_beyond_reason_is_shown_capped() -> None:
     # two repetitions a side, far apart: the t quantile with 1 df makes it astronomic
     verdict = decide(of_rps([1000, 400]), of_rps([1000, 1010]), parse_checks("rps:5%"))
     assert "> 1000% (too few repetitions or instances to say more)" in " ".join(verdict.notes)
+
+
+# --- process instances -------------------------------------------------------------------
+
+
+def on_instances(m: Measurement, instances: Sequence[int | None]) -> Measurement:
+    runs = [dataclasses.replace(r, instance=i) for r, i in zip(m.runs, instances, strict=True)]
+    return dataclasses.replace(m, runs=tuple(runs))
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "side"),
+    [
+        ([0, 1, 2], [0, 1, 2], None),  # restarted: the intervals span instances
+        ([None] * 3, [None] * 3, None),  # stored before instances were: no claim
+        ([0, 0, 0], [0, 1, 2], "this run"),
+        ([0, 1, 2], [4, 4, 4], "the baseline"),
+        ([0, 0, 0], [1, 1, 1], "this run and the baseline each"),
+    ],
+)
+def test_a_side_on_a_single_instance_is_named_in_a_note(
+    mine: list[int | None], theirs: list[int | None], side: str | None
+) -> None:
+    current = on_instances(of_rps([1000, 1010, 990], noise=NOISE), mine)
+    baseline = on_instances(of_rps([1000, 1005, 995], noise=NOISE), theirs)
+    notes = decide(current, baseline, parse_checks("rps:5%")).notes
+    said = [n.split(":")[0] for n in notes if "single process instance" in n]
+    assert said == ([] if side is None else [f"{side} ran on a single process instance"])
+    assert not [n for n in decide(current, None, parse_checks("rps:5%")).notes if "instance" in n]
+    assert not [
+        n for n in decide(current, baseline, parse_checks("p95_ms<50")).notes if "instance" in n
+    ]
+
+
+def test_an_ab_run_never_restarted_says_so_and_one_restarted_does_not() -> None:
+    change, base = of_rps([1000, 1010, 990], noise=NOISE), of_rps([1000, 1005, 995], noise=NOISE)
+    never = decide(change, base, parse_checks("rps:5%"), instances=[0, 0, 0]).notes
+    assert any(n.startswith("each side ran on a single process instance") for n in never)
+    restarted = decide(change, base, parse_checks("rps:5%"), instances=[0, 1, 2]).notes
+    assert not any("single process instance" in n for n in restarted)
