@@ -241,7 +241,13 @@ SETTINGS: tuple[Setting, ...] = (
         "allow a --webperf-target-url that is not on loopback (only servers you own)",
         flag=True,
     ),
-    Setting("workers", parse_positive_int, 1, "load-generator processes"),
+    Setting(
+        "workers",
+        parse_count,
+        1,
+        "load-generator processes on this machine (0 with --webperf-remote-workers: all "
+        "load comes from other machines, this one runs the master and the server)",
+    ),
     Setting(
         "remote_workers",
         parse_count,
@@ -452,6 +458,11 @@ def resolve(cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, An
             )
             sources[setting.name] = setting.ini
     config = RunConfig(**values, sources=sources).at_least_min_repeat()
+    if config.workers == 0 and not config.remote_workers:
+        raise OptionError(
+            f"{sources['workers']}=0 leaves no load generator: give --webperf-remote-workers "
+            "too (all load from other machines), or at least 1"
+        )
     if config.against and config.target_url:
         raise OptionError(
             f"{sources['against']} and {sources['target_url']} cannot go together: a server "

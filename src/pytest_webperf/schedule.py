@@ -57,6 +57,7 @@ def fell_behind(
     stats = generator_cpu_stats(generator)
     saturated = (
         stats is not None
+        and workers > 0  # else every generator is remote: resources.remote_bound judges them
         and stats.mean >= GENERATOR_SATURATED * min(workers, os.cpu_count() or 1) * 100
     )
     if saturated:

@@ -6,6 +6,7 @@ one-line error."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -112,6 +113,25 @@ def test_a_remote_worker_joins_and_is_counted_exactly(
     # everything recorded was answered; at most one request per user in flight per run
     assert rolled <= responses <= rolled + 2 * 12
     assert worker.poll() is None  # still serving: the next run, the next test
+
+
+def test_with_no_local_worker_every_request_is_the_remote_s(
+    address: str, worker: subprocess.Popen[str]
+) -> None:
+    """--webperf-workers=0: this machine runs the master only, the load is remote."""
+    with LocalServer("length", body=BODY) as server:
+        outcome = run_swarm(dataclasses.replace(spec(server.url, address), workers=0))
+        responses = server.counts.responses
+    total = outcome.total
+    assert total.requests > 0 and total.errors == 0
+    assert sum(s.requests for s in outcome.series) == total.requests
+    assert outcome.locust_requests == outcome.rolled_requests
+    assert outcome.rolled_requests is not None
+    assert outcome.rolled_requests <= responses <= outcome.rolled_requests + 12
+    assert sorted(g.role for g in outcome.generators) == [
+        "master",
+        "remote1@" + os.uname().nodename,
+    ]
 
 
 def test_a_worker_killed_mid_run_fails_it_by_name(address: str) -> None:

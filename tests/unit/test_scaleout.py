@@ -28,6 +28,21 @@ from pytest_webperf.targets.container import ContainerTarget
 from pytest_webperf.workload import Workload
 
 
+def test_no_local_worker_needs_remote_ones() -> None:
+    """--webperf-workers=0: all load from other machines; alone it leaves no generator."""
+    config = resolve({"workers": 0, "remote_workers": 2}, {}, {})
+    assert (config.workers, config.remote_workers) == (0, 2)
+    with pytest.raises(OptionError, match="--webperf-workers=0 leaves no load generator"):
+        resolve({"workers": 0}, {}, {})
+    with pytest.raises(OptionError, match="WEBPERF_WORKERS=0 leaves no load generator"):
+        resolve({}, {"WEBPERF_WORKERS": "0"}, {})
+    remote = Remote(2, "127.0.0.1:5557")
+    swarm = SwarmSpec(host="http://127.0.0.1:1", users=4, duration_s=1, workers=0, remote=remote)
+    assert (swarm.distributed, swarm.local_workers, swarm.processes) == (True, 0, 2)
+    with pytest.raises(ValueError, match="at least one generator process"):
+        SwarmSpec(host="http://127.0.0.1:1", users=4, duration_s=1, workers=0)
+
+
 def test_remote_options_resolve_into_the_swarms_remote() -> None:
     config = resolve(
         {"remote_workers": 2, "master_bind": "10.0.0.5:6000", "remote_wait": 5.0}, {}, {}

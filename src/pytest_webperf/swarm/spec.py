@@ -60,7 +60,7 @@ class SwarmSpec:
     def __post_init__(self) -> None:
         if self.users < 1:
             raise ValueError(f"a swarm needs at least one user, not {self.users}")
-        if self.workers < 1:
+        if self.workers < 0 or (self.workers == 0 and self.remote is None):
             raise ValueError(f"a swarm needs at least one generator process, not {self.workers}")
         if any(cpu < 0 for cpu in self.cpus):
             raise ValueError(f"CPU numbers are >= 0, not {self.cpus}")
