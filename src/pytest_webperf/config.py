@@ -416,7 +416,20 @@ class RunConfig:
                 raise OptionError(f"{origin}: unknown setting {key!r} (known: {known})")
             changes[key] = parse_value(setting, raw, f"{origin} {key}=")
         sources = {**self.sources, **{k: origin for k in changes}}
-        return dataclasses.replace(self, **changes, sources=sources).at_least_min_repeat()
+        changed = dataclasses.replace(self, **changes, sources=sources)
+        return changed.at_least_min_repeat().with_a_generator()
+
+    def with_a_generator(self) -> RunConfig:
+        """Itself, if some process generates load: ``workers=0`` needs remote workers."""
+        if self.workers == 0 and not self.remote_workers:
+            source = self.sources.get("workers", "")
+            said = f"{source}=0" if source.startswith("-") or source.isupper() else "workers=0"
+            where = "" if said.startswith(source) else f" ({source})"
+            raise OptionError(
+                f"{said}{where} leaves no load generator: give --webperf-remote-workers too "
+                "(all load from other machines), or at least 1"
+            )
+        return self
 
     def at_least_min_repeat(self) -> RunConfig:
         """``repeat`` raised to ``min_repeat``, the last word on repetitions (a CI job
@@ -457,12 +470,7 @@ def resolve(cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, An
                 setting, ini[setting.name], f"ini option {setting.ini} = "
             )
             sources[setting.name] = setting.ini
-    config = RunConfig(**values, sources=sources).at_least_min_repeat()
-    if config.workers == 0 and not config.remote_workers:
-        raise OptionError(
-            f"{sources['workers']}=0 leaves no load generator: give --webperf-remote-workers "
-            "too (all load from other machines), or at least 1"
-        )
+    config = RunConfig(**values, sources=sources).at_least_min_repeat().with_a_generator()
     if config.against and config.target_url:
         raise OptionError(
             f"{sources['against']} and {sources['target_url']} cannot go together: a server "

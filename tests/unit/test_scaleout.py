@@ -36,6 +36,8 @@ def test_no_local_worker_needs_remote_ones() -> None:
         resolve({"workers": 0}, {}, {})
     with pytest.raises(OptionError, match="WEBPERF_WORKERS=0 leaves no load generator"):
         resolve({}, {"WEBPERF_WORKERS": "0"}, {})
+    with pytest.raises(OptionError, match=r"^workers=0 \(t.py::t: @pytest\.mark\.webperf\) "):
+        resolve({}, {}, {}).with_overrides({"workers": 0}, "t.py::t: @pytest.mark.webperf")
     remote = Remote(2, "127.0.0.1:5557")
     swarm = SwarmSpec(host="http://127.0.0.1:1", users=4, duration_s=1, workers=0, remote=remote)
     assert (swarm.distributed, swarm.local_workers, swarm.processes) == (True, 0, 2)
