@@ -126,9 +126,14 @@ class Pairs:
     base: list[RunResult] = field(default_factory=list)
     change: list[RunResult] = field(default_factory=list)
     order: list[str] = field(default_factory=list)  # "AB" or "BA" per pair
-    instances: list[int] = field(default_factory=list)  # which instance each pair ran on
     looks: int = 0
     stopped: str = ""  # why no more pairs were added
+
+    @property
+    def instances(self) -> list[int]:
+        """Which process instances each finished pair ran on (both sides restart
+        together, so the change's runs say it)."""
+        return [run.instance or 0 for run in self.change[: len(self.order)]]
 
 
 # Whether every check is decided, given the pairs so far and the number of this look.
@@ -191,7 +196,6 @@ def run_pairs(
                 raise TargetDied(f"{which}: {message}", exc.logs, exc.runs) from None
             runs.append(replace(run, instance=instance))
         pairs.order.append(order)
-        pairs.instances.append(instance)
         done = len(pairs.order)
         if done == next_look:
             pairs.looks += 1
