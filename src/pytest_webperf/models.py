@@ -211,6 +211,67 @@ class MqttResult:
 
 
 @dataclass(frozen=True)
+class EndpointResult:
+    """One endpoint of a request mix (or one request name of a user's own Locust users)
+    in one repetition: what its requests did, over the repetition's measured phase.
+
+    The run's own figures (``RunResult.requests``, ``latency``, ...) are the sum over
+    its endpoints; server CPU is the run's alone (it cannot be split by request)."""
+
+    name: str  # the entry's name (default: its path), or the name Locust recorded
+    method: str
+    requests: int  # completed requests, failed ones included
+    errors: int
+    bytes: int
+    duration_s: float  # the repetition's measured phase (the same for every endpoint)
+    latency: Latency
+    histogram: Histogram = field(repr=False, compare=False, default_factory=Histogram)
+    error_kinds: Mapping[str, int] = field(default_factory=dict)
+    error_examples: Mapping[str, str] = field(default_factory=dict)
+    weight: float | None = None  # the share asked of a mix entry (weights normalised), if any
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "method": self.method,
+            "requests": self.requests,
+            "errors": self.errors,
+            "bytes": self.bytes,
+            "duration_s": self.duration_s,
+            "rps": self.rps,
+            "latency": self.latency.to_dict(),
+            "histogram": self.histogram.to_dict(),
+            "error_kinds": dict(self.error_kinds),
+            "error_examples": dict(self.error_examples),
+            "weight": self.weight,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EndpointResult:
+        return cls(
+            name=str(data["name"]),
+            method=str(data.get("method", "GET")),
+            requests=int(data["requests"]),
+            errors=int(data.get("errors", 0)),
+            bytes=int(data.get("bytes", 0)),
+            duration_s=float(data["duration_s"]),
+            latency=Latency.from_dict(data["latency"]),
+            histogram=Histogram.from_dict(data.get("histogram", {})),
+            error_kinds={str(k): int(v) for k, v in data.get("error_kinds", {}).items()},
+            error_examples={str(k): str(v) for k, v in data.get("error_examples", {}).items()},
+            weight=None if data.get("weight") is None else float(data["weight"]),
+        )
+
+
+@dataclass(frozen=True)
 class RunResult:
     """One repetition: warm-up excluded, everything measured in the measured phase."""
 
@@ -253,6 +314,9 @@ class RunResult:
     # one instance share its bias, so the gate's unit of evidence is the instance. None:
     # not recorded (runs stored before it was), each run then counts as its own instance.
     instance: int | None = None
+    # a request mix, or a user's own Locust users with several request names: each
+    # endpoint's figures by name (empty for a single request shape: the run is the one)
+    endpoints: Mapping[str, EndpointResult] = field(default_factory=dict)
 
     @property
     def time_per_request_ms(self) -> float | None:
@@ -317,6 +381,11 @@ class RunResult:
             "notes": list(self.notes),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
             **_schedule_and_count(self),
+            **(
+                {"endpoints": {n: e.to_dict() for n, e in self.endpoints.items()}}
+                if self.endpoints
+                else {}
+            ),
         }
 
     @classmethod
@@ -350,6 +419,10 @@ class RunResult:
             users_peak=data.get("users_peak"),
             users_opened=data.get("users_opened"),
             instance=data.get("instance"),
+            endpoints={
+                str(n): EndpointResult.from_dict(e)
+                for n, e in (data.get("endpoints") or {}).items()
+            },
         )
 
 

@@ -1,8 +1,11 @@
+import dataclasses
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.models import (
+    EndpointResult,
     Latency,
     Measurement,
     ResourceSample,
@@ -72,3 +75,29 @@ def test_newer_keys_are_ignored():
     data = run_result().to_dict()
     data["series"][0]["from_the_future"] = 1
     assert RunResult.from_dict(data).series[0].requests == 1000
+
+
+def test_endpoints_round_trip():
+    histogram = Histogram()
+    histogram.record_many([300, 900])
+    create = EndpointResult(
+        name="create",
+        method="POST",
+        requests=250,
+        errors=1,
+        bytes=5000,
+        duration_s=2.0,
+        latency=Latency.of(histogram),
+        histogram=histogram,
+        error_kinds={"unexpected_body": 1},
+        error_examples={"unexpected_body": "HTTP/1.1 200 OK: b''"},
+        weight=0.25,
+    )
+    run = dataclasses.replace(run_result(), endpoints={"create": create})
+    data = run.to_dict()
+    assert data["endpoints"]["create"]["rps"] == 125.0
+    clone = RunResult.from_dict(data)
+    assert clone.endpoints == {"create": create}
+    assert clone.endpoints["create"].histogram.to_dict() == histogram.to_dict()
+    assert "endpoints" not in run_result().to_dict()  # a single request shape: none
+    assert RunResult.from_dict(run_result().to_dict()).endpoints == {}
