@@ -52,8 +52,8 @@ from typing import Any
 
 from pytest_webperf import checks, compare
 from pytest_webperf.baseline import BaselineStore
-from pytest_webperf.config import parse_duration
 from pytest_webperf.models import Measurement
+from pytest_webperf.values import parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVERS = ROOT / "tests" / "servers"

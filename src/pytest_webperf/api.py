@@ -27,7 +27,7 @@ from pytest_webperf import compare, placement
 from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.checks import DEFAULT_CHECKS, DEFAULT_MQTT_CHECKS, Check
-from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
+from pytest_webperf.config import RunConfig
 from pytest_webperf.gitref import map_command
 from pytest_webperf.measure import (
     HttpRequests,
@@ -50,6 +50,7 @@ from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.paired import PairedTarget
 from pytest_webperf.targets.process import ProcessTarget
+from pytest_webperf.values import parse_concurrency, parse_duration
 from pytest_webperf.workload import Workload, http_name, http_workload
 
 

@@ -15,7 +15,6 @@ import docker
 from pytest_webperf import compare, noise
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.checks import DEFAULT_CHECKS, parse_checks
-from pytest_webperf.config import parse_duration, parse_positive_duration, parse_positive_int
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.images import ensure_images
 from pytest_webperf.prune import REPO_PREFIX, current_tags, plan
@@ -23,6 +22,7 @@ from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
 from pytest_webperf.report.json_report import measurements, read_report, report
 from pytest_webperf.scaffold import new_server
+from pytest_webperf.values import parse_duration, parse_positive_duration, parse_positive_int
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:

@@ -14,140 +14,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_webperf.checks import parse_checks as _parse_checks
 from pytest_webperf.errors import OptionError
 from pytest_webperf.machine import check_machine_id
-from pytest_webperf.placement import MODES, parse_cpu_list
+from pytest_webperf.placement import parse_cpu_list
 from pytest_webperf.scaleout import parse_address, parse_bind_host
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-_MEMORY = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
-_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-
-
-def parse_duration(text: str | float) -> float:
-    """``20s``, ``500ms``, ``2m``, ``1.5`` (seconds) -> seconds."""
-    match = _DURATION.match(str(text))
-    if not match:
-        raise ValueError(f"{text!r} is not a duration (examples: 20s, 500ms, 2m)")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
-def parse_positive_duration(text: str | float) -> float:
-    seconds = parse_duration(text)
-    if seconds <= 0:
-        raise ValueError(f"{text!r} must be longer than zero")
-    return seconds
-
-
-def _whole(text: str | int, minimum: int) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise ValueError(f"{text!r} is not a whole number") from None
-    if value < minimum:
-        raise ValueError(f"{text!r} must be at least {minimum}")
-    return value
-
-
-def parse_positive_int(text: str | int) -> int:
-    return _whole(text, 1)
-
-
-def parse_concurrency(text: str | int | list[int] | tuple[int, ...]) -> tuple[int, ...]:
-    """``100,500,1000`` (or a list) -> (100, 500, 1000); duplicates dropped, order kept."""
-    items = list(text) if isinstance(text, list | tuple) else str(text).split(",")
-    if not items or any(str(i).strip() == "" for i in items):
-        raise ValueError(f"{text!r} is not a list of user counts (example: 100,500,1000)")
-    values = [parse_positive_int(i) for i in items]
-    return tuple(dict.fromkeys(values))
-
-
-def parse_cpus(text: str | float) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number of CPUs (example: 1.5)") from None
-    if value <= 0:
-        raise ValueError(f"{text!r} must be more than zero CPUs")
-    return value
-
-
-def parse_memory(text: str) -> str:
-    if not _MEMORY.match(str(text)):
-        raise ValueError(f"{text!r} is not a memory size (examples: 512m, 2g)")
-    return str(text).lower()
-
-
-def parse_cpuset(text: str) -> str:
-    if not _CPUSET.match(str(text)):
-        raise ValueError(f"{text!r} is not a CPU set (examples: 1, 0-1, 0,2)")
-    parse_cpu_list(text)  # ranges the right way round
-    return str(text)
-
-
-def parse_count(text: str | int) -> int:
-    """A whole number >= 0."""
-    return _whole(text, 0)
-
-
-def parse_fraction(text: str | float) -> float:
-    """``1%``, ``0.01`` -> 0.01; between 0 and 1."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a fraction (examples: 1%, 0.01)") from None
-    if not 0 <= value <= 1:
-        raise ValueError(f"{text!r} must be between 0 and 1 (0 and 100 percent)")
-    return value
-
-
-def parse_ref(text: str) -> str:
-    ref = str(text).strip()
-    if not ref or ref.startswith("-") or any(c.isspace() for c in ref):
-        raise ValueError(f"{text!r} is not a git ref (examples: origin/main, HEAD~1, v1.2)")
-    return ref
-
-
-def parse_rate(text: str | float) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number of users per second") from None
-    if value < 0:
-        raise ValueError(f"{text!r} must not be negative")
-    return value
-
-
-def parse_placement(text: str) -> str:
-    if str(text) not in MODES:
-        raise ValueError(f"{text!r} is not one of {', '.join(MODES)}")
-    return str(text)
-
-
-def parse_user_class(text: str) -> str:
-    text = str(text)
-    if text in ("auto", "native", "fast", "lean") or re.match(r"^[\w.]+:\w+$", text):
-        return text
-    raise ValueError(f"{text!r} is not 'auto', 'native', 'lean', 'fast' or 'module:UserClass'")
+from pytest_webperf.values import (
+    parse_bool,
+    parse_concurrency,
+    parse_count,
+    parse_cpus,
+    parse_cpuset,
+    parse_duration,
+    parse_fraction,
+    parse_memory,
+    parse_placement,
+    parse_positive_duration,
+    parse_positive_int,
+    parse_rate,
+    parse_ref,
+    parse_user_class,
+)
 
 
 def parse_checks(text: str) -> tuple[Any, ...]:
-    from pytest_webperf.checks import parse_checks as parse
-
-    return tuple(parse(text))
-
-
-def parse_bool(text: str | bool) -> bool:
-    if isinstance(text, bool):
-        return text
-    lowered = str(text).strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"{text!r} is not true or false")
+    return tuple(_parse_checks(text))
 
 
 @dataclass(frozen=True)

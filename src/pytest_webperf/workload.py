@@ -6,6 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_webperf.errors import OptionError
+from pytest_webperf.values import parse_duration
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -80,9 +83,6 @@ def http_workload(
     constant arrival rate: the users are the cap, their connections opened as needed).
     Pacing, arrivals and counts are the native and lean users' (``user_class`` is
     resolved: not ``auto``); a count runs in one process."""
-    from pytest_webperf.config import parse_duration
-    from pytest_webperf.errors import OptionError
-
     if arrival_rate is not None:
         given = [f"{k}=" for k, v in (("interval", interval), ("rate", rate)) if v is not None]
         if given or requests:
