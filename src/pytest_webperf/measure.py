@@ -32,7 +32,7 @@ from pytest_webperf.schedule import fell_behind
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import Remote, SwarmSpec
-from pytest_webperf.targets.base import Target
+from pytest_webperf.targets.base import Target, restart
 from pytest_webperf.workload import Workload
 
 
@@ -448,12 +448,3 @@ def run_repetitions(
         )
         results.append(replace(result, instance=instance))
     return results
-
-
-def restart(target: Target) -> bool:
-    """Restart ``target`` as a fresh instance if it can be; whether it was."""
-    method = getattr(target, "restart", None)
-    if method is None:
-        return False
-    method()
-    return True

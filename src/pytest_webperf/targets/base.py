@@ -171,3 +171,12 @@ def split_url(url: str) -> tuple[str, str, int]:
         raise ValueError(f"not an http(s) URL: {url!r}")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, parts.hostname, port
+
+
+def restart(target: Target) -> bool:
+    """Restart ``target`` as a fresh instance if it can be; whether it was."""
+    method = getattr(target, "restart", None)
+    if method is None:
+        return False
+    method()
+    return True

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_webperf.measure import restart
-from pytest_webperf.targets.base import Target
+from pytest_webperf.targets.base import Target, restart
 
 
 class PairedTarget:
