@@ -12,6 +12,8 @@ step "ruff"
 .venv/bin/ruff format --check src tests suites benchmarks examples setup.py
 step "mypy (strict)"
 .venv/bin/mypy
+step "import layers (.importlinter, docs/modules.md)"
+.venv/bin/lint-imports --no-logo
 step "workflow and action schemas"
 .venv/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml \
     examples/greeter/.github/workflows/perf.yml
