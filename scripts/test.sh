@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's second command: set everything up (idempotent), then lint, type-check,
-# validate the CI workflow and run the plugin's own tests (unit + end to end).
+# build the documentation site, validate the CI workflow and run the plugin's own tests (unit + end to end).
 # Arguments go to pytest, e.g. ./scripts/test.sh -m "not e2e"
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,6 +14,8 @@ step "mypy (strict)"
 .venv/bin/mypy
 step "import layers (.importlinter, docs/modules.md)"
 .venv/bin/lint-imports --no-logo
+step "documentation site (mkdocs.yml: a broken link fails)"
+.venv/bin/mkdocs build --quiet
 step "workflow and action schemas"
 .venv/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml \
     examples/greeter/.github/workflows/perf.yml
