@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 import psutil
 
@@ -37,10 +37,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CpuSource = Literal["cgroup", "psutil"]
+S = TypeVar("S", ResourceSample, GeneratorSample)
 
 
-class _PeriodicMonitor:
-    """A daemon thread calling ``_tick`` every ``interval`` on a drift-free schedule."""
+class _PeriodicMonitor(Generic[S]):
+    """A daemon thread calling ``_tick`` every ``interval`` on a drift-free schedule;
+    ``_tick`` appends (when, sample) to ``_samples`` under the lock."""
 
     def __init__(self, interval: float, clock: Callable[[], float]) -> None:
         if interval <= 0:
@@ -52,8 +54,9 @@ class _PeriodicMonitor:
         self._thread: threading.Thread | None = None
         self._origin = clock()
         self._errors: list[str] = []
+        self._samples: list[tuple[float, S]] = []
 
-    def __enter__(self) -> _PeriodicMonitor:
+    def __enter__(self) -> _PeriodicMonitor[S]:
         self.start()
         return self
 
@@ -78,6 +81,12 @@ class _PeriodicMonitor:
         """Set the origin of ``t`` (a ``time.monotonic()`` value; default now)."""
         with self._lock:
             self._origin = self._clock() if at is None else at
+
+    def samples(self) -> list[S]:
+        """Every sample so far, ``t`` relative to the current origin, in time order."""
+        with self._lock:
+            origin, taken = self._origin, list(self._samples)
+        return [replace(sample, t=tick(at - origin)) for at, sample in taken]
 
     @property
     def errors(self) -> list[str]:
@@ -121,7 +130,7 @@ class _Mark:
     tree_cpu: Mapping[str, float | None]
 
 
-class ResourceMonitor(_PeriodicMonitor):
+class ResourceMonitor(_PeriodicMonitor[ResourceSample]):
     """Samples every part of a target every ``interval`` in a background thread.
 
     ``parts`` maps a part name (the server, or "proxy"/"backend" of a composite
@@ -160,7 +169,6 @@ class ResourceMonitor(_PeriodicMonitor):
             self._open(name, pid, use_cgroup, ids.get(name), full_memory_every)
             for name, pid in parts.items()
         ]
-        self._samples: list[tuple[float, ResourceSample]] = []
         self._marks: dict[str, _Mark] = {}
 
     def __enter__(self) -> ResourceMonitor:
@@ -200,12 +208,6 @@ class ResourceMonitor(_PeriodicMonitor):
         return {
             p.name: None if p.cgroup is None else p.cgroup.cpu_limit_cores() for p in self._parts
         }
-
-    def samples(self) -> list[ResourceSample]:
-        """Every sample so far, ``t`` relative to the current origin, in time order."""
-        with self._lock:
-            origin, taken = self._origin, list(self._samples)
-        return [replace(sample, t=tick(at - origin)) for at, sample in taken]
 
     def mark(self, name: str) -> None:
         """Record every part's CPU counters now, under ``name``."""
@@ -302,7 +304,7 @@ class ResourceMonitor(_PeriodicMonitor):
         )
 
 
-class GeneratorMonitor(_PeriodicMonitor):
+class GeneratorMonitor(_PeriodicMonitor[GeneratorSample]):
     """The load generator's own CPU every ``interval``, all its processes (workers too)."""
 
     def __init__(
@@ -313,16 +315,10 @@ class GeneratorMonitor(_PeriodicMonitor):
         self._sampler: ProcessTreeSampler | None = ProcessTreeSampler(
             pid, "generator", full_memory_every=0, fds=False, connections=False, clock=clock
         )
-        self._samples: list[tuple[float, GeneratorSample]] = []
 
     def __enter__(self) -> GeneratorMonitor:
         self.start()
         return self
-
-    def samples(self) -> list[GeneratorSample]:
-        with self._lock:
-            origin, taken = self._origin, list(self._samples)
-        return [replace(sample, t=tick(at - origin)) for at, sample in taken]
 
     def _tick(self, now: float) -> None:
         if self._sampler is None:
