@@ -30,6 +30,29 @@ def image_exists(tag: str) -> bool:
     return True
 
 
+def build(context: bytes, tag: str, *, label: str, what: str) -> None:
+    """``docker build`` of a tar ``context`` as ``tag``; a ``CatalogError`` naming ``what``
+    and the tail of the build's output when it fails."""
+    output: list[str] = []
+    stream = docker_client().api.build(
+        fileobj=io.BytesIO(context),
+        custom_context=True,
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        decode=True,
+        labels={"webperf.server": label},
+    )
+    for chunk in stream:
+        if "stream" in chunk:
+            output.append(str(chunk["stream"]))
+        if "error" in chunk:
+            tail = "".join(output)[-4000:]
+            raise CatalogError(
+                f"building {what} failed: {chunk['error']}\n--- build output (tail) ---\n{tail}"
+            )
+
+
 def ensure_image(spec: ServerSpec, log: Log = _stderr) -> str:
     """The image tag for ``spec``, built first when no image has that content hash."""
     tag = image_tag(spec)
@@ -38,25 +61,12 @@ def ensure_image(spec: ServerSpec, log: Log = _stderr) -> str:
             return tag
         log(f"webperf: building image {tag} from {spec.directory}")
         started = time.monotonic()
-        output: list[str] = []
-        stream = docker_client().api.build(
-            fileobj=io.BytesIO(build_context(spec)),
-            custom_context=True,
-            tag=tag,
-            rm=True,
-            forcerm=True,
-            decode=True,
-            labels={"webperf.server": spec.name},
+        build(
+            build_context(spec),
+            tag,
+            label=spec.name,
+            what=f"{spec.name} ({spec.directory / 'Dockerfile'})",
         )
-        for chunk in stream:
-            if "stream" in chunk:
-                output.append(str(chunk["stream"]))
-            if "error" in chunk:
-                tail = "".join(output)[-4000:]
-                raise CatalogError(
-                    f"building {spec.name} ({spec.directory / 'Dockerfile'}) failed: "
-                    f"{chunk['error']}\n--- build output (tail) ---\n{tail}"
-                )
         log(f"webperf: built {tag} in {time.monotonic() - started:.0f}s")
         return tag
 

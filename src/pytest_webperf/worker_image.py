@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from pytest_webperf.errors import CatalogError
-from pytest_webperf.images import Log, _stderr, image_exists
+from pytest_webperf.images import Log, _stderr, build, image_exists
 
 REPOSITORY = "webperf/worker"
 PLATFORMS = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "linux")
@@ -113,26 +113,11 @@ def context(wheels: list[Path], native: Path) -> tuple[bytes, str]:
 
 def ensure_worker_image(log: Log = _stderr) -> str:
     """The worker image's tag, built first when no image has that content."""
-    from pytest_webperf.engine import docker_client
-
     with tempfile.TemporaryDirectory(prefix="webperf-worker-") as tmp:
         root = project_root()
         tar, tag = context(wheelhouse(root, Path(tmp)), root.joinpath(*NATIVE_SOURCE))
     if image_exists(tag):
         return tag
     log(f"webperf: building image {tag} (the remote generator worker)")
-    output: list[str] = []
-    for chunk in docker_client().api.build(
-        fileobj=io.BytesIO(tar),
-        custom_context=True,
-        tag=tag,
-        rm=True,
-        forcerm=True,
-        decode=True,
-        labels={"webperf.server": "worker"},
-    ):
-        output.append(str(chunk.get("stream", "")))
-        if "error" in chunk:
-            tail = "".join(output)[-4000:]
-            raise CatalogError(f"building {tag} failed: {chunk['error']}\n{tail}")
+    build(tar, tag, label="worker", what=tag)
     return tag
