@@ -141,12 +141,22 @@ def extract(repo: Path, commit: str, into: Path) -> None:
             archive.extractall(into)
 
 
+def is_dirty(directory: Path) -> bool:
+    """Whether the work tree holding ``directory`` differs from its commit: changes to
+    tracked files, staged or not, or untracked files that are not ignored (a new file
+    can change what runs as much as an edit). The one meaning of "dirty" everywhere."""
+    done = _git(directory, "status", "--porcelain", "--untracked-files=normal")
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, "git status", stderr=done.stderr)
+    return bool(_text(done))
+
+
 @contextmanager
 def base_tree(directory: Path, ref: str) -> Iterator[BaseTree]:
     """The tree of ``ref`` in the repository holding ``directory``, removed at exit."""
     repo = toplevel(directory)
     commit = resolve_commit(repo, ref)
-    dirty = bool(_text(_git(repo, "status", "--porcelain", "--untracked-files=normal")))
+    dirty = is_dirty(repo)
     root = Path(tempfile.mkdtemp(prefix="webperf-base-"))
     try:
         extract(repo, commit, root)
@@ -168,9 +178,6 @@ def git_commit(cwd: Path | None = None) -> dict[str, Any] | None:
         ).stdout.strip()
 
     try:
-        return {
-            "commit": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        }
+        return {"commit": git("rev-parse", "HEAD"), "dirty": is_dirty(cwd or Path.cwd())}
     except (OSError, subprocess.SubprocessError):
         return None

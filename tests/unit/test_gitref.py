@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_webperf.errors import OptionError
-from pytest_webperf.gitref import base_tree, map_command, resolve_commit, toplevel
+from pytest_webperf.gitref import base_tree, git_commit, map_command, resolve_commit, toplevel
 
 
 def git(repo: Path, *args: str) -> str:
@@ -78,3 +78,19 @@ def test_an_unknown_ref_is_one_line_naming_it(repo: Path) -> None:
 def test_outside_a_repository_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(OptionError, match="needs a git repository"):
         toplevel(tmp_path)
+
+
+def test_dirty_means_the_same_for_a_result_and_for_the_base(repo: Path) -> None:
+    """An untracked file that is not ignored makes the tree dirty for a result's record
+    and for an A/B run's base alike; an ignored one does not."""
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore logs")
+    (repo / "run.log").write_text("ignored\n")
+    assert git_commit(repo) == {"commit": git(repo, "rev-parse", "HEAD"), "dirty": False}
+    with base_tree(repo, "HEAD") as tree:
+        assert not tree.dirty
+    (repo / "servers" / "app" / "new.py").write_text("print()\n")
+    assert git_commit(repo)["dirty"] is True  # type: ignore[index]
+    with base_tree(repo, "HEAD") as tree:
+        assert tree.dirty
