@@ -29,8 +29,8 @@ the baseline mean by more than X %, credibly?". The choices, and why:
   that within-run variance (each with its own degrees of freedom). With a single
   repetition per side the within-run estimate is the only one there is.
 * **No rank test.** With 3 repetitions per side the smallest one-sided p-value of
-  a rank test is 1/20 = 0.05, so a rank gate could never fail a 3-repetition run;
-  ``ranktest.mann_whitney_u`` is kept apart from the gate's statistics.
+  a rank test is 1/20 = 0.05, so a rank gate could never fail a 3-repetition run
+  (a Mann-Whitney test that lived beside the gate, used by nothing, was removed).
 * **Counts (errors, lost messages) as Poisson rates.** Error counts are mostly 0;
   per-repetition rates have no usable log. ``rate_ratio`` compares the two rates
   with the exact conditional binomial test and a Clopper-Pearson interval.
