@@ -43,14 +43,19 @@ def parse_checks(text: str) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class Setting:
-    """One option: its name everywhere, its parser and its default."""
+    """One option: its name everywhere and its parser; its default is ``RunConfig``'s
+    (one place for every default: ``default``)."""
 
     name: str  # RunConfig field; option --webperf-<name with dashes>, ini webperf_<name>
     parse: Callable[[Any], Any]
-    default: Any
     help: str
     flag: bool = False  # a command-line switch without a value
     multiple: bool = False  # repeatable on the command line; ini: one per line
+
+    @property
+    def default(self) -> Any:
+        """The value when nothing sets it: the ``RunConfig`` field's default."""
+        return getattr(RunConfig(), self.name)
 
     @property
     def option(self) -> str:
@@ -69,37 +74,30 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "concurrency",
         parse_concurrency,
-        (100,),
         "concurrent users/connections; a list parametrizes every webperf test (ids end -cN)",
     ),
     Setting(
         "duration",
         parse_positive_duration,
-        20.0,
         "measured time per repetition, after the warm-up (e.g. 20s, 1m)",
     ),
-    Setting("warmup", parse_duration, 2.0, "load before measuring, not counted (e.g. 2s)"),
+    Setting("warmup", parse_duration, "load before measuring, not counted (e.g. 2s)"),
     Setting(
         "repeat",
         parse_positive_int,
-        5,
         "repetitions per test (the seed studies used 5); never fewer than --webperf-min-repeat",
     ),
     Setting(
         "min_repeat",
         parse_positive_int,
-        1,
         "at least this many repetitions per test, even where @pytest.mark.webperf(repeat=...) "
         "asks for fewer (for CI: more repetitions without editing tests)",
     ),
-    Setting("baseline_dir", Path, Path("baselines"), "where baselines live"),
-    Setting(
-        "save", parse_bool, False, "store this run as the new baseline (history kept)", flag=True
-    ),
+    Setting("baseline_dir", Path, "where baselines live"),
+    Setting("save", parse_bool, "store this run as the new baseline (history kept)", flag=True),
     Setting(
         "save_failed",
         parse_bool,
-        False,
         "with --webperf-save, also save measurements that failed their absolute checks "
         "(broken, or an error rate over the limit); without it they are not saved",
         flag=True,
@@ -107,61 +105,52 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "compare_fail",
         parse_checks,
-        None,
         "what counts as a regression, e.g. rps:5%,p95:10%,errors:0,p99_ms<500",
     ),
-    Setting("json", Path, None, "write the JSON report to this path"),
-    Setting("html", Path, None, "write the HTML report (charts) to this path"),
+    Setting("json", Path, "write the JSON report to this path"),
+    Setting("html", Path, "write the HTML report (charts) to this path"),
     Setting(
         "markdown",
         Path,
-        None,
         "write a Markdown summary to this path ($GITHUB_STEP_SUMMARY is appended to)",
     ),
-    Setting("servers", Path, (), "extra server catalogue directory (repeatable)", multiple=True),
+    Setting("servers", Path, "extra server catalogue directory (repeatable)", multiple=True),
     Setting(
         "target_url",
         str,
-        None,
         "load an already running server at this URL instead of starting one",
     ),
     Setting(
         "allow_remote_target",
         parse_bool,
-        False,
         "allow a --webperf-target-url that is not on loopback (only servers you own)",
         flag=True,
     ),
     Setting(
         "workers",
         parse_count,
-        1,
         "load-generator processes on this machine (0 with --webperf-remote-workers: all "
         "load comes from other machines, this one runs the master and the server)",
     ),
     Setting(
         "remote_workers",
         parse_count,
-        0,
         "also wait for this many generator workers from other machines (`webperf worker "
         "--master HOST:PORT` there) at every run; users are split over all workers",
     ),
     Setting(
         "master_bind",
         parse_address,
-        "127.0.0.1:5557",
         "with --webperf-remote-workers: where the swarm's master listens (HOST:PORT)",
     ),
     Setting(
         "remote_wait",
         parse_positive_duration,
-        60.0,
         "with --webperf-remote-workers: how long a run waits for them to join (e.g. 60s)",
     ),
     Setting(
         "target_bind",
         parse_bind_host,
-        None,
         "started targets listen on this address instead of loopback, where remote workers "
         "reach them (this machine's IPv4 address on their network, e.g. 10.0.0.5); without "
         "it nothing listens beyond loopback",
@@ -169,7 +158,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "user",
         parse_user_class,
-        "auto",
         "the swarm's HTTP user: auto (native where it is built, else lean), native (the "
         "C request loop), lean (pure Python on raw keep-alive sockets), fast (Locust's "
         "FastHttpUser), or module:UserClass (your own Locust User)",
@@ -177,36 +165,31 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "spawn_rate",
         parse_rate,
-        0.0,
         "users started per second (0: all of them within about a second)",
     ),
     Setting(
         "timeout",
         parse_positive_duration,
-        10.0,
         "a request unanswered for this long counts as a timeout",
     ),
     Setting(
         "machine_id",
         check_machine_id,
-        None,
         "name of this machine for baselines (default: a fingerprint of the hardware)",
     ),
-    Setting("target_cpus", parse_cpus, None, "CPU limit for target containers (e.g. 1.5)"),
-    Setting("target_memory", parse_memory, None, "memory limit for target containers (e.g. 1g)"),
-    Setting("target_cpuset", parse_cpuset, None, "pin target containers to these CPUs"),
-    Setting("generator_cpus", parse_cpu_list, (), "pin load-generator processes to these CPUs"),
+    Setting("target_cpus", parse_cpus, "CPU limit for target containers (e.g. 1.5)"),
+    Setting("target_memory", parse_memory, "memory limit for target containers (e.g. 1g)"),
+    Setting("target_cpuset", parse_cpuset, "pin target containers to these CPUs"),
+    Setting("generator_cpus", parse_cpu_list, "pin load-generator processes to these CPUs"),
     Setting(
         "placement",
         parse_placement,
-        "auto",
         "CPU placement: split (target and generator on disjoint cores), none, or auto "
         "(split on 4+ cores)",
     ),
     Setting(
         "against",
         parse_ref,
-        None,
         "measure the change against git ref REF (e.g. origin/main), interleaved, in this run: "
         "every target is started from the working tree (B) and from REF (A); no stored "
         "baseline is read",
@@ -214,42 +197,36 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "against_always",
         parse_bool,
-        False,
         "with --webperf-against: measure targets that did not change too (an A/A run)",
         flag=True,
     ),
     Setting(
         "against_budget",
         parse_positive_duration,
-        60.0,
         "with --webperf-against: time a test may take adding pairs beyond --webperf-repeat "
         "while a check is undecided (e.g. 60s)",
     ),
     Setting(
         "restart_every",
         parse_count,
-        1,
         "start targets afresh every N repetitions (A/B: every N pairs), so that results "
         "average over process instances; 0: never",
     ),
     Setting(
         "require_power",
         parse_bool,
-        False,
         "fail a check that was too noisy to detect a regression of its own threshold",
         flag=True,
     ),
     Setting(
         "requests",
         parse_count,
-        0,
         "send exactly N requests per repetition, then stop, as ab -n does (no warm-up; "
         "the duration becomes the time limit); 0: run for the duration",
     ),
     Setting(
         "max_error_rate",
         parse_fraction,
-        0.01,
         "failed requests allowed in any run, baseline or not (e.g. 0.01, or 2%); "
         "a run where most fail is broken",
     ),

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 from pathlib import Path
 
@@ -113,3 +114,11 @@ def test_explain_says_when_min_repeat_raised_a_marker():
         "concurrency=5,20 (from webperf_concurrency) duration=20s (default) warmup=2s (default) "
         "repeat=4 (from --webperf-min-repeat, over @pytest.mark.webperf's 2)"
     )
+
+
+def test_every_setting_is_a_run_config_field_with_its_default() -> None:
+    """One place for every default: a setting's is its RunConfig field's."""
+    fields = {f.name for f in dataclasses.fields(RunConfig)} - {"sources"}
+    assert {s.name for s in SETTINGS} == fields
+    assert SETTINGS[0].default == RunConfig().concurrency == (100,)
+    assert next(s for s in SETTINGS if s.name == "generator_cpus").default == ()
