@@ -62,6 +62,11 @@ def closed_in_chunks(got: int) -> str:
     return f"connection closed after {got} body bytes (chunked)"
 
 
+def unexpected_body(status_line: str, body: bytes) -> str:
+    """A response whose body failed its check: its status line and the body's first bytes."""
+    return f"{status_line}: {body[:100]!r}"
+
+
 def split_host(url: str) -> tuple[str, int, str]:
     """(host, port, Host header value) of an ``http://`` URL."""
     parts = urlsplit(url)
