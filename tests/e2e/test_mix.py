@@ -280,3 +280,32 @@ def test_regex(webperf):
     assert any("checked by the lean user" in note for note in run_["notes"]), run_["notes"]
     regex = measurement["workload"]["mix"][0]["expect_body_regex"]
     assert re.compile(regex["pattern"], regex["flags"]).search("allllpha")
+
+
+def test_request_shape_guesses_are_refused_before_any_load(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run(
+        pytester,
+        """
+@pytest.mark.parametrize("kw", [
+    {"path": ["/a", "/b"]},
+    {"path": {"/a": 3, "/b": 1}},
+    {"path": "https://127.0.0.1:8443/a"},
+    {"mix": ["/a"]},
+])
+def test_guess(webperf, kw):
+    target = webperf.process([sys.executable, "server.py"], name="guessed")
+    webperf.http(target, **kw)
+""",
+    )
+    result.assert_outcomes(failed=4)
+    out = result.stdout.str()
+    for said in (
+        "path= is one path, not ['/a', '/b']: for several use mix=[webperf.request(",
+        "path= is one path, not {'/a': 3, '/b': 1}",
+        "path='https://127.0.0.1:8443/a': a path is a path; the target is the target",
+        "mix=: '/a' is not a webperf.request(...)",
+    ):
+        assert said in out, said
+    assert "load generator" not in out
