@@ -311,7 +311,9 @@ def trend_metrics(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     found: dict[str, Mapping[str, Any]] = {}
     for check in ab.checks(entry):
         metric = str(check.get("metric") or "")
-        if metric and metric not in COUNT_METRICS and number(check.get("threshold")) is not None:
+        whole_run = ab.endpoint(check) is None  # a save's summary holds the run's figures
+        threshold = number(check.get("threshold"))
+        if metric and metric not in COUNT_METRICS and threshold is not None and whole_run:
             found.setdefault(metric, check)
     return list(found.values())
 

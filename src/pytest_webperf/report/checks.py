@@ -134,12 +134,24 @@ def _metric(check: Check) -> str:
     return str(check.get("metric") or str(check.get("check", MISSING)).split(":")[0])
 
 
+def endpoint(check: Check) -> str | None:
+    """The endpoint of a request mix a check judged alone, or None (the whole run)."""
+    found = check.get("endpoint")
+    return str(found) if found else None
+
+
+def label(check: Check) -> str:
+    """``p95``, or ``p95[create]`` for an endpoint's check."""
+    found = endpoint(check)
+    return _metric(check) if found is None else f"{_metric(check)}[{found}]"
+
+
 def base_summary(entry: Entry) -> str:
     """The baseline (or side A) of every check, for one summary cell: ``rps 1,234``."""
     found = checks(entry)
     if not found:
         return MISSING
-    return "; ".join(f"{_metric(c)} {value(c.get('baseline'))}" for c in found)
+    return "; ".join(f"{label(c)} {value(c.get('baseline'))}" for c in found)
 
 
 def change_summary(entry: Entry) -> str:
@@ -147,7 +159,7 @@ def change_summary(entry: Entry) -> str:
     found = checks(entry)
     if not found:
         return MISSING
-    return "; ".join(f"{_metric(c)} {percent(c.get('change'))}" for c in found)
+    return "; ".join(f"{label(c)} {percent(c.get('change'))}" for c in found)
 
 
 SUMMARY_COLUMNS: tuple[tuple[str, Callable[[Entry], str]], ...] = (
@@ -211,8 +223,13 @@ def orders(entry: Entry) -> list[str]:
 
 
 def metric_names(entry: Entry) -> list[str]:
-    """The metrics of an entry's checks that can be read per repetition, once each."""
-    return list(dict.fromkeys(m for c in checks(entry) if (m := _metric(c)) in METRICS))
+    """The metrics of an entry's whole-run checks that can be read per repetition, once
+    each (an endpoint's check reads its endpoint, not the repetition's figure)."""
+    return list(
+        dict.fromkeys(
+            m for c in checks(entry) if (m := _metric(c)) in METRICS and endpoint(c) is None
+        )
+    )
 
 
 def pair_rows(entry: Entry) -> tuple[list[str], list[list[str]]]:
