@@ -165,13 +165,17 @@ def test_a_comma_ends_a_check_so_an_endpoint_name_cannot_hold_one() -> None:
 
 SPLIT = sorted(name for name, m in BY_SPELLING.items() if m.per_endpoint is not None)
 # Endpoint names as a mix or a locustfile spells them: paths, dotted, spaced, unicode.
-NAMES = st.text(
-    alphabet=st.characters(
-        blacklist_categories=("Cc", "Cs", "Zl", "Zp"), blacklist_characters="[],\x85\xa0"
-    ),
-    min_size=1,
-    max_size=40,
-).map(str.strip).filter(lambda s: bool(s) and s.isprintable())
+NAMES = (
+    st.text(
+        alphabet=st.characters(
+            blacklist_categories=("Cc", "Cs", "Zl", "Zp"), blacklist_characters="[],\x85\xa0"
+        ),
+        min_size=1,
+        max_size=40,
+    )
+    .map(str.strip)
+    .filter(lambda s: bool(s) and s.isprintable())
+)
 
 
 @given(
