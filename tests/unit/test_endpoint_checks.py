@@ -20,6 +20,7 @@ from pytest_webperf.compare import decide
 from pytest_webperf.errors import OptionError
 from pytest_webperf.metrics import BY_SPELLING, METRICS
 from pytest_webperf.models import EndpointResult, Latency, Measurement, RunResult
+from pytest_webperf.report import checks as checks_view
 from pytest_webperf.report.html import render_html
 from pytest_webperf.report.json_report import report
 from pytest_webperf.report.markdown import render_markdown
@@ -443,3 +444,35 @@ def test_html_rows_per_endpoint_and_its_table() -> None:
     assert ab_report["tests"][0]["base_endpoints"][0]["name"] == "/items"
     ab_page = render_html(ab_report)
     assert "Endpoints of A (base)" in ab_page and "Endpoints of B (working tree)" in ab_page
+
+
+def test_ab_pairs_of_an_endpoint_check_read_that_endpoint() -> None:
+    change, base = mix(create_p95=30.0, shift=1), mix()
+    verdict = ab(change, base, "p95[create]:10%,rps:5%")
+    entry = report(
+        [
+            dataclasses.replace(
+                change,
+                verdict=verdict,
+                base_runs=base.runs,
+                against={"ref": "main", "order": ["AB", "BA"] * 2 + ["AB"]},
+            )
+        ],
+        {},
+    )["tests"][0]
+    entry = json.loads(json.dumps(entry))
+    assert checks_view.metric_names(entry) == ["p95[create]", "rps"]
+    got = checks_view.pairs(entry, "p95[create]")
+    assert got == [
+        (
+            pytest.approx(a.endpoints["create"].latency.p95_ms),
+            pytest.approx(b.endpoints["create"].latency.p95_ms),
+        )
+        for a, b in zip(base.runs, change.runs, strict=True)
+    ]
+    head, rows = checks_view.pair_rows(entry)
+    assert len(rows) == 5
+    assert head[2:4] == ["p95[create] A", "p95[create] B"]
+    assert checks_view.unit("p95[create]") == "p95 latency (ms), create"
+    page = render_html({"tests": [entry]})
+    assert "p95[create]: A and B per pair" in page

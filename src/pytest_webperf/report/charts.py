@@ -215,7 +215,7 @@ def pair_charts(entry: Mapping[str, Any]) -> list[Figure]:
     sides = tuple((f"{side} ({name})", SIDE_COLOUR[side], "") for side, name in _sides(entry))
     for metric in ab.metric_names(entry) or ["rps"]:
         values = ab.pairs(entry, metric)
-        unit = ab.METRICS[metric][0]
+        unit = ab.unit(metric)
         lines = [
             Line(label, [(i + 1.0, v[s]) for i, v in enumerate(values)], fill, markers=True)
             for s, (label, fill, _) in enumerate(sides)

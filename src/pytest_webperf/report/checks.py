@@ -187,12 +187,38 @@ METRICS: dict[str, tuple[str, Callable[[Rep], float | None]]] = {
 HIGHER_IS_BETTER = frozenset({"rps", "tps", "capacity"})
 
 
+def split_label(text: str) -> tuple[str, str | None]:
+    """``p95[create]`` -> (``p95``, ``create``); ``p95`` -> (``p95``, None)."""
+    metric, bracket, rest = text.partition("[")
+    return (metric, rest[:-1]) if bracket and rest.endswith("]") else (text, None)
+
+
+def unit(text: str) -> str:
+    """A chart's axis label for a metric (or an endpoint's metric)."""
+    metric, found = split_label(text)
+    named = METRICS[metric][0] if metric in METRICS else metric
+    return named if found is None else f"{named}, {found}"
+
+
+def _of_endpoint(read: Callable[[Rep], float | None], name: str) -> Callable[[Rep], float | None]:
+    """A repetition's reader applied to one of its endpoints (same keys, see the schema)."""
+
+    def of(rep: Rep) -> float | None:
+        found = rep.get("endpoints")
+        row = found.get(name) if isinstance(found, Mapping) else None
+        return read(row) if isinstance(row, Mapping) else None
+
+    return of
+
+
 def pairs(entry: Entry, metric: str) -> list[tuple[float | None, float | None]]:
-    """(A, B) per pair for a metric: ``base_repetitions[i]`` against ``repetitions[i]``."""
-    got = METRICS.get(metric)
+    """(A, B) per pair for a metric (``p95``, or ``p95[create]`` read from that endpoint of
+    each repetition): ``base_repetitions[i]`` against ``repetitions[i]``."""
+    name, found = split_label(metric)
+    got = METRICS.get(name)
     if got is None:
         return []
-    read = got[1]
+    read = got[1] if found is None else _of_endpoint(got[1], found)
     a, b = base_repetitions(entry), repetitions(entry)
     return [
         (read(a[i]) if i < len(a) else None, read(b[i]) if i < len(b) else None)
@@ -223,13 +249,9 @@ def orders(entry: Entry) -> list[str]:
 
 
 def metric_names(entry: Entry) -> list[str]:
-    """The metrics of an entry's whole-run checks that can be read per repetition, once
-    each (an endpoint's check reads its endpoint, not the repetition's figure)."""
-    return list(
-        dict.fromkeys(
-            m for c in checks(entry) if (m := _metric(c)) in METRICS and endpoint(c) is None
-        )
-    )
+    """The metrics of an entry's checks that can be read per repetition, once each:
+    ``p95``, or ``p95[create]`` for an endpoint's check (read from that endpoint)."""
+    return list(dict.fromkeys(label(c) for c in checks(entry) if _metric(c) in METRICS))
 
 
 def pair_rows(entry: Entry) -> tuple[list[str], list[list[str]]]:
