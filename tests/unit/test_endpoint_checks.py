@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tests.unit.test_compare import make, make_run
+from tests.unit.test_report_html import assert_finite
+from tests.unit.test_report_html import check as check_html
 
 from pytest_webperf.checks import AbsoluteCheck, RelativeCheck, parse_check, parse_checks
 from pytest_webperf.compare import decide
@@ -402,7 +404,9 @@ def test_the_json_report_has_a_row_per_endpoint() -> None:
     assert create["latency"]["p99_ms"] == pytest.approx(45.0, rel=0.01)
     check = data["tests"][0]["verdict"]["checks"][0]
     assert check["endpoint"] == "create" and check["check"] == "p95[create]:10%"
-    assert "endpoints" not in report([make([make_run(1000)])], {})["tests"][0]
+    single = report([make([make_run(1000)])], {})
+    assert "endpoints" not in single["tests"][0]
+    assert "per endpoint" not in render_html(single)
 
 
 def test_the_terminal_shows_an_indented_row_per_endpoint_and_the_endpoint_check() -> None:
@@ -429,6 +433,9 @@ def test_markdown_rows_per_endpoint_under_the_measurement() -> None:
 
 def test_html_rows_per_endpoint_and_its_table() -> None:
     page = render_html(the_report(mix(create_p95=30.0)))
+    check_html(page)
+    assert_finite(page)
+    assert "Latency per endpoint" in page and "Share of the requests per endpoint" in page
     assert page.count('<tr class="endpoint">') == 2
     assert "↳ POST create 25.0% (asked 25.0%)" in page
     assert "<h4>Endpoints</h4>" in page
@@ -443,6 +450,8 @@ def test_html_rows_per_endpoint_and_its_table() -> None:
     )
     assert ab_report["tests"][0]["base_endpoints"][0]["name"] == "/items"
     ab_page = render_html(ab_report)
+    check_html(ab_page)
+    assert "p95 per endpoint: A and B" in ab_page
     assert "Endpoints of A (base)" in ab_page and "Endpoints of B (working tree)" in ab_page
 
 

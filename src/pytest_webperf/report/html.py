@@ -27,6 +27,7 @@ from pytest_webperf.report.charts import (
     SIDE_COLOUR,
     Figure,
     change_figure,
+    endpoint_charts,
     measurement_charts,
     pair_charts,
     rep_label,
@@ -181,6 +182,7 @@ class Section:
     open: bool = True
     endpoints: Table | None = None  # a request mix: a row per endpoint (side B's in A/B)
     base_endpoints: Table | None = None  # side A's, in an A/B run
+    endpoint_figures: Sequence[Figure] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- builders
@@ -397,6 +399,7 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         open=open_charts,
         endpoints=endpoints_table(endpoints(entry)),
         base_endpoints=endpoints_table(endpoints(entry, "base_endpoints")),
+        endpoint_figures=endpoint_charts(entry),
     )
 
 
