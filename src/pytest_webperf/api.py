@@ -262,7 +262,9 @@ class Webperf:
         note = None
         if user_class == "native" and workload.regex:
             user_class = "lean"  # the native loop checks substrings only
-            note = "a regular-expression expect_body is checked by the lean user: it sends this load"
+            note = (
+                "a regular-expression expect_body is checked by the lean user: it sends this load"
+            )
         kind = HttpRequests(workload, user_class=user_class, note=note)
         return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
 

@@ -9,7 +9,7 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 BodyCheck = bytes | re.Pattern[str] | re.Pattern[bytes]  # a substring, or a regex searched
 MAX_NEEDLE = 1024  # a body substring check: at most this many bytes (the native loop's)
@@ -46,8 +46,8 @@ class Request:
         if isinstance(check, bytes):
             return check in body
         if isinstance(check.pattern, bytes):
-            return check.search(body) is not None  # type: ignore[arg-type]
-        return check.search(body.decode("utf-8", "replace")) is not None  # type: ignore[arg-type]
+            return check.search(body) is not None
+        return check.search(body.decode("utf-8", "replace")) is not None
 
     @property
     def regex(self) -> bool:
@@ -87,8 +87,9 @@ def _expect_to_dict(status: frozenset[int] | None, body: BodyCheck | None) -> di
     if isinstance(body, bytes):
         data["expect_body"] = body.decode("latin-1")
     elif body is not None:
-        binary = isinstance(body.pattern, bytes)
-        pattern = body.pattern.decode("latin-1") if binary else body.pattern
+        raw = body.pattern
+        binary = isinstance(raw, bytes)
+        pattern = raw.decode("latin-1") if isinstance(raw, bytes) else raw
         data["expect_body_regex"] = {"pattern": pattern, "flags": body.flags, "bytes": binary}
     return data
 
@@ -222,7 +223,7 @@ SCHEDULED = ("native", "lean")  # the users that pace and count requests
 MIX_EXAMPLE = 'mix=[webperf.request("/a", weight=3), webperf.request("/b", weight=1)]'
 
 
-def _fail(message: str) -> Any:
+def _fail(message: str) -> NoReturn:
     from pytest_webperf.errors import OptionError
 
     raise OptionError(message)
@@ -234,7 +235,6 @@ def check_path(path: object, where: str = "path=") -> str:
         _fail(f"{where} is one path, not {path!r}: for several use {MIX_EXAMPLE}")
     if not isinstance(path, str):
         _fail(f"{where}{path!r}: a path is a str starting with '/' (e.g. '/hello')")
-    assert isinstance(path, str)
     if "://" in path or path.startswith("//"):
         _fail(
             f"{where}{path!r}: a path is a path; the target is the target: give the path "
@@ -251,14 +251,13 @@ def check_path(path: object, where: str = "path=") -> str:
 def check_method(method: object, where: str = "method=") -> str:
     if not isinstance(method, str) or not _TOKEN.fullmatch(method):
         _fail(f"{where}{method!r}: a method is an HTTP method name such as 'GET' or 'POST'")
-    assert isinstance(method, str)
     return method.upper()
 
 
 def check_body(body: object, where: str = "body=") -> bytes:
     if not isinstance(body, bytes | str):
         _fail(f"{where}{body!r}: a body is bytes or a str (sent as UTF-8)")
-    return body.encode() if isinstance(body, str) else bytes(body)  # type: ignore[union-attr]
+    return body.encode() if isinstance(body, str) else bytes(body)
 
 
 def check_headers(headers: object, where: str = "headers=") -> tuple[tuple[str, str], ...]:
@@ -268,7 +267,6 @@ def check_headers(headers: object, where: str = "headers=") -> tuple[tuple[str, 
         isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
     ):
         _fail(f"{where}{headers!r}: headers are a dict of str names to str values")
-    assert isinstance(headers, Mapping)
     for name, value in headers.items():
         if not _TOKEN.fullmatch(name) or "\r" in value or "\n" in value:
             _fail(f"{where}{{{name!r}: {value!r}}}: a header is a name token and a one-line value")
@@ -306,7 +304,7 @@ def check_body_expectation(expect: object, where: str = "expect_body=") -> BodyC
             f"{where}{expect!r}: a substring the body contains (str or bytes) or a "
             "re.compile(...) pattern"
         )
-    needle = expect.encode() if isinstance(expect, str) else bytes(expect)  # type: ignore[union-attr]
+    needle = expect.encode() if isinstance(expect, str) else bytes(expect)
     if not needle or len(needle) > MAX_NEEDLE:
         _fail(
             f"{where}{expect!r}: a substring of 1 to {MAX_NEEDLE} bytes "
@@ -356,9 +354,9 @@ def check_mix(
     """A mix's entries (``webperf.http``'s checks the default of each entry's own)."""
     if not isinstance(mix, list | tuple) or not mix:
         _fail(f"mix={mix!r}: a list of webperf.request(...) values, e.g. {MIX_EXAMPLE}")
-    assert isinstance(mix, list | tuple)
     entries = []
-    for entry in mix:
+    for item in mix:
+        entry = item
         if not isinstance(entry, Request):
             _fail(f"mix=: {entry!r} is not a webperf.request(...): e.g. {MIX_EXAMPLE}")
         if entry.expect_status is None and expect_status is not None:
@@ -408,33 +406,16 @@ def http_workload(
     from pytest_webperf.config import parse_duration
     from pytest_webperf.errors import OptionError
 
-    statuses = check_status(expect_status)
-    body_check = check_body_expectation(expect_body)
-    entries: tuple[Request, ...] = ()
-    if mix is not None:
-        given = [
-            f"{k}="
-            for k, v in (("path", path), ("method", method), ("body", body), ("headers", headers))
-            if v is not None
-        ]
-        if given:
-            raise OptionError(
-                f"mix= carries each request's path, method, body and headers: not with "
-                f"{given[0]} (give it to each webperf.request(...))"
-            )
-        entries = check_mix(mix, statuses, body_check)
-        path, method, body = "/hello", "GET", b""
-    path = check_path("/hello" if path is None else path)
-    method = check_method("GET" if method is None else method)
-    body = check_body(b"" if body is None else body)
-    header_pairs = check_headers(headers)
-    checked = statuses is not None or body_check is not None
-    if (entries or checked) and user_class not in SCHEDULED:
-        what = "mix=" if entries else "expect_status=" if statuses is not None else "expect_body="
-        raise OptionError(
-            f"{what} is the native and lean users', not {user_class!r}: drop user= / "
-            "--webperf-user (or give 'lean')"
-        )
+    shape = http_shape(
+        path,
+        method=method,
+        body=body,
+        headers=headers,
+        mix=mix,
+        expect_status=expect_status,
+        expect_body=expect_body,
+        user_class=user_class,
+    )
 
     if arrival_rate is not None:
         given = [f"{k}=" for k, v in (("interval", interval), ("rate", rate)) if v is not None]
@@ -475,14 +456,62 @@ def http_workload(
             "in a closed loop: not with interval= or rate=, another user or "
             "--webperf-workers > 1"
         )
+    return replace(
+        shape,
+        interval_s=interval_s,
+        requests=requests,
+        arrival_rate=float(arrival_rate or 0.0),
+    )
+
+
+def http_shape(
+    path: str | None,
+    *,
+    method: str | None,
+    body: bytes | str | None,
+    headers: Mapping[str, str] | None,
+    mix: Sequence[Request] | None,
+    expect_status: int | set[int] | frozenset[int] | range | None,
+    expect_body: str | bytes | re.Pattern[str] | re.Pattern[bytes] | None,
+    user_class: str,
+) -> Workload:
+    """What ``webperf.http`` sends (one request shape or a mix, and the checks of its
+    responses), validated: an ``OptionError`` naming the parameter otherwise."""
+    from pytest_webperf.errors import OptionError
+
+    statuses = check_status(expect_status)
+    body_check = check_body_expectation(expect_body)
+    entries: tuple[Request, ...] = ()
+    if mix is not None:
+        given = [
+            f"{k}="
+            for k, v in (("path", path), ("method", method), ("body", body), ("headers", headers))
+            if v is not None
+        ]
+        if given:
+            raise OptionError(
+                f"mix= carries each request's path, method, body and headers: not with "
+                f"{given[0]} (give it to each webperf.request(...))"
+            )
+        entries = check_mix(mix, statuses, body_check)
+        path, method, body = "/hello", "GET", b""
+    path = check_path("/hello" if path is None else path)
+    method = check_method("GET" if method is None else method)
+    body = check_body(b"" if body is None else body)
+    header_pairs = check_headers(headers)
+    checked = statuses is not None or body_check is not None
+    if (entries or checked) and user_class not in SCHEDULED:
+        what = "mix=" if entries else "expect_status=" if statuses is not None else "expect_body="
+        raise OptionError(
+            f"{what} is the native and lean users', not {user_class!r}: drop user= / "
+            "--webperf-user (or give 'lean')"
+        )
+
     return Workload(
         path=path,
         method=method,
         body=body,
         headers=header_pairs if not entries else (),
-        interval_s=interval_s,
-        requests=requests,
-        arrival_rate=float(arrival_rate or 0.0),
         mix=entries,
         expect_status=None if entries else statuses,
         expect_body=None if entries else body_check,

@@ -5,8 +5,14 @@ load shape; a wrong body or status fails as ``unexpected_body``/``unexpected_sta
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from local_http import LocalServer
+
+from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
+from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.workload import Request, Workload
 
 pytest_plugins = ["pytester"]
 
@@ -183,7 +189,9 @@ def test_expected_teapot(webperf):
     (run_,) = body["runs"]
     assert run_["errors"] == run_["requests"] > 0
     assert set(run_["error_kinds"]) == {"unexpected_body"}
-    assert run_["error_examples"]["unexpected_body"] == "HTTP/1.1 200 OK: b'nope, not what you asked'"
+    assert (
+        run_["error_examples"]["unexpected_body"] == "HTTP/1.1 200 OK: b'nope, not what you asked'"
+    )
     assert body["verdict"]["status"] == "broken"
     status, _ = load(pytester, "status")
     (run_,) = status["runs"]
@@ -191,3 +199,113 @@ def test_expected_teapot(webperf):
     assert run_["error_examples"]["unexpected_status"] == "HTTP/1.1 418 I'm a teapot"
     teapot, _ = load(pytester, "teapot")
     assert teapot["runs"][0]["errors"] == 0 and teapot["runs"][0]["requests"] > 0
+
+
+def swarm(url: str, workload: Workload, user: str, workers: int = 1) -> SwarmOutcome:
+    spec = SwarmSpec(
+        host=url,
+        users=6,
+        duration_s=1.5,
+        warmup_s=0.3,
+        timeout_s=5.0,
+        user_class=user,
+        workload=workload,
+        workers=workers,
+    )
+    return run_swarm(spec)
+
+
+# "<h1>Hello World</h1>" comes as chunks of 6 bytes, each sent alone: the needle spans three
+BODY = b"<h1>Hello World</h1>"
+NEEDLES = [(b"Hello World", 0), (b"</h1>", 0), (b"Hello  World", 1), (b"<h1>H", 0)]
+
+
+@USERS
+def test_a_body_substring_is_found_across_chunks_and_reads(user: str) -> None:
+    mix = tuple(
+        Request(f"/n{i}", expect_body=needle, expect_status=frozenset({200}))
+        for i, (needle, _) in enumerate(NEEDLES)
+    )
+    with LocalServer("chunked", body=BODY) as server:
+        outcome = swarm(server.url, Workload(mix=mix), user)
+    for i, (_, failing) in enumerate(NEEDLES):
+        part = outcome.total.endpoints[("GET", f"/n{i}")]
+        assert part.requests > 0
+        assert part.errors == (part.requests if failing else 0), (NEEDLES[i], part.error_kinds)
+    example = outcome.total.error_examples["unexpected_body"]
+    assert example == "HTTP/1.1 200 OK: b'<h1>Hello World</h1>'"
+
+
+@USERS
+def test_two_generator_workers_merge_endpoints_exactly(user: str) -> None:
+    mix = (Request("/a", weight=3.0), Request("/b", method="POST", body=b"{}", name="create"))
+    with LocalServer("length", body=BODY) as server:
+        outcome = swarm(server.url, Workload(mix=mix), user, workers=2)
+    total = outcome.total
+    assert [g.role for g in outcome.generators if g.role.startswith("worker")] == [
+        "worker0",
+        "worker1",
+    ]
+    a, create = total.endpoints[("GET", "/a")], total.endpoints[("POST", "create")]
+    assert a.requests > create.requests > 0
+    assert a.requests + create.requests == total.requests
+    assert a.bytes + create.bytes == total.bytes == total.requests * len(BODY)
+    merged = a.histogram.to_dict()
+    assert merged != create.histogram.to_dict()
+    whole = type(a.histogram)()
+    whole += a.histogram
+    whole += create.histogram
+    assert whole.to_dict() == total.histogram.to_dict()  # exactly: histograms add
+    assert outcome.locust_requests == outcome.rolled_requests
+
+
+def test_a_regex_body_check_runs_on_the_lean_user_said_once(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+import re
+
+@pytest.mark.webperf(concurrency=2, duration="1s", warmup="0s", repeat=1)
+def test_regex(webperf):
+    target = webperf.process([sys.executable, "server.py"], name="regex")
+    checks = {"expect_body": re.compile(r"al+pha")}
+    dump("regex", webperf.http(target, mix=mix(webperf, **checks)), target)
+""",
+        "--webperf-user=native",
+    )
+    result.assert_outcomes(passed=1)
+    measurement, _ = load(pytester, "regex")
+    (run_,) = measurement["runs"]
+    assert run_["errors"] == 0 and run_["endpoints"]["/a"]["requests"] > 0
+    assert any("checked by the lean user" in note for note in run_["notes"]), run_["notes"]
+    regex = measurement["workload"]["mix"][0]["expect_body_regex"]
+    assert re.compile(regex["pattern"], regex["flags"]).search("allllpha")
+
+
+def test_request_shape_guesses_are_refused_before_any_load(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run(
+        pytester,
+        """
+@pytest.mark.parametrize("kw", [
+    {"path": ["/a", "/b"]},
+    {"path": {"/a": 3, "/b": 1}},
+    {"path": "https://127.0.0.1:8443/a"},
+    {"mix": ["/a"]},
+])
+def test_guess(webperf, kw):
+    target = webperf.process([sys.executable, "server.py"], name="guessed")
+    webperf.http(target, **kw)
+""",
+    )
+    result.assert_outcomes(failed=4)
+    out = result.stdout.str()
+    for said in (
+        "path= is one path, not ['/a', '/b']: for several use mix=[webperf.request(",
+        "path= is one path, not {'/a': 3, '/b': 1}",
+        "path='https://127.0.0.1:8443/a': a path is a path; the target is the target",
+        "mix=: '/a' is not a webperf.request(...)",
+    ):
+        assert said in out, said
+    assert "load generator" not in out
