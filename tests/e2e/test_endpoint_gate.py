@@ -70,7 +70,6 @@ RUN = [
     "no:locust",
     "-W",
     "error",
-    "--webperf-user=lean",  # the user branch mix drives a mix with (the native loop: later)
     "--webperf-concurrency=4",
     "--webperf-duration=1s",
     "--webperf-warmup=0.5s",
