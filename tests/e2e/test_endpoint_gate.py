@@ -1,6 +1,7 @@
 """Per-endpoint checks end to end: a request mix against a local server whose ``/slow``
 route is made slower in the change while ``/fast`` is not, gated A/B through pytest
-(``--webperf-against``) with ``p95[slow]:10%``: the test fails naming the route.
+(``--webperf-against``) with ``p95[slow]:10%``: the test fails naming the route; and
+the same against a stored baseline (``--webperf-save``, then the slower server).
 
 The server is a one-thread asyncio server routing on the request line; ``/slow`` waits
 DELAY_MS for its own connection only (the others are answered meanwhile), so the change
@@ -65,7 +66,7 @@ from pytest_webperf import compare
 
 compare.CONTENDED_CPU_PERCENT = float("inf")
 """
-RUN = [
+LOAD = [
     "-p",
     "no:locust",
     "-W",
@@ -74,10 +75,13 @@ RUN = [
     "--webperf-duration=1s",
     "--webperf-warmup=0.5s",
     "--webperf-repeat=3",
-    "--webperf-against=HEAD",
-    "--webperf-against-budget=1s",  # the minimum pairs only
     # /fast's bound is loose on purpose: the test is about which route fails
     "--webperf-compare-fail=p95[slow]:10%,p95[/fast]:100%,error_rate[slow]<0.01",
+]
+RUN = [
+    *LOAD,
+    "--webperf-against=HEAD",
+    "--webperf-against-budget=1s",  # the minimum pairs only
     "--webperf-json=mix.json",
 ]
 
@@ -129,3 +133,22 @@ def test_a_slower_route_fails_its_endpoint_check_naming_it(
     assert {r["name"] for r in entry["base_endpoints"]} == {"/fast", "slow"}
     # the terminal shows them, indented under the measurement
     result.stdout.fnmatch_lines(["* - GET slow *% (asked 50.0%)*"])
+
+
+def test_a_slower_route_fails_against_a_stored_baseline_naming_it(
+    pytester: pytest.Pytester, repo: Path
+) -> None:
+    (repo / "server.py").write_text(SERVER.format(delay_ms=5))
+    store = f"--webperf-baseline-dir={repo / 'bl'}"
+    saved = pytester.runpytest_subprocess(*LOAD, store, "--webperf-save")
+    saved.assert_outcomes(passed=1)
+    (repo / "server.py").write_text(SERVER.format(delay_ms=40))
+    result = pytester.runpytest_subprocess(*LOAD, store, "--webperf-json=stored.json")
+    result.assert_outcomes(failed=1)
+    assert "Traceback" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*p95[[]slow[]] * -> * (+*%, *% CI +*%..+*%) beyond +10%*"])
+    (entry,) = json.loads((repo / "stored.json").read_text())["tests"]
+    checks = {c["check"]: c for c in entry["verdict"]["checks"]}
+    assert checks["p95[slow]:10%"]["outcome"] == "fail"
+    assert checks["p95[/fast]:100%"]["outcome"] != "fail"
+    assert all("/fast" not in reason for reason in entry["verdict"]["reasons"])
