@@ -303,6 +303,20 @@ class EndpointSummary:
             "latency": None if self.latency is None else self.latency.to_dict(),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EndpointSummary:
+        latency = data.get("latency")
+        return cls(
+            name=str(data["name"]),
+            method=str(data.get("method", "GET")),
+            requests=int(data["requests"]),
+            errors=int(data.get("errors", 0)),
+            rps=float(data["rps"]),
+            share=float(data.get("share", 0.0)),
+            weight=None if data.get("weight") is None else float(data["weight"]),
+            latency=None if latency is None else Latency.from_dict(latency),
+        )
+
 
 def endpoint_summaries(runs: Sequence[RunResult]) -> dict[str, EndpointSummary]:
     """Each endpoint of ``runs`` (in the order first sent) over all of them; empty when

@@ -21,7 +21,13 @@ from pytest_webperf.checks import AbsoluteCheck, RelativeCheck, parse_check, par
 from pytest_webperf.compare import decide
 from pytest_webperf.errors import OptionError
 from pytest_webperf.metrics import BY_SPELLING, METRICS
-from pytest_webperf.models import EndpointResult, Latency, Measurement, RunResult
+from pytest_webperf.models import (
+    EndpointResult,
+    EndpointSummary,
+    Latency,
+    Measurement,
+    RunResult,
+)
 from pytest_webperf.report import checks as checks_view
 from pytest_webperf.report.html import render_html
 from pytest_webperf.report.json_report import report
@@ -226,6 +232,8 @@ def test_measurement_endpoints_sum_and_average_over_repetitions() -> None:
         sum(r.endpoints["create"].latency.p95_ms for r in m.runs) / 5
     )
     assert make([make_run(1000)]).endpoints == {}
+    for summary_ in found.values():
+        assert EndpointSummary.from_dict(json.loads(json.dumps(summary_.to_dict()))) == summary_
 
 
 def test_a_repetition_without_an_endpoint_counts_as_zero_rps() -> None:
