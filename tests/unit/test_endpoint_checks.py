@@ -493,3 +493,10 @@ def test_ab_pairs_of_an_endpoint_check_read_that_endpoint() -> None:
     assert checks_view.unit("p95[create]") == "p95 latency (ms), create"
     page = render_html({"tests": [entry]})
     assert "p95[create]: A and B per pair" in page
+
+
+def test_a_sign_inside_an_endpoint_name_is_not_the_checks() -> None:
+    check = {"check": "p95[a:-b]:10%", "metric": "p95", "threshold": 0.1, "endpoint": "a:-b"}
+    assert checks_view.signed_threshold(check) == 0.1
+    assert checks_view.signed_threshold({**check, "check": "rps[a:+b]:5%", "metric": "rps"}) == -0.1
+    assert parse_check("rps[a:+b]:5%") == RelativeCheck("rps", 5, "a:+b")

@@ -232,7 +232,8 @@ def signed_threshold(check: Check) -> float | None:
     threshold = number(check.get("threshold"))
     if threshold is None:
         return None
-    written = re.search(r":\s*([+-])", str(check.get("check", "")))
+    text = str(check.get("check", ""))
+    written = re.search(r":\s*([+-])", text[text.rfind("]") + 1 :])  # not in an endpoint
     if written:
         return abs(threshold) * (-1 if written.group(1) == "-" else 1)
     return -abs(threshold) if _metric(check) in HIGHER_IS_BETTER else abs(threshold)
