@@ -13,6 +13,11 @@ Grammar of ``--webperf-compare-fail`` (comma-separated, spaces allowed; parsed i
                      for COUNT<=N: errors:0 means the current run (all repetitions
                      together) must have no failed request at all; lost:0,dup:0 that
                      QoS 2 kept its promise (every message once).
+    METRIC[ENDPOINT]...   any of these for one endpoint of a request mix alone
+                     (p95[create]:10%): the metric is read from each repetition's
+                     ``endpoints[ENDPOINT]`` and judged by the same estimators. An
+                     endpoint this run did not send fails (the check names nothing
+                     measured); one the baseline (or the base) lacks is skipped, said so.
 
 How a relative check decides (see ``stats``): the change of the mean over
 repetitions, ``mean(current) / mean(baseline) - 1``, and its Welch t-interval on the
@@ -54,7 +59,6 @@ from pytest_webperf.metrics import (
     METRICS,
     Metric,
     foreign_cpu,
-    requests_exposure,
 )
 from pytest_webperf.models import Measurement, Status, Verdict
 
@@ -103,6 +107,7 @@ class CheckResult:
     metric: str
     outcome: Outcome
     message: str
+    endpoint: str | None = None  # the endpoint of a request mix the check judged alone
     current: float | None = None
     baseline: float | None = None  # the stored baseline's value, or side A's in an A/B run
     change: float | None = None  # relative, -0.162 for -16.2 %
@@ -137,29 +142,78 @@ def _detectable(value: float) -> str:
 
 
 def _skipped(check: Check, metric: Metric, why: str) -> CheckResult:
-    return CheckResult(str(check), metric.name, "skipped", f"{check}: skipped, {why}")
+    return CheckResult(
+        str(check), metric.name, "skipped", f"{check}: skipped, {why}", endpoint=check.endpoint
+    )
+
+
+def metric_of(check: Check) -> Metric:
+    """The metric a check reads: the run's, or its endpoint's alone."""
+    metric = METRICS[check.metric]
+    return metric if check.endpoint is None else metric.for_endpoint(check.endpoint)
+
+
+def _endpoint_names(m: Measurement) -> str:
+    names = list(dict.fromkeys(name for run in m.runs for name in run.endpoints))
+    return f"its endpoints: {', '.join(names)}" if names else "it sent a single request shape"
+
+
+def _sent(endpoint: str, m: Measurement) -> bool:
+    return any(endpoint in run.endpoints for run in m.runs)
+
+
+def _missing_endpoint(
+    check: Check, current: Measurement, baseline: Measurement | None, sides: tuple[str, str]
+) -> CheckResult | None:
+    """An endpoint check whose endpoint one side never sent: this run (the check names
+    nothing measured: a failure, so a misspelt name cannot pass), or the baseline / the
+    base (a new endpoint: nothing to compare with, skipped and said so)."""
+    endpoint = check.endpoint
+    if endpoint is None or not current.runs:
+        return None
+    if not _sent(endpoint, current):
+        return CheckResult(
+            str(check),
+            check.metric,
+            "fail",
+            f"{check}: no endpoint {endpoint!r} in {sides[0]} ({_endpoint_names(current)}); "
+            "the check names an endpoint the workload did not send",
+            endpoint=endpoint,
+        )
+    relative = isinstance(check, RelativeCheck) and baseline is not None and baseline.runs
+    if relative and baseline is not None and not _sent(endpoint, baseline):
+        return _skipped(
+            check,
+            METRICS[check.metric],
+            f"endpoint {endpoint!r} is not in {sides[1]} ({_endpoint_names(baseline)}): "
+            "nothing to compare it with",
+        )
+    return None
 
 
 def _absolute(check: AbsoluteCheck, current: Measurement) -> CheckResult:
-    metric = METRICS[check.metric]
+    metric = metric_of(check)
     value = combined(metric, current)
     if value is None:
-        return _skipped(check, metric, f"{metric.name} was not measured in this run")
+        return _skipped(check, metric, f"{metric.label} was not measured in this run")
     shown = _fmt(value, "" if metric.combine == "rate" else metric.unit)
+    name = metric.limit_name + ("" if check.endpoint is None else f"[{check.endpoint}]")
     if check.holds(value):
         return CheckResult(
             str(check),
             metric.name,
             "pass",
-            f"{metric.limit_name} {shown} within {check}",
+            f"{name} {shown} within {check}",
             current=value,
+            endpoint=check.endpoint,
         )
     return CheckResult(
         str(check),
         metric.name,
         "fail",
-        f"{metric.limit_name} {shown} breaks the limit {check}",
+        f"{name} {shown} breaks the limit {check}",
         current=value,
+        endpoint=check.endpoint,
     )
 
 
@@ -178,7 +232,7 @@ def _relative(
 ) -> CheckResult:
     """One relative check. ``alpha`` is the one-sided level a failure must reach (an A/B
     run that looks several times spends a smaller one per look)."""
-    metric = METRICS[check.metric]
+    metric = metric_of(check)
     est = estimate(metric)
     if isinstance(est, str):
         return _skipped(check, metric, est)
@@ -192,11 +246,11 @@ def _relative(
     if est.counts is not None:
         shown = (
             f"{est.counts[1]} -> {est.counts[0]} ({est.baseline:.3%} -> {est.current:.3%}"
-            f" of {'requests' if metric.exposure is requests_exposure else 'messages'})"
+            f" of {metric.events})"
         )
     else:
         shown = f"{_fmt(est.baseline, unit)} -> {_fmt(est.current, unit)}"
-    line = f"{metric.name} {shown} ({_pct(est.change)}{ci}{est.partial})"
+    line = f"{metric.label} {shown} ({_pct(est.change)}{ci}{est.partial})"
     bound = f"{'+' if sign > 0 else '-'}{num(check.percent)}%"
     detectable = (
         None
@@ -215,6 +269,7 @@ def _relative(
         p_value=est.p_worse,
         detectable=detectable,
         threshold=limit,
+        endpoint=check.endpoint,
     )
 
     def result(outcome: Outcome, message: str) -> CheckResult:
@@ -247,7 +302,7 @@ def _relative(
         if detectable is not None and detectable > limit:
             return result(
                 "undecided",
-                f"{metric.name}: too noisy to judge {num(check.percent)}%: could detect "
+                f"{metric.label}: too noisy to judge {num(check.percent)}%: could detect "
                 f"{_detectable(detectable)}, and it moved beyond it ({line})",
             )
         return result(
@@ -264,7 +319,7 @@ def _relative(
     if detectable is not None and detectable > limit and (worst is None or worst >= limit):
         return result(
             "undecided",
-            f"{metric.name}: too noisy to judge {num(check.percent)}%: could detect "
+            f"{metric.label}: too noisy to judge {num(check.percent)}%: could detect "
             f"{_detectable(detectable)} ({line})",
         )
     return result("pass", f"{line} within {bound}{could}")
@@ -342,9 +397,15 @@ def evaluate(
             return paired_estimate(metric, current, baseline, instances)
         return level_estimate(metric, current, baseline)
 
+    sides = ("this run", "the baseline")
+    if instances is not None:
+        sides = ("the change (B)", "the base (A)")
     results = []
     for check in checks:
-        if isinstance(check, AbsoluteCheck):
+        missing = _missing_endpoint(check, current, baseline, sides)
+        if missing is not None:
+            results.append(missing)
+        elif isinstance(check, AbsoluteCheck):
             results.append(_absolute(check, current))
         elif baseline is not None:
             results.append(

@@ -69,9 +69,9 @@ def level_estimate(metric: Metric, current: Measurement, baseline: Measurement) 
     (runs, xs), (base_runs, ys) = measured_runs(metric, current), measured_runs(metric, baseline)
     if not xs or not ys:
         side = "this run" if not xs else "the baseline"
-        return f"{metric.name} was not measured in {side}"
+        return f"{metric.label} was not measured in {side}"
     if stats.mean(ys) <= 0:
-        return f"the baseline's {metric.name} is 0, no relative change exists"
+        return f"the baseline's {metric.label} is 0, no relative change exists"
     series = metric.series
     est = stats.ratio_change(
         xs,
@@ -109,9 +109,9 @@ def paired_estimate(
     ]
     kept = [(float(b), float(a), i) for b, a, i in pairs if b is not None and a is not None]
     if not kept:
-        return f"{metric.name} was not measured in both sides of any pair"
+        return f"{metric.label} was not measured in both sides of any pair"
     if any(a <= 0 for _, a, _ in kept) or any(b < 0 for b, _, _ in kept):
-        return f"the base's {metric.name} is 0 in a pair, no relative change exists"
+        return f"the base's {metric.label} is 0 in a pair, no relative change exists"
     if any(b == 0 for b, _, _ in kept):
         bs, as_ = [b for b, _, _ in kept], [a for _, a, _ in kept]
         return Estimate(stats.mean(bs), stats.mean(as_), -1.0, -1.0, -1.0, 0.0, 1.0)
@@ -149,7 +149,8 @@ def total_exposure(metric: Metric, m: Measurement) -> float:
 def count_estimate(metric: Metric, current: Measurement, baseline: Measurement) -> Estimate | str:
     xs, ys = run_values(metric, current), run_values(metric, baseline)
     if xs is None or ys is None:
-        return f"{metric.name} was not measured in {'this run' if xs is None else 'the baseline'}"
+        side = "this run" if xs is None else "the baseline"
+        return f"{metric.label} was not measured in {side}"
     exposure, base_exposure = total_exposure(metric, current), total_exposure(metric, baseline)
     if exposure <= 0 or base_exposure <= 0:
         return "nothing was sent" + (" in this run" if exposure <= 0 else " in the baseline")

@@ -8,11 +8,11 @@ write about them, ``compare`` decides. Adding a metric is one entry in ``METRICS
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pytest_webperf import resources
-from pytest_webperf.models import Delivery, Measurement, RunResult
+from pytest_webperf.models import Delivery, EndpointResult, Measurement, RunResult
 
 Direction = Literal["up", "down"]  # the direction that is bad
 Combine = Literal["mean", "max", "sum", "rate"]
@@ -100,6 +100,17 @@ def requests_exposure(run: RunResult) -> float:
     return float(run.requests)
 
 
+def _endpoint_latency(name: str) -> Callable[[EndpointResult], float | None]:
+    """An endpoint's latency figure; None when none of its requests completed."""
+    return lambda e: float(getattr(e.latency, name)) if e.requests else None
+
+
+# Why a metric has no per-endpoint reading (the check grammar says it in one line).
+SERVER_WIDE = "the server's CPU and memory belong to the whole run, they cannot be split by request"
+MQTT_ONLY = "it is an MQTT figure, and a request mix is HTTP"
+NOT_RECORDED = "it is not recorded per endpoint"
+
+
 @dataclass(frozen=True)
 class Metric:
     """One thing a check can look at.
@@ -124,10 +135,41 @@ class Metric:
     load_sensitive: bool = False  # moves when other processes take the CPU (rps, latency)
     aliases: tuple[str, ...] = ()  # the first one is how absolute limits are written
     exposure: Callable[[RunResult], float] = field(default=requests_exposure, compare=False)
+    # the same figure read from one endpoint of a request mix (``RunResult.endpoints``);
+    # None: it cannot be split by endpoint, and ``whole_run_only`` says why
+    per_endpoint: Callable[[EndpointResult], float | None] | None = field(
+        default=None, compare=False
+    )
+    whole_run_only: str = NOT_RECORDED
+    endpoint: str | None = None  # set on the copy ``for_endpoint`` makes
+    events: str = "requests"  # what a count metric's exposure counts
 
     @property
     def limit_name(self) -> str:
         return self.aliases[0] if self.aliases else self.name
+
+    @property
+    def label(self) -> str:
+        """How verdicts name the figure: ``p95``, or ``p95[create]`` for an endpoint."""
+        return self.name if self.endpoint is None else f"{self.name}[{self.endpoint}]"
+
+    def for_endpoint(self, endpoint: str) -> Metric:
+        """The metric read from ``run.endpoints[endpoint]`` of every repetition (None
+        where a repetition has no such endpoint); counts are rates per request of that
+        endpoint. Endpoints have no per-second series, so no within-run spread."""
+        read = self.per_endpoint
+        if read is None:
+            raise ValueError(f"{self.name} cannot be split by endpoint: {self.whole_run_only}")
+
+        def per_run(run: RunResult) -> float | None:
+            found = run.endpoints.get(endpoint)
+            return None if found is None else read(found)
+
+        def exposure(run: RunResult) -> float:
+            found = run.endpoints.get(endpoint)
+            return 0.0 if found is None else float(found.requests)
+
+        return replace(self, per_run=per_run, series=None, exposure=exposure, endpoint=endpoint)
 
 
 # Adding a metric is one line.
@@ -135,7 +177,14 @@ METRICS: Mapping[str, Metric] = {
     m.name: m
     for m in (
         Metric(
-            "rps", "", "down", lambda r: r.rps, _rps_series, throughput=True, load_sensitive=True
+            "rps",
+            "",
+            "down",
+            lambda r: r.rps,
+            _rps_series,
+            throughput=True,
+            load_sensitive=True,
+            per_endpoint=lambda e: e.rps,
         ),
         Metric(
             "tps",
@@ -145,6 +194,7 @@ METRICS: Mapping[str, Metric] = {
             _rps_series,
             throughput=True,  # seed 002's msgs/s
             load_sensitive=True,
+            whole_run_only=MQTT_ONLY,
         ),
         Metric(
             "p50",
@@ -154,8 +204,17 @@ METRICS: Mapping[str, Metric] = {
             _snapshot_latency("p50_ms"),
             aliases=("p50_ms",),
             load_sensitive=True,
+            per_endpoint=_endpoint_latency("p50_ms"),
         ),
-        Metric("p90", "ms", "up", _latency("p90_ms"), aliases=("p90_ms",), load_sensitive=True),
+        Metric(
+            "p90",
+            "ms",
+            "up",
+            _latency("p90_ms"),
+            aliases=("p90_ms",),
+            load_sensitive=True,
+            per_endpoint=_endpoint_latency("p90_ms"),
+        ),
         Metric(
             "p95",
             "ms",
@@ -164,6 +223,7 @@ METRICS: Mapping[str, Metric] = {
             _snapshot_latency("p95_ms"),
             aliases=("p95_ms",),
             load_sensitive=True,
+            per_endpoint=_endpoint_latency("p95_ms"),
         ),
         Metric(
             "p99",
@@ -173,8 +233,17 @@ METRICS: Mapping[str, Metric] = {
             _snapshot_latency("p99_ms"),
             aliases=("p99_ms",),
             load_sensitive=True,
+            per_endpoint=_endpoint_latency("p99_ms"),
         ),
-        Metric("p999", "ms", "up", _latency("p999_ms"), aliases=("p999_ms",), load_sensitive=True),
+        Metric(
+            "p999",
+            "ms",
+            "up",
+            _latency("p999_ms"),
+            aliases=("p999_ms",),
+            load_sensitive=True,
+            per_endpoint=_endpoint_latency("p999_ms"),
+        ),
         Metric(
             "latency_mean",
             "ms",
@@ -182,18 +251,52 @@ METRICS: Mapping[str, Metric] = {
             _latency("mean_ms"),
             aliases=("mean_ms",),
             load_sensitive=True,
+            per_endpoint=_endpoint_latency("mean_ms"),
         ),
-        Metric("errors", "", "up", lambda r: r.errors, combine="sum", count=True),
+        Metric(
+            "errors",
+            "",
+            "up",
+            lambda r: r.errors,
+            combine="sum",
+            count=True,
+            per_endpoint=lambda e: e.errors,
+        ),
         Metric("timeouts", "", "up", lambda r: r.timeouts, combine="sum", count=True),
-        Metric("error_rate", "", "up", lambda r: r.errors, combine="rate", count=True),
-        Metric("cpu", "%", "up", _server_cpu_mean, _server_cpu_series, aliases=("cpu_percent",)),
-        Metric("rss", "MB", "up", _server_rss_peak, combine="max", aliases=("rss_mb",)),
+        Metric(
+            "error_rate",
+            "",
+            "up",
+            lambda r: r.errors,
+            combine="rate",
+            count=True,
+            per_endpoint=lambda e: e.errors,
+        ),
+        Metric(
+            "cpu",
+            "%",
+            "up",
+            _server_cpu_mean,
+            _server_cpu_series,
+            aliases=("cpu_percent",),
+            whole_run_only=SERVER_WIDE,
+        ),
+        Metric(
+            "rss",
+            "MB",
+            "up",
+            _server_rss_peak,
+            combine="max",
+            aliases=("rss_mb",),
+            whole_run_only=SERVER_WIDE,
+        ),
         Metric(
             "cpu_per_req",
             "us",
             "up",
             _cpu_per_req,
             aliases=("cpu_per_req_us",),
+            whole_run_only=SERVER_WIDE,
         ),
         Metric(
             "lost",
@@ -203,6 +306,8 @@ METRICS: Mapping[str, Metric] = {
             combine="sum",
             count=True,
             exposure=_published,
+            whole_run_only=MQTT_ONLY,
+            events="messages",
         ),
         Metric(
             "dup",
@@ -213,8 +318,18 @@ METRICS: Mapping[str, Metric] = {
             count=True,
             exposure=_published,
             aliases=("duplicates",),
+            whole_run_only=MQTT_ONLY,
+            events="messages",
         ),
-        Metric("e2e_p99", "ms", "up", _e2e_p99, aliases=("e2e_p99_ms",), load_sensitive=True),
+        Metric(
+            "e2e_p99",
+            "ms",
+            "up",
+            _e2e_p99,
+            aliases=("e2e_p99_ms",),
+            load_sensitive=True,
+            whole_run_only=MQTT_ONLY,
+        ),
         # paced HTTP: p99 of send-to-response (p99 itself counts from the intended start),
         # and of how late the generator sent with the connection free
         Metric(

@@ -272,6 +272,85 @@ class EndpointResult:
 
 
 @dataclass(frozen=True)
+class EndpointSummary:
+    """One endpoint over all repetitions of a measurement (``Measurement.endpoints``):
+    what a report shows in the endpoint's row. Latency figures are means over the
+    repetitions in which the endpoint completed a request (as the run's own are)."""
+
+    name: str
+    method: str
+    requests: int  # summed over repetitions, failed ones included
+    errors: int
+    rps: float  # mean over repetitions (0 for a repetition that did not send it)
+    share: float  # its requests / the requests of every endpoint
+    weight: float | None  # the share asked of the mix (normalised), if any
+    latency: Latency | None  # None when no request of it completed
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "method": self.method,
+            "requests": self.requests,
+            "errors": self.errors,
+            "error_rate": self.error_rate,
+            "rps": self.rps,
+            "share": self.share,
+            "weight": self.weight,
+            "latency": None if self.latency is None else self.latency.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EndpointSummary:
+        latency = data.get("latency")
+        return cls(
+            name=str(data["name"]),
+            method=str(data.get("method", "GET")),
+            requests=int(data["requests"]),
+            errors=int(data.get("errors", 0)),
+            rps=float(data["rps"]),
+            share=float(data.get("share", 0.0)),
+            weight=None if data.get("weight") is None else float(data["weight"]),
+            latency=None if latency is None else Latency.from_dict(latency),
+        )
+
+
+def endpoint_summaries(runs: Sequence[RunResult]) -> dict[str, EndpointSummary]:
+    """Each endpoint of ``runs`` (in the order first sent) over all of them; empty when
+    the runs sent a single request shape."""
+    names = list(dict.fromkeys(name for run in runs for name in run.endpoints))
+    total = sum(e.requests for run in runs for e in run.endpoints.values())
+    found: dict[str, EndpointSummary] = {}
+    for name in names:
+        mine = [run.endpoints[name] for run in runs if name in run.endpoints]
+        requests = sum(e.requests for e in mine)
+        timed = [e.latency for e in mine if e.requests]
+        latency = None
+        if timed:
+            latency = Latency(
+                **{
+                    f.name: sum(float(getattr(t, f.name)) for t in timed) / len(timed)
+                    for f in fields(Latency)
+                }
+            )
+        weights = [e.weight for e in mine if e.weight is not None]
+        found[name] = EndpointSummary(
+            name=name,
+            method=mine[0].method,
+            requests=requests,
+            errors=sum(e.errors for e in mine),
+            rps=sum(e.rps for e in mine) / len(runs),
+            share=requests / total if total else 0.0,
+            weight=weights[0] if weights else None,
+            latency=latency,
+        )
+    return found
+
+
+@dataclass(frozen=True)
 class RunResult:
     """One repetition: warm-up excluded, everything measured in the measured phase."""
 
@@ -523,6 +602,12 @@ class Measurement:
     def latency_ms(self, percentile: str) -> float:
         """Mean over repetitions of a latency field, e.g. ``p95_ms``."""
         return self._mean([float(getattr(r.latency, percentile)) for r in self.runs])
+
+    @property
+    def endpoints(self) -> dict[str, EndpointSummary]:
+        """A request mix's endpoints over the repetitions (side B's in an A/B run), by
+        name; empty for a single request shape."""
+        return endpoint_summaries(self.runs)
 
     def to_dict(self) -> dict[str, Any]:
         return {

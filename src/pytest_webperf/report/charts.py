@@ -21,8 +21,10 @@ from pytest_webperf.histogram import Histogram
 from pytest_webperf.report import checks as ab
 from pytest_webperf.report.svg import (
     Axis,
+    Bars,
     Interval,
     Line,
+    bar_chart,
     change_chart,
     colour,
     index_axis,
@@ -205,6 +207,62 @@ def measurement_charts(reps: Sequence[Rep]) -> list[Figure]:
     return [*load_charts(reps), distribution_chart(reps), *resource_charts(reps)]
 
 
+# ---------------------------------------------------------------- a request mix's endpoints
+
+
+def _endpoint_rows(entry: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    rows = entry.get(key)
+    return [r for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
+
+
+def endpoint_charts(entry: Mapping[str, Any]) -> list[Figure]:
+    """A request mix's endpoints (the entry's ``endpoints`` rows): latency percentiles
+    per endpoint (in an A/B run, p95 of A beside B), and each endpoint's share of the
+    requests beside the share asked. None for a single request shape."""
+    rows = _endpoint_rows(entry, "endpoints")
+    if not rows:
+        return []
+    names = [str(r.get("name", MISSING)) for r in rows]
+    base = {str(r.get("name")): r for r in _endpoint_rows(entry, "base_endpoints")}
+    if base:
+        title = "p95 per endpoint: A and B"
+        series = [
+            Bars(
+                "A (base)",
+                SIDE_COLOUR["A"],
+                [number(base.get(n, {}).get("p95_ms")) for n in names],
+            ),
+            Bars("B (working tree)", SIDE_COLOUR["B"], [number(r.get("p95_ms")) for r in rows]),
+        ]
+    else:
+        title = "Latency per endpoint"
+        series = [
+            Bars(label, PERCENTILE_COLOUR[key], [number(r.get(key)) for r in rows])
+            for key, (label, _) in PERCENTILE_STYLE.items()
+        ]
+    latency = Figure(
+        title,
+        bar_chart(names, series, title=title, x_label="endpoint", y_label="ms"),
+        tuple((b.label, b.colour, "") for b in series),
+    )
+
+    def percent(value: object) -> float | None:
+        n = number(value)
+        return None if n is None else 100 * n
+
+    shares = [
+        Bars("measured", colour(0), [percent(r.get("share")) for r in rows]),
+        Bars("asked", colour(1), [percent(r.get("weight")) for r in rows]),
+    ]
+    title = "Share of the requests per endpoint" + (" (B)" if base else "")
+    share = Figure(
+        title,
+        bar_chart(names, shares, title=title, x_label="endpoint", y_label="% of requests"),
+        tuple((b.label, b.colour, "") for b in shares),
+    )
+    return [latency, share]
+
+
 # ---------------------------------------------------------------- A/B
 
 
@@ -215,7 +273,7 @@ def pair_charts(entry: Mapping[str, Any]) -> list[Figure]:
     sides = tuple((f"{side} ({name})", SIDE_COLOUR[side], "") for side, name in _sides(entry))
     for metric in ab.metric_names(entry) or ["rps"]:
         values = ab.pairs(entry, metric)
-        unit = ab.METRICS[metric][0]
+        unit = ab.unit(metric)
         lines = [
             Line(label, [(i + 1.0, v[s]) for i, v in enumerate(values)], fill, markers=True)
             for s, (label, fill, _) in enumerate(sides)
@@ -311,7 +369,9 @@ def trend_metrics(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     found: dict[str, Mapping[str, Any]] = {}
     for check in ab.checks(entry):
         metric = str(check.get("metric") or "")
-        if metric and metric not in COUNT_METRICS and number(check.get("threshold")) is not None:
+        whole_run = ab.endpoint(check) is None  # a save's summary holds the run's figures
+        threshold = number(check.get("threshold"))
+        if metric and metric not in COUNT_METRICS and threshold is not None and whole_run:
             found.setdefault(metric, check)
     return list(found.values())
 

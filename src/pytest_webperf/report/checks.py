@@ -134,12 +134,24 @@ def _metric(check: Check) -> str:
     return str(check.get("metric") or str(check.get("check", MISSING)).split(":")[0])
 
 
+def endpoint(check: Check) -> str | None:
+    """The endpoint of a request mix a check judged alone, or None (the whole run)."""
+    found = check.get("endpoint")
+    return str(found) if found else None
+
+
+def label(check: Check) -> str:
+    """``p95``, or ``p95[create]`` for an endpoint's check."""
+    found = endpoint(check)
+    return _metric(check) if found is None else f"{_metric(check)}[{found}]"
+
+
 def base_summary(entry: Entry) -> str:
     """The baseline (or side A) of every check, for one summary cell: ``rps 1,234``."""
     found = checks(entry)
     if not found:
         return MISSING
-    return "; ".join(f"{_metric(c)} {value(c.get('baseline'))}" for c in found)
+    return "; ".join(f"{label(c)} {value(c.get('baseline'))}" for c in found)
 
 
 def change_summary(entry: Entry) -> str:
@@ -147,7 +159,7 @@ def change_summary(entry: Entry) -> str:
     found = checks(entry)
     if not found:
         return MISSING
-    return "; ".join(f"{_metric(c)} {percent(c.get('change'))}" for c in found)
+    return "; ".join(f"{label(c)} {percent(c.get('change'))}" for c in found)
 
 
 SUMMARY_COLUMNS: tuple[tuple[str, Callable[[Entry], str]], ...] = (
@@ -175,12 +187,38 @@ METRICS: dict[str, tuple[str, Callable[[Rep], float | None]]] = {
 HIGHER_IS_BETTER = frozenset({"rps", "tps", "capacity"})
 
 
+def split_label(text: str) -> tuple[str, str | None]:
+    """``p95[create]`` -> (``p95``, ``create``); ``p95`` -> (``p95``, None)."""
+    metric, bracket, rest = text.partition("[")
+    return (metric, rest[:-1]) if bracket and rest.endswith("]") else (text, None)
+
+
+def unit(text: str) -> str:
+    """A chart's axis label for a metric (or an endpoint's metric)."""
+    metric, found = split_label(text)
+    named = METRICS[metric][0] if metric in METRICS else metric
+    return named if found is None else f"{named}, {found}"
+
+
+def _of_endpoint(read: Callable[[Rep], float | None], name: str) -> Callable[[Rep], float | None]:
+    """A repetition's reader applied to one of its endpoints (same keys, see the schema)."""
+
+    def of(rep: Rep) -> float | None:
+        found = rep.get("endpoints")
+        row = found.get(name) if isinstance(found, Mapping) else None
+        return read(row) if isinstance(row, Mapping) else None
+
+    return of
+
+
 def pairs(entry: Entry, metric: str) -> list[tuple[float | None, float | None]]:
-    """(A, B) per pair for a metric: ``base_repetitions[i]`` against ``repetitions[i]``."""
-    got = METRICS.get(metric)
+    """(A, B) per pair for a metric (``p95``, or ``p95[create]`` read from that endpoint of
+    each repetition): ``base_repetitions[i]`` against ``repetitions[i]``."""
+    name, found = split_label(metric)
+    got = METRICS.get(name)
     if got is None:
         return []
-    read = got[1]
+    read = got[1] if found is None else _of_endpoint(got[1], found)
     a, b = base_repetitions(entry), repetitions(entry)
     return [
         (read(a[i]) if i < len(a) else None, read(b[i]) if i < len(b) else None)
@@ -194,7 +232,8 @@ def signed_threshold(check: Check) -> float | None:
     threshold = number(check.get("threshold"))
     if threshold is None:
         return None
-    written = re.search(r":\s*([+-])", str(check.get("check", "")))
+    text = str(check.get("check", ""))
+    written = re.search(r":\s*([+-])", text[text.rfind("]") + 1 :])  # not in an endpoint
     if written:
         return abs(threshold) * (-1 if written.group(1) == "-" else 1)
     return -abs(threshold) if _metric(check) in HIGHER_IS_BETTER else abs(threshold)
@@ -211,8 +250,9 @@ def orders(entry: Entry) -> list[str]:
 
 
 def metric_names(entry: Entry) -> list[str]:
-    """The metrics of an entry's checks that can be read per repetition, once each."""
-    return list(dict.fromkeys(m for c in checks(entry) if (m := _metric(c)) in METRICS))
+    """The metrics of an entry's checks that can be read per repetition, once each:
+    ``p95``, or ``p95[create]`` for an endpoint's check (read from that endpoint)."""
+    return list(dict.fromkeys(label(c) for c in checks(entry) if _metric(c) in METRICS))
 
 
 def pair_rows(entry: Entry) -> tuple[list[str], list[list[str]]]:

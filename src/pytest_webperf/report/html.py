@@ -27,6 +27,7 @@ from pytest_webperf.report.charts import (
     SIDE_COLOUR,
     Figure,
     change_figure,
+    endpoint_charts,
     measurement_charts,
     pair_charts,
     rep_label,
@@ -40,6 +41,7 @@ from pytest_webperf.report.charts import (
 from pytest_webperf.report.svg import colour
 from pytest_webperf.report.table import (
     COLUMNS,
+    ENDPOINT_COLUMNS,
     MISSING,
     NUMERIC,
     STATUSES,
@@ -47,6 +49,8 @@ from pytest_webperf.report.table import (
     code,
     delivery,
     durations,
+    endpoint_cells,
+    endpoints,
     fmt,
     number,
     placement_text,
@@ -144,6 +148,7 @@ class SummaryRow:
     test: str
     cells: Sequence[Cell]
     verdict: VerdictText
+    endpoints: Sequence[Sequence[Cell]] = ()  # a request mix: a row per endpoint under it
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,9 @@ class Section:
     saves: Table | None = None  # the baseline's saves behind the trend, as figures
     figures: Sequence[Figure] = field(default_factory=list)
     open: bool = True
+    endpoints: Table | None = None  # a request mix: a row per endpoint (side B's in A/B)
+    base_endpoints: Table | None = None  # side A's, in an A/B run
+    endpoint_figures: Sequence[Figure] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- builders
@@ -191,6 +199,7 @@ def _summary(entries: Sequence[Entry]) -> tuple[list[Cell], list[SummaryRow]]:
     numeric = NUMERIC
     headers = [(name, name in numeric) for name, _ in COLUMNS]
     headers += [(name, False) for name, _ in ab.SUMMARY_COLUMNS]
+    names = [name for name, _ in columns]
     rows = [
         SummaryRow(
             anchor=f"m{i}",
@@ -198,10 +207,31 @@ def _summary(entries: Sequence[Entry]) -> tuple[list[Cell], list[SummaryRow]]:
             test=short_test(entry),
             cells=[(render(entry), name in numeric) for name, render in columns],
             verdict=_verdict(entry),
+            endpoints=[
+                list(
+                    zip(
+                        endpoint_cells(row, names, indent="↳ "),
+                        [n in numeric for n in names],
+                        strict=True,
+                    )
+                )
+                for row in endpoints(entry)
+            ],
         )
         for i, entry in enumerate(entries)
     ]
     return headers, rows
+
+
+def endpoints_table(rows: Sequence[Mapping[str, Any]]) -> Table | None:
+    """A request mix's endpoints, every figure (``table.ENDPOINT_COLUMNS``)."""
+    if not rows:
+        return None
+    text = {"endpoint", "method"}
+    return Table(
+        [(name, name not in text) for name, _ in ENDPOINT_COLUMNS],
+        [Row([(render(r), name not in text) for name, render in ENDPOINT_COLUMNS]) for r in rows],
+    )
 
 
 def _error_kinds(rep: Rep) -> str:
@@ -367,6 +397,9 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         saves=saves_table(entry),
         figures=measurement_charts(reps) if reps else [],
         open=open_charts,
+        endpoints=endpoints_table(endpoints(entry)),
+        base_endpoints=endpoints_table(endpoints(entry, "base_endpoints")),
+        endpoint_figures=endpoint_charts(entry),
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from pytest_webperf import resources
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.fileio import write_text_atomic
-from pytest_webperf.models import SCHEMA_VERSION, Measurement, RunResult
+from pytest_webperf.models import SCHEMA_VERSION, Measurement, RunResult, endpoint_summaries
 from pytest_webperf.report import studies
 
 REPORT_SCHEMA = 1
@@ -40,6 +40,19 @@ def _run_summary(run: RunResult) -> dict[str, Any]:
 
 def _repetitions(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
     return [{**run.to_dict(), **_run_summary(run)} for run in runs]
+
+
+def _endpoint_rows(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """One row per endpoint of a request mix over the repetitions (``models``' figures),
+    with the latency flat as a repetition's is."""
+    rows = []
+    for summary in endpoint_summaries(runs).values():
+        row = summary.to_dict()
+        latency = summary.latency
+        for name in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "max_ms"):
+            row[name] = None if latency is None else getattr(latency, name)
+        rows.append(row)
+    return rows
 
 
 def history_entry(saved: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,6 +89,11 @@ def report(measurements: Sequence[Measurement], meta: Mapping[str, Any]) -> dict
         if entry.get("against") is not None:  # an A/B run: side A beside side B
             entry["base_repetitions"] = _repetitions(m.base_runs)
         entry["rps"] = m.rps
+        endpoints = _endpoint_rows(m.runs)
+        if endpoints:  # a request mix: a row per endpoint (side A's too in an A/B run)
+            entry["endpoints"] = endpoints
+            if entry.get("against") is not None:
+                entry["base_endpoints"] = _endpoint_rows(m.base_runs)
         tests.append(entry)
     compared = studies.compare(tests)
     return {

@@ -65,6 +65,9 @@ def table(entries: Sequence[Entry]) -> list[str]:
     for entry in entries:
         cells = [md_escape(render(entry)) for _, render in COLUMNS]
         lines.append(_row([*cells, _verdict_cell(entry)]))
+        for row in shared.endpoints(entry):  # a request mix: a row per endpoint under it
+            cells = shared.endpoint_cells(row, names, indent="↳ ")
+            lines.append(_row([md_escape(c) for c in cells]))
     return lines
 
 

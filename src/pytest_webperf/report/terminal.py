@@ -14,6 +14,8 @@ from pytest_webperf.report.table import (
     NUMERIC,
     Entry,
     counted_lines,
+    endpoint_cells,
+    endpoints,
     mqtt_lines,
     paced_lines,
     status,
@@ -42,9 +44,10 @@ def table(entries: Sequence[Entry]) -> list[str]:
     if not entries:
         return []
     names = [name for name, _ in COLUMNS] + ["verdict"]
-    rows = [names] + [
-        [render(e) for _, render in COLUMNS] + [status(e) or MISSING] for e in entries
-    ]
+    rows = [names]
+    for e in entries:
+        rows.append([render(e) for _, render in COLUMNS] + [status(e) or MISSING])
+        rows += [endpoint_cells(row, names) for row in endpoints(e)]  # a mix: indented
     return aligned(rows, [name in NUMERIC for name in names])
 
 
