@@ -134,13 +134,18 @@ class HttpRequests:
 
     workload: Workload
     user_class: str = "lean"
+    tls_ca: str | None = None  # https: verify the certificate against this CA file
 
     def check(self, target: Target) -> None:
         pass
 
     @contextmanager
     def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:
-        yield _HttpRound(plan.swarm(target.url, workload=self.workload, user_class=self.user_class))
+        yield _HttpRound(
+            plan.swarm(
+                target.url, workload=self.workload, user_class=self.user_class, tls_ca=self.tls_ca
+            )
+        )
 
 
 class TargetDied(TargetError):
