@@ -20,6 +20,7 @@ TIMEOUT = "timeout"
 CONNECT = "connect"
 CLOSED = "closed"  # the server closed the connection before the response was complete
 PROTOCOL = "protocol"  # a response we could not frame
+TLS = "tls"  # the TLS handshake failed or the certificate was refused (https targets)
 EXAMPLE_CHARS = 120  # an example of a failed response is a hint, not a log
 
 
