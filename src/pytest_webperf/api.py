@@ -45,7 +45,7 @@ from pytest_webperf.mqtt.run import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.scaleout import remote_of
-from pytest_webperf.swarm.hotloop import resolve_user
+from pytest_webperf.swarm.hotloop import resolve_user, user_for_url
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
@@ -219,7 +219,7 @@ class Webperf:
         An https:// target's certificate is not verified unless ``tls_ca`` names a CA
         file (PEM) to verify it (and its host name) against; a refused certificate
         counts as errors of kind ``tls``."""
-        user_class = resolve_user(user or self.config.user)
+        user_class = user_for_url(resolve_user(user or self.config.user), target.url)
         ca_file = check_tls_ca(tls_ca, target.url, user_class)
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
@@ -535,4 +535,3 @@ def check_tls_ca(tls_ca: object, url: str, user_class: str) -> str | None:
             "use --webperf-user=native or lean"
         )
     return str(path)
-

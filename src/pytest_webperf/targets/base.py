@@ -186,9 +186,11 @@ def tls_seen(exc: BaseException, host: str, port: int, timeout: float) -> str | 
     if not isinstance(exc, (ConnectionResetError, http.client.RemoteDisconnected)):
         return None
     try:
-        with socket.create_connection((host, port), timeout=timeout) as raw:
-            with client_context().wrap_socket(raw, server_hostname=host):
-                return "a TLS handshake"
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            client_context().wrap_socket(raw, server_hostname=host),
+        ):
+            return "a TLS handshake"
     except (OSError, ValueError):
         return None
 
