@@ -137,17 +137,15 @@ def probe_http(
         return classify_status(response.status, response.reason)
     except ConnectionRefusedError:
         return Probe(ready=False, final=False, detail="connection refused")
-    except ssl.SSLError as exc:
+    except (OSError, http.client.HTTPException) as exc:
+        # TLS failed (a wrong record, a hang-up, no answer to the hello): plain HTTP there?
         if tls and speaks_plain_http(host, port, timeout):
             return Probe(
                 ready=False,
                 final=True,
-                detail=f"the server answered plain HTTP to a TLS handshake: is it http://? "
-                f"(drop {tls_option})",
+                detail=f"the server speaks plain HTTP, not TLS: is it http://? (drop {tls_option})",
                 wrong_protocol=True,
             )
-        return Probe(ready=False, final=False, detail=f"TLS: {exc}")
-    except (OSError, http.client.HTTPException) as exc:
         seen = None if tls else tls_seen(exc, host, port, timeout)
         if seen:
             return Probe(
@@ -156,7 +154,9 @@ def probe_http(
                 detail=f"the server answered with {seen}: is it HTTPS? ({tls_option})",
                 wrong_protocol=True,
             )
-        if isinstance(exc, http.client.BadStatusLine):
+        if isinstance(exc, http.client.BadStatusLine) and not isinstance(
+            exc, http.client.RemoteDisconnected
+        ):
             line = str(exc.args[0] if exc.args else "")
             return Probe(
                 ready=False,
@@ -176,7 +176,10 @@ _PLAIN_TO_TLS = b"The plain HTTP request was sent to HTTPS port"
 def tls_seen(exc: BaseException, host: str, port: int, timeout: float) -> str | None:
     """What TLS a failed plain-HTTP check met: a TLS record instead of a status line (an
     alert), or, when the server hung up or reset, a TLS handshake it completes; else None."""
-    if isinstance(exc, http.client.BadStatusLine):
+    if isinstance(exc, http.client.BadStatusLine) and not isinstance(
+        exc,
+        http.client.RemoteDisconnected,  # (a BadStatusLine too)
+    ):
         line = str(exc.args[0] if exc.args else "")  # the bytes as latin-1
         if line.startswith("\x15\x03"):
             return "a TLS alert"
