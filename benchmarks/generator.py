@@ -240,13 +240,13 @@ def load() -> str:
 
 def table(rows: list[Row]) -> str:
     lines = [
-        f"{'generator':<10} {'procs':>5} {'req/s':>9} {'errors':>7} {'p99 ms':>7} "
+        f"{'generator':<12} {'procs':>5} {'req/s':>9} {'errors':>7} {'p99 ms':>7} "
         f"{'gen CPU s':>9} {'req/CPU-s':>10}"
     ]
     for r in rows:
         p99 = f"{r.p99_ms:7.2f}" if r.p99_ms is not None else f"{'-':>7}"
         lines.append(
-            f"{r.generator:<10} {r.processes:>5} {r.rps:>9,.0f} {r.errors:>7} {p99} "
+            f"{r.generator:<12} {r.processes:>5} {r.rps:>9,.0f} {r.errors:>7} {p99} "
             f"{r.cpu_s:>9.2f} {r.per_cpu:>10,.0f}"
         )
     return "\n".join(lines)
