@@ -51,11 +51,24 @@ class BuildPyWithCatalogue(build_py):
 # cannot be compiled the wheel has none and the plugin uses the pure-Python lean user.
 # WEBPERF_PURE=1 builds without it (the release's py3-none-any wheel, next to the
 # compiled manylinux ones).
+def openssl_found() -> bool:
+    """Whether OpenSSL's headers are here (Debian: libssl-dev): the native loop then speaks
+    TLS, linked with -lssl -lcrypto; without them it is built without TLS (https targets
+    then get the lean user, said once). WEBPERF_NO_TLS=1 builds without it anyway."""
+    if os.environ.get("WEBPERF_NO_TLS") == "1":
+        return False
+    roots = [os.environ.get("OPENSSL_DIR", ""), sys.prefix, "/usr", "/usr/local"]
+    return any(Path(root, "include", "openssl", "ssl.h").is_file() for root in roots if root)
+
+
+TLS = openssl_found()
 NATIVE = [
     Extension(
         "pytest_webperf.swarm._hotloop",
         ["src/pytest_webperf/swarm/_hotloop.c"],
         extra_compile_args=["-O2", "-std=gnu11"],
+        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],
+        libraries=["ssl", "crypto"] if TLS else [],
         optional=True,
     )
 ]

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/generator.py [--duration 8] [--connections 100] [--path /hello]
         [--rounds 3] [--processes 1,2] [--generators wrk,k6,fast,lean,native,native+r]
         [--c10k 10000] [--c10k-user native]
+    .venv/bin/python benchmarks/generator.py --generators wrk@https,native@https,lean@https
 
 Starts the catalogue's nginx (host network, 127.0.0.1), then runs the generators
 in interleaved rounds (round 1: each generator at each process count, round 2 the
@@ -14,6 +15,11 @@ machine is shared: a ratio from one round compares runs seconds apart).
 started here, joining the master on loopback as another machine's would), in the
 2-process rows. With ``--c10k N``, after the rounds: ``--c10k-user`` at N
 connections with 2 local processes and with 1 local + 1 remote.
+
+HTTPS rows: a generator named ``NAME@https`` (``wrk@https``, ``native@https``,
+``lean@https``, ``fast@https``) loads the catalogue's nginx-tls instead (started beside
+nginx, the same routes over TLS with keep-alive, its certificate not verified), in the
+same rounds; its ratio is to ``wrk@https``.
 
 Generator CPU: for the swarms, each process's own user+system time over the
 measured phase (the child reports it per process: master and workers included);
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import resource
@@ -47,6 +54,8 @@ from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import Remote, SwarmSpec
 from pytest_webperf.targets import start_target
 from pytest_webperf.workload import Workload
+
+HTTPS = "@https"  # a generator's HTTPS row: the same generator against nginx-tls
 
 
 @dataclass(frozen=True)
@@ -231,13 +240,13 @@ def load() -> str:
 
 def table(rows: list[Row]) -> str:
     lines = [
-        f"{'generator':<10} {'procs':>5} {'req/s':>9} {'errors':>7} {'p99 ms':>7} "
+        f"{'generator':<12} {'procs':>5} {'req/s':>9} {'errors':>7} {'p99 ms':>7} "
         f"{'gen CPU s':>9} {'req/CPU-s':>10}"
     ]
     for r in rows:
         p99 = f"{r.p99_ms:7.2f}" if r.p99_ms is not None else f"{'-':>7}"
         lines.append(
-            f"{r.generator:<10} {r.processes:>5} {r.rps:>9,.0f} {r.errors:>7} {p99} "
+            f"{r.generator:<12} {r.processes:>5} {r.rps:>9,.0f} {r.errors:>7} {p99} "
             f"{r.cpu_s:>9.2f} {r.per_cpu:>10,.0f}"
         )
     return "\n".join(lines)
@@ -262,8 +271,9 @@ def ratios(rounds: list[list[Row]]) -> list[str]:
     for round_ in rounds:
         by = {(r.generator, r.processes): r for r in round_}
         for (name, procs), row in by.items():
-            wrk = by.get(("wrk", procs))
-            if name == "wrk" or wrk is None or not wrk.rps or not wrk.per_cpu:
+            reference = "wrk" + HTTPS if name.endswith(HTTPS) else "wrk"
+            wrk = by.get((reference, procs))
+            if name == reference or wrk is None or not wrk.rps or not wrk.per_cpu:
                 continue
             pairs.setdefault((name, procs), []).append(
                 (row.rps / wrk.rps, row.per_cpu / wrk.per_cpu)
@@ -273,9 +283,10 @@ def ratios(rounds: list[list[Row]]) -> list[str]:
         rps = ", ".join(f"{a:.2f}" for a, _ in values)
         cpu = ", ".join(f"{b:.2f}" for _, b in values)
         median = statistics.median(b for _, b in values)
+        reference = "wrk" + HTTPS if name.endswith(HTTPS) else "wrk"
         out.append(
-            f"{name:<7} / wrk, {procs} process(es): req/s {rps}; req per CPU-second {cpu} "
-            f"(median {median:.2f})"
+            f"{name:<7} / {reference}, {procs} process(es): req/s {rps}; "
+            f"req per CPU-second {cpu} (median {median:.2f})"
         )
     return out
 
@@ -289,9 +300,16 @@ def run_one(
     wrk: str | None,
     k6: str | None,
     remote: Remote,
+    https: str | None = None,
 ) -> Row | None:
     """One run of generator ``name`` at ``procs`` processes (None: not here, or not at
-    that count: k6 is one process; ``X+r`` is 1 local + 1 remote, the 2-process row)."""
+    that count: k6 is one process; ``X+r`` is 1 local + 1 remote, the 2-process row;
+    ``X@https``: X against nginx-tls at ``https``)."""
+    if name.endswith(HTTPS):
+        if https is None:
+            return None
+        row = run_one(name.removesuffix(HTTPS), procs, https, args, wrk=wrk, k6=k6, remote=remote)
+        return None if row is None else dataclasses.replace(row, generator=name)
     url = base + args.path
     if name == "wrk" and wrk is not None:
         return run_wrk(wrk, url, procs, args.connections, args.duration)
@@ -319,38 +337,47 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.processes.split(",")]
     wanted = args.generators.split(",")
-    wrk = ensure_wrk() if "wrk" in wanted else None
-    k6 = ensure_k6() if "k6" in wanted else None
+    plain = [name.removesuffix(HTTPS) for name in wanted]
+    wrk = ensure_wrk() if "wrk" in plain else None
+    k6 = ensure_k6() if "k6" in plain else None
     for name, found in (("wrk", wrk), ("k6", k6)):
-        if name in wanted and found is None:
+        if name in plain and found is None:
             print(
                 f"{name} not found and not buildable here: continuing without it", file=sys.stderr
             )
     rounds: list[list[Row]] = []
     print(load(), flush=True)
     started = time.monotonic()
-    with start_target(Catalog(default_directories()), "nginx") as target:
+    catalog = Catalog(default_directories())
+    with contextlib.ExitStack() as stack:
+        target = stack.enter_context(start_target(catalog, "nginx"))
+        https = None
+        if any(name.endswith(HTTPS) for name in wanted):
+            https = stack.enter_context(start_target(catalog, "nginx-tls")).url
         print(
-            f"nginx at {target.url}, {args.connections} connections, {args.duration:.0f} s "
+            f"nginx at {target.url}{f' and nginx-tls at {https}' if https else ''}, "
+            f"{args.connections} connections, {args.duration:.0f} s "
             f"per run, GET {args.path}, {args.rounds} interleaved rounds",
             flush=True,
         )
-        with remote_worker() as remote:
-            for number in range(1, args.rounds + 1):
-                round_: list[Row] = []
-                for procs in counts:
-                    for name in wanted:
-                        row = run_one(name, procs, target.url, args, wrk=wrk, k6=k6, remote=remote)
-                        if row is not None:
-                            round_.append(row)
-                            print(f"round {number}: " + table([row]).splitlines()[1], flush=True)
-                rounds.append(round_)
-            big: list[Row] = []
-            if args.c10k:
-                print(f"{args.c10k_user} at {args.c10k:,} connections:", flush=True)
-                for spare in (None, remote):
-                    big.append(remote_row(args.c10k_user, target.url, spare, args.c10k, args))
-                    print(table(big[-1:]).splitlines()[1], flush=True)
+        remote = stack.enter_context(remote_worker())
+        for number in range(1, args.rounds + 1):
+            round_: list[Row] = []
+            for procs in counts:
+                for name in wanted:
+                    row = run_one(
+                        name, procs, target.url, args, wrk=wrk, k6=k6, remote=remote, https=https
+                    )
+                    if row is not None:
+                        round_.append(row)
+                        print(f"round {number}: " + table([row]).splitlines()[1], flush=True)
+            rounds.append(round_)
+        big: list[Row] = []
+        if args.c10k:
+            print(f"{args.c10k_user} at {args.c10k:,} connections:", flush=True)
+            for spare in (None, remote):
+                big.append(remote_row(args.c10k_user, target.url, spare, args.c10k, args))
+                print(table(big[-1:]).splitlines()[1], flush=True)
     print("\nmedian run per generator (by req per CPU-second):")
     print(table(medians(rounds)))
     if big:

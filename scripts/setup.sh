@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up shared by the README's two commands:
-#   1. a virtual environment in .venv with the project installed (editable)
+#   1. a virtual environment in .venv with the project installed (editable; OpenSSL's
+#      headers first, on Debian/Ubuntu as root, so the native loop speaks TLS)
 #   2. a Docker engine that answers (installs docker.io and starts dockerd
 #      on Debian/Ubuntu as root when none runs)
 #   3. the base image debian:bookworm-slim (pulled, or built locally with
@@ -14,6 +15,18 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 log() { printf '[webperf setup] %s\n' "$*" >&2; }
 die() { printf '[webperf setup] error: %s\n' "$*" >&2; exit 1; }
+
+# OpenSSL's headers, so the native loop is built with TLS (setup.py looks for them).
+setup_openssl_headers() {
+    if [ -f /usr/include/openssl/ssl.h ] || [ -f /usr/local/include/openssl/ssl.h ]; then return; fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        log "installing libssl-dev (the native loop's TLS)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev >/dev/null
+    else
+        log "OpenSSL's headers are not here: the native loop is built without TLS (https then uses the lean user); install libssl-dev for it"
+    fi
+}
 
 setup_venv() {
     local py=${PYTHON:-python3}
@@ -110,6 +123,7 @@ setup_images() {
 }
 
 main() {
+    setup_openssl_headers
     setup_venv
     setup_docker
     setup_base_image

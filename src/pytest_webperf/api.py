@@ -29,6 +29,7 @@ from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.checks import DEFAULT_CHECKS, DEFAULT_MQTT_CHECKS, Check
 from pytest_webperf.config import RunConfig
+from pytest_webperf.errors import OptionError
 from pytest_webperf.gitref import map_command
 from pytest_webperf.measure import (
     HttpRequests,
@@ -45,7 +46,7 @@ from pytest_webperf.mqtt.run import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.scaleout import remote_of
-from pytest_webperf.swarm.hotloop import resolve_user
+from pytest_webperf.swarm.hotloop import resolve_user, user_for_url
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
@@ -149,6 +150,7 @@ class Webperf:
         startup_timeout: float = 60.0,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        tls: bool = False,
     ) -> Target:
         """Start a local command as the target (no containers): it gets a free loopback
         port in ``port_env`` and must answer ``health``; killed with its process group.
@@ -156,7 +158,12 @@ class Webperf:
         With --webperf-against=REF the base runs the same command in the repository's
         tree at REF: its working directory (``cwd``, default the current one) and every
         absolute path inside the repository, in the command and in ``env``, point into
-        that tree. Write paths relative to ``cwd``, or absolute inside the repository."""
+        that tree. Write paths relative to ``cwd``, or absolute inside the repository.
+
+        ``tls=True``: the server speaks HTTPS on that port (its own certificate, not
+        verified unless ``webperf.http(..., tls_ca=PATH)``); ``target.url`` is https://."""
+        if not isinstance(tls, bool):
+            raise OptionError(f"webperf.process(tls=...): True or False, not {tls!r}")
 
         def start(argv: str | Sequence[str], at: str | None, environ: Mapping[str, str]) -> Target:
             target = ProcessTarget(
@@ -168,6 +175,7 @@ class Webperf:
                 env=environ,
                 cwd=at,
                 bind=self.config.target_bind,
+                tls=tls,
             )
             return self._stack.enter_context(target)
 
@@ -232,16 +240,22 @@ class Webperf:
         rate: float | None = None,
         requests: int | None = None,
         arrival_rate: float | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
     ) -> Measurement:
         """Load ``target`` with an HTTP swarm; all repetitions, judged: a closed loop, paced
         (``interval=`` per user, ``rate=`` over all, ``arrival_rate=`` sent by idle users),
         or ``requests=N`` then stop, as ``ab -n`` (see ``workload.http_workload``).
         ``mix=[self.request(...), ...]`` sends several request shapes by weight;
-        ``expect_status=``/``expect_body=`` are what a response must be to count."""
+        ``expect_status=``/``expect_body=`` are what a response must be to count.
+
+        An https:// target's certificate is not verified unless ``tls_ca`` names a CA
+        file (PEM) to verify it (and its host name) against; a refused certificate
+        counts as errors of kind ``tls``."""
+        user_class = user_for_url(resolve_user(user or self.config.user), target.url)
+        ca_file = check_tls_ca(tls_ca, target.url, user_class)
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
-        user_class = resolve_user(user or self.config.user)
         workload = http_workload(
             path,
             method=method,
@@ -266,7 +280,7 @@ class Webperf:
             note = (
                 "a regular-expression expect_body is checked by the lean user: it sends this load"
             )
-        kind = HttpRequests(workload, user_class=user_class, note=note)
+        kind = HttpRequests(workload, user_class=user_class, note=note, tls_ca=ca_file)
         return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
 
     def mqtt(
@@ -539,3 +553,26 @@ class Webperf:
 def _mostly_bound(runs: Sequence[RunResult]) -> bool:
     """Whether most repetitions were generator-bound."""
     return sum(r.generator_bound for r in runs) * 2 > len(runs)
+
+
+def check_tls_ca(tls_ca: object, url: str, user_class: str) -> str | None:
+    """``webperf.http(tls_ca=...)``: a readable CA file for an https:// target, as an
+    absolute path (the swarm child runs elsewhere); None when not given."""
+    if tls_ca is None:
+        return None
+    if not isinstance(tls_ca, (str, os.PathLike)):
+        raise OptionError(f"webperf.http(tls_ca=...): a path to a CA file (PEM), not {tls_ca!r}")
+    path = Path(tls_ca).expanduser().resolve()
+    if not path.is_file():
+        raise OptionError(f"webperf.http(tls_ca={str(tls_ca)!r}): no such file (a CA file, PEM)")
+    if not url.startswith("https://"):
+        raise OptionError(
+            f"webperf.http(tls_ca=...): the target {url} does not speak TLS "
+            "(webperf.process(..., tls=True), tls = true in server.toml, or an https:// URL)"
+        )
+    if user_class == "fast":
+        raise OptionError(
+            "webperf.http(tls_ca=...): the fast user does not verify certificates; "
+            "use --webperf-user=native or lean"
+        )
+    return str(path)

@@ -60,6 +60,7 @@ class ServerSpec:
     extra_ports: tuple[str, ...] = ()
     health: str = "/health"
     startup_timeout: float = 120.0
+    tls: bool = False  # it speaks HTTPS (its own certificate, not verified by default)
     routes: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     depends: tuple[Dependency, ...] = ()
@@ -117,6 +118,14 @@ def _includes(raw: object, directory: Path, path: Path) -> tuple[Path, ...]:
     return tuple(found)
 
 
+def _tls(raw: object, kind: str, path: Path) -> bool:
+    if not isinstance(raw, bool):
+        raise CatalogError(f"{path}: 'tls' must be true or false, not {raw!r}")
+    if raw and kind != "http":
+        raise CatalogError(f"{path}: 'tls = true' is for kind = \"http\" servers only")
+    return raw
+
+
 def load_spec(directory: Path) -> ServerSpec:
     path = directory / "server.toml"
     try:
@@ -146,6 +155,7 @@ def load_spec(directory: Path) -> ServerSpec:
             extra_ports=_str_tuple(data.pop("extra_ports", []), "extra_ports", path),
             health=str(data.pop("health", "/health" if kind == "http" else "tcp")),
             startup_timeout=float(data.pop("startup_timeout", 120.0)),
+            tls=_tls(data.pop("tls", False), kind, path),
             routes=_str_tuple(data.pop("routes", []), "routes", path),
             env={str(k): str(v) for k, v in env.items()},
             depends=_dependencies(data.pop("depends", []), path),

@@ -142,13 +142,16 @@ class HttpRequests:
     workload: Workload
     user_class: str = "lean"
     note: str | None = None  # said in every repetition's notes (a fallback to the lean user)
+    tls_ca: str | None = None  # https: verify the certificate against this CA file
 
     def check(self, target: Target) -> None:
         pass
 
     @contextmanager
     def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:
-        spec = plan.swarm(target.url, workload=self.workload, user_class=self.user_class)
+        spec = plan.swarm(
+            target.url, workload=self.workload, user_class=self.user_class, tls_ca=self.tls_ca
+        )
         yield _HttpRound(spec, self.note)
 
 

@@ -3,7 +3,8 @@
 ``asyncio_server(respond)`` gives a ``server.py`` whose every request is answered with
 the bytes ``respond()`` returns (defined by the test's ``respond`` source, which may
 keep state or block the whole server on purpose; an ``async def respond()`` may await,
-delaying its own connection only), keep-alive, on 127.0.0.1:$PORT.
+delaying its own connection only), keep-alive, on 127.0.0.1:$PORT; over TLS when
+$TLS_CERT and $TLS_KEY name a certificate and its key (ALPN http/1.1).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import textwrap
 
 TEMPLATE = """
-import asyncio, hashlib, os, time
+import asyncio, hashlib, os, ssl, time
 
 {respond}
 
@@ -28,8 +29,18 @@ async def handle(reader, writer):
         await writer.drain()
     writer.close()
 
+def tls():
+    if not os.environ.get("TLS_CERT"):
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(os.environ["TLS_CERT"], os.environ["TLS_KEY"])
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
 async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", int(os.environ["PORT"]))
+    server = await asyncio.start_server(
+        handle, "127.0.0.1", int(os.environ["PORT"]), ssl=tls()
+    )
     async with server:
         await server.serve_forever()
 

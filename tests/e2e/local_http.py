@@ -7,6 +7,7 @@ test can hold the load generator's figures against the server's.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -32,16 +33,23 @@ class LocalServer:
     - ``close``: ``Connection: close`` and the connection closed after each response;
     - ``stall``: reads requests and never answers;
     - ``reset``: every ``reset_every``-th request is answered with a TCP reset.
+
+    With ``tls`` (a server-side ``ssl.SSLContext``) every connection speaks TLS.
     """
 
     def __init__(
-        self, mode: str = "length", body: bytes = b"<h1>Hello World</h1>", reset_every: int = 7
+        self,
+        mode: str = "length",
+        body: bytes = b"<h1>Hello World</h1>",
+        reset_every: int = 7,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         self.mode = mode
         self.body = body
         self.reset_every = reset_every
+        self.tls = tls  # a server-side context: every connection speaks TLS
         self.counts = Counts()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -53,7 +61,7 @@ class LocalServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def __enter__(self) -> LocalServer:
         self._listener.listen(1024)
@@ -90,9 +98,12 @@ class LocalServer:
             self._spawn(self._serve, conn)
 
     def _serve(self, conn: socket.socket) -> None:
-        conn.settimeout(0.2)
         buffer = b""
         try:
+            if self.tls is not None:
+                conn.settimeout(5.0)
+                conn = self.tls.wrap_socket(conn, server_side=True)  # the handshake
+            conn.settimeout(0.2)
             while not self._stop.is_set():
                 end = buffer.find(b"\r\n\r\n")
                 if end < 0:

@@ -23,6 +23,7 @@ import pytest
 from pytest_webperf.assets import QUICKSORT_BODY, QUICKSORT_INPUT, workload_files
 from pytest_webperf.catalog import Catalog, ServerSpec, default_directories
 from pytest_webperf.targets import start_target
+from pytest_webperf.targets.base import client_context
 from pytest_webperf.targets.container import ContainerTarget
 
 pytestmark = pytest.mark.e2e
@@ -63,9 +64,15 @@ class Server:
     target: ContainerTarget
 
     def request(self, method: str, path: str, body: bytes | None = None) -> Reply:
-        """One request on a fresh connection (a proxy may answer a 400 by closing)."""
+        """One request on a fresh connection (a proxy may answer a 400 by closing); over
+        TLS for a server that speaks it (``tls = true``; its certificate not verified)."""
         headers = {"Content-Type": "application/json"} if body is not None else {}
-        conn = http.client.HTTPConnection(self.target.host, self.target.port, timeout=30)
+        host, port = self.target.host, self.target.port
+        conn = (
+            http.client.HTTPSConnection(host, port, timeout=30, context=client_context())
+            if self.spec.tls
+            else http.client.HTTPConnection(host, port, timeout=30)
+        )
         try:
             conn.request(method, path, body=body, headers=headers)
             response = conn.getresponse()

@@ -55,6 +55,8 @@ def test_include_outside_the_catalogue_is_refused(tmp_path):
         ("[[depends]]\nserver = 1\n", "exactly 'server' and 'port_env'"),
         ("routes = 3\n", "'routes' must be a list of strings"),
         ("startup_timeout = [\n", "cannot read"),
+        ('tls = "yes"\n', "'tls' must be true or false"),
+        ('kind = "mqtt"\ntls = true\n', "'tls = true' is for kind = \"http\""),
     ],
 )
 def test_bad_server_toml_names_the_file(tmp_path, toml, message):
@@ -128,3 +130,14 @@ def test_list_says_where_each_entry_came_from(tmp_path, monkeypatch, capsys):
     assert lines["app"][0] == "servers"
     assert lines["nginx"][:3] == ["servers", "(replaces", "built-in)"]
     assert lines["mosquitto"][0] == "built-in"
+
+
+def test_tls_is_off_unless_asked_and_nginx_tls_speaks_it(tmp_path):
+    server(tmp_path, "plain")
+    server(tmp_path, "secure", "tls = true\n")
+    catalog = Catalog([tmp_path])
+    assert not catalog.get("plain").tls
+    assert catalog.get("secure").tls
+    builtin = Catalog([BUILTIN_DIR])
+    assert builtin.get("nginx-tls").tls and not builtin.get("nginx").tls
+    assert builtin.get("nginx-tls").routes == builtin.get("nginx").routes

@@ -121,6 +121,7 @@ def test_every_protocol_code_has_words(code: int) -> None:
 
 def test_auto_is_native_where_built_else_lean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hotloop, "unavailable", lambda: None)
+    monkeypatch.setattr(hotloop, "tls_built", lambda: True)
     assert resolve_user("auto") == "native"
     assert resolve_user("lean") == "lean"
     assert fallback_note("auto") is None
@@ -131,3 +132,46 @@ def test_auto_is_native_where_built_else_lean(monkeypatch: pytest.MonkeyPatch) -
     assert fallback_note("lean") is None  # asked for by name: nothing to say
     with pytest.raises(OptionError, match=r"native.*not built"):
         resolve_user("native")
+
+
+def test_tls_failures_are_kind_tls_with_the_ssl_words() -> None:
+    words = b"certificate verify failed: unable to get local issuer certificate"
+    interval = interval_from(
+        take(ok=1, tls=3, examples=[(hotloop.K_TLS, 0, 0, 0, words)]), timeout_s=10
+    )
+    assert interval.error_kinds == {"tls": 3}
+    assert interval.error_examples == {"tls": words.decode()}
+    assert interval.requests == 4
+
+
+def test_https_without_tls_in_the_native_loop_is_the_lean_users(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hotloop, "unavailable", lambda: None)
+    monkeypatch.setattr(hotloop, "tls_built", lambda: False)
+    assert hotloop.user_for_url("native", "https://127.0.0.1:8443") == "lean"
+    assert hotloop.user_for_url("native", "http://127.0.0.1:8080") == "native"
+    assert hotloop.user_for_url("fast", "https://127.0.0.1:8443") == "fast"
+    note = fallback_note("auto")
+    assert note is not None and "without TLS" in note and "lean" in note
+    assert fallback_note("lean") is None
+    monkeypatch.setattr(hotloop, "tls_built", lambda: True)
+    assert hotloop.user_for_url("native", "https://127.0.0.1:8443") == "native"
+    assert fallback_note("auto") is None
+
+
+@built
+def test_use_tls_comes_before_the_first_connection() -> None:
+    loop = hotloop.NativeLoop("127.0.0.1", 9, b"GET / HTTP/1.1\r\n\r\n", timeout_s=1.0)
+    try:
+        if not hotloop.tls_built():
+            with pytest.raises(RuntimeError, match="without TLS"):
+                loop.use_tls("127.0.0.1")
+            return
+        with pytest.raises(ValueError, match="cannot load the CA file"):
+            loop.use_tls("127.0.0.1", "/nonexistent/ca.pem")
+        loop.use_tls("localhost")
+        with pytest.raises(RuntimeError, match="once, before the first add"):
+            loop.use_tls("localhost")
+    finally:
+        loop.close()

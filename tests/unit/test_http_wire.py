@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.swarm.wire import ProtocolError, ResponseParser, encode_request, split_host
+from pytest_webperf.swarm.wire import (
+    ProtocolError,
+    ResponseParser,
+    encode_request,
+    split_host,
+    uses_tls,
+)
 
 
 @dataclass(frozen=True)
@@ -201,8 +207,11 @@ def test_bad_requests_are_refused(path: str, headers: list[tuple[str, str]]) -> 
 def test_split_host() -> None:
     assert split_host("http://127.0.0.1:8080") == ("127.0.0.1", 8080, "127.0.0.1:8080")
     assert split_host("http://localhost/") == ("localhost", 80, "localhost")
-    with pytest.raises(ValueError, match="https"):
-        split_host("https://127.0.0.1:8443")
+    assert split_host("https://127.0.0.1:8443") == ("127.0.0.1", 8443, "127.0.0.1:8443")
+    assert split_host("https://localhost") == ("localhost", 443, "localhost")
+    assert uses_tls("https://127.0.0.1:8443") and not uses_tls("http://127.0.0.1:8080")
+    with pytest.raises(ValueError, match="https://"):
+        split_host("ftp://127.0.0.1:21")
 
 
 def test_an_error_response_keeps_its_status_line_and_a_success_none() -> None:

@@ -28,6 +28,11 @@
  * each entry has its own statistics (take() returns them by entry), its accepted
  * statuses (a bitmap; none given: any below 400) and a body substring it must contain
  * (searched across reads, the last needle-length - 1 bytes kept between them).
+ * TLS (built with WEBPERF_TLS, OpenSSL): use_tls() before the first add() gives the
+ * Engine one SSL_CTX (ALPN http/1.1, SNI, verification off unless a CA file is given);
+ * every socket read and write goes through conn_send/conn_recv, which speak TLS when the
+ * connection has it: SSL_read until WANT_READ per readiness, SSL_write resumed on
+ * EPOLLOUT after WANT_WRITE, the handshake driven by the same edges while connecting.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -47,6 +52,11 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef WEBPERF_TLS
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#endif
 
 /* ------------------------------------------------------------------ histogram */
 
@@ -96,6 +106,8 @@ static inline void hist_record(hist_t *h, uint64_t v) {
 /* kinds of failure (an example is kept for the first of each kind and key) */
 enum { K_HTTP = 1, K_CLOSED, K_PROTOCOL, K_TIMEOUT, K_CONNECT_TIMEOUT, K_CONNECT_ERRNO, K_IO_ERRNO,
        K_UNEXPECTED_STATUS, K_UNEXPECTED_BODY };
+enum { K_TLS = 20 }; /* the handshake failed or the certificate was refused: the example says */
+#define E_TLS_FAILED 100000 /* conn_recv/conn_send's errno for a TLS failure (not an errno) */
 #define MAX_ENTRIES 32       /* a mix's entries */
 #define MAX_NEEDLE 1024      /* a body substring check (workload.MAX_NEEDLE) */
 #define EXAMPLE_LINE 60      /* an unexpected body's example: its status line, then */
@@ -112,6 +124,7 @@ typedef struct {
     uint64_t ok, bytes;
     uint64_t timeouts, connect_timeouts, closed, protocol;
     uint64_t unexpected_status, unexpected_body;
+    uint64_t tls; /* TLS failures (K_TLS) */
     uint32_t http[MAX_STATUS];
     uint32_t connect_errno[ERRNO_SLOTS];
     uint32_t io_errno[ERRNO_SLOTS];
@@ -124,6 +137,7 @@ typedef struct {
 static void stats_clear(stats_t *s) {
     s->ok = s->bytes = s->timeouts = s->connect_timeouts = s->closed = s->protocol = 0;
     s->unexpected_status = s->unexpected_body = 0;
+    s->tls = 0;
     memset(s->http, 0, sizeof s->http);
     memset(s->connect_errno, 0, sizeof s->connect_errno);
     memset(s->io_errno, 0, sizeof s->io_errno);
@@ -192,6 +206,7 @@ typedef struct {
     int body_head_len;
     char body_head[EXAMPLE_BODY];
     char tail[MAX_NEEDLE];
+    struct tls_conn *tls; /* TLS state (NULL: plain, or no connection yet) */
 } conn_t;
 
 typedef struct {
@@ -247,6 +262,15 @@ typedef struct {
     char *rbuf;
     uint64_t last_scan;
     long long added;
+    /* TLS (use_tls): one context for every connection; the last failure's words */
+#ifdef WEBPERF_TLS
+    SSL_CTX *tls_ctx;
+#else
+    void *tls_ctx;
+#endif
+    char *server_name;
+    int server_is_ip;
+    char tls_message[EXAMPLE_BYTES];
 } Engine;
 
 static inline uint64_t now_ns(void) {
@@ -318,10 +342,136 @@ static void heap_push(Engine *e, conn_t *c, uint64_t wake) {
     heap_up(e, e->nheap - 1);
 }
 
+/* ---- socket I/O: plain, or TLS when the connection has it */
+
+#ifdef WEBPERF_TLS
+struct tls_conn {
+    SSL *ssl;
+    int handshaken;
+};
+
+/* the failure's words into e->tls_message (the verification result first); errno set to
+   E_TLS_FAILED; the thread's error queue emptied */
+static void tls_failed(Engine *e, conn_t *c, const char *what) {
+    char reason[EXAMPLE_BYTES] = "";
+    long verify = c->tls && c->tls->ssl ? SSL_get_verify_result(c->tls->ssl) : X509_V_OK;
+    unsigned long code = ERR_get_error();
+    if (verify != X509_V_OK)
+        snprintf(reason, sizeof reason, "certificate verify failed: %s",
+                 X509_verify_cert_error_string(verify));
+    else if (code)
+        ERR_error_string_n(code, reason, sizeof reason);
+    else
+        snprintf(reason, sizeof reason, "%s", what);
+    ERR_clear_error();
+    snprintf(e->tls_message, sizeof e->tls_message, "%s", reason);
+    errno = E_TLS_FAILED;
+}
+
+/* what an SSL call's result means: > 0 done; -1 with errno (EAGAIN: wait) */
+static ssize_t tls_result(Engine *e, conn_t *c, int r, int *eof) {
+    int err = SSL_get_error(c->tls->ssl, r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) { errno = EAGAIN; return -1; }
+    if (err == SSL_ERROR_ZERO_RETURN) { *eof = 1; return 0; }
+    if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+        if (r == 0 || errno == 0) { *eof = 1; return 0; } /* the peer closed without notify */
+        return -1; /* errno says */
+    }
+    tls_failed(e, c, "TLS error");
+    return -1;
+}
+
+static void tls_free(conn_t *c) {
+    if (c->tls && c->tls->ssl) {
+        SSL_free(c->tls->ssl);
+        c->tls->ssl = NULL;
+    }
+}
+
+/* the connection's TLS client, once its TCP connect completed: 0, or -1 (errno set) */
+static int tls_begin(Engine *e, conn_t *c) {
+    if (!c->tls && !(c->tls = calloc(1, sizeof *c->tls))) { errno = ENOMEM; return -1; }
+    tls_free(c);
+    SSL *ssl = c->tls->ssl = SSL_new(e->tls_ctx);
+    c->tls->handshaken = 0;
+    if (!ssl || !SSL_set_fd(ssl, c->fd)) { tls_failed(e, c, "cannot start TLS"); return -1; }
+    SSL_set_connect_state(ssl);
+    if (!e->server_is_ip) SSL_set_tlsext_host_name(ssl, e->server_name); /* SNI */
+    if (SSL_CTX_get_verify_mode(e->tls_ctx) != SSL_VERIFY_NONE) {
+        X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+        if (e->server_is_ip ? !X509_VERIFY_PARAM_set1_ip_asc(param, e->server_name)
+                            : !X509_VERIFY_PARAM_set1_host(param, e->server_name, 0)) {
+            tls_failed(e, c, "cannot set the name to verify");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* one step of the handshake: 1 done, 0 wait for an edge, -1 failed (errno set) */
+static int tls_handshake(Engine *e, conn_t *c) {
+    int r = SSL_do_handshake(c->tls->ssl);
+    if (r == 1) { c->tls->handshaken = 1; return 1; }
+    int eof = 0;
+    if (tls_result(e, c, r, &eof) < 0 && errno == EAGAIN) return 0;
+    if (eof) {
+        tls_failed(e, c, "the server closed the connection during the TLS handshake");
+        errno = E_TLS_FAILED;
+    }
+    return -1;
+}
+#else
+struct tls_conn {
+    int unused;
+};
+static void tls_free(conn_t *c) { (void)c; }
+#endif
+
+static inline int conn_tls(conn_t *c) {
+#ifdef WEBPERF_TLS
+    return c->tls && c->tls->ssl;
+#else
+    (void)c;
+    return 0;
+#endif
+}
+
+/* bytes sent, or -1 with errno (EAGAIN: EPOLLOUT resumes) */
+static inline ssize_t conn_send(Engine *e, conn_t *c, const char *buf, size_t len) {
+#ifdef WEBPERF_TLS
+    if (conn_tls(c)) {
+        int r = SSL_write(c->tls->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+        if (r > 0) return r;
+        int eof = 0;
+        ssize_t n = tls_result(e, c, r, &eof);
+        if (eof) errno = EPIPE;
+        return n < 0 ? n : -1;
+    }
+#endif
+    (void)e;
+    return send(c->fd, buf, len, MSG_NOSIGNAL);
+}
+
+/* bytes received, 0 at the end of the stream, or -1 with errno (EAGAIN: drained) */
+static inline ssize_t conn_recv(Engine *e, conn_t *c, char *buf, size_t len) {
+#ifdef WEBPERF_TLS
+    if (conn_tls(c)) {
+        int r = SSL_read(c->tls->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+        if (r > 0) return r;
+        int eof = 0;
+        ssize_t n = tls_result(e, c, r, &eof);
+        return eof ? 0 : n;
+    }
+#endif
+    (void)e;
+    return recv(c->fd, buf, len, 0);
+}
+
 /* ---- connection life */
 
 static void conn_close(Engine *e, conn_t *c) {
     c->peer_closed = 0;
+    tls_free(c);
     if (c->fd >= 0) {
         epoll_ctl(e->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
@@ -392,10 +542,12 @@ static void record_failure(Engine *e, int entry, int kind, int key, int64_t a, i
     case K_CONNECT_TIMEOUT: s->connect_timeouts++; break;
     case K_CLOSED: s->closed++; break;
     case K_PROTOCOL: s->protocol++; break;
+    case K_TLS: s->tls++; break;
     case K_CONNECT_ERRNO: s->connect_errno[key < ERRNO_SLOTS ? key : ERRNO_SLOTS - 1]++; break;
     default: s->io_errno[key < ERRNO_SLOTS ? key : ERRNO_SLOTS - 1]++; break;
     }
-    if (kind == K_CLOSED || kind == K_PROTOCOL) stats_example(s, kind, key, a, b, raw, len);
+    if (kind == K_CLOSED || kind == K_PROTOCOL || kind == K_TLS)
+        stats_example(s, kind, key, a, b, raw, len);
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -514,6 +666,10 @@ static void fail(Engine *e, conn_t *c, uint64_t now, int kind, int key, int64_t 
 }
 
 static void fail_errno(Engine *e, conn_t *c, uint64_t now, int err) {
+    if (err == E_TLS_FAILED) {
+        fail(e, c, now, K_TLS, 0, 0, 0, e->tls_message, strlen(e->tls_message));
+        return;
+    }
     fail(e, c, now, c->connecting ? K_CONNECT_ERRNO : K_IO_ERRNO, err, 0, 0, NULL, 0);
 }
 
@@ -625,20 +781,32 @@ static void start_request(Engine *e, conn_t *c, uint64_t now) {
 
 static void on_writable(Engine *e, conn_t *c, uint64_t now) {
     if (c->state == S_CONNECTING) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err == EINPROGRESS || err == EALREADY) return;
-        if (err) { fail_errno(e, c, now, err); return; }
-        int one = 1;
-        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (!conn_tls(c)) { /* TCP: the first EPOLLOUT */
+            int err = 0;
+            socklen_t len = sizeof err;
+            getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+            if (err == EINPROGRESS || err == EALREADY) return;
+            if (err) { fail_errno(e, c, now, err); return; }
+            int one = 1;
+            setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+#ifdef WEBPERF_TLS
+            if (e->tls_ctx && tls_begin(e, c) < 0) { fail_errno(e, c, now, errno); return; }
+#endif
+        }
+#ifdef WEBPERF_TLS
+        if (conn_tls(c)) { /* the handshake, a step per edge */
+            int r = tls_handshake(e, c);
+            if (r < 0) { fail_errno(e, c, now, errno); return; }
+            if (r == 0) return;
+        }
+#endif
         c->connecting = 0;
         c->state = S_WRITING;
     }
     if (c->state != S_WRITING) return;
     entry_t *x = &e->entries[c->entry];
     while (c->wpos < x->payload_len) {
-        ssize_t n = send(c->fd, x->payload + c->wpos, x->payload_len - c->wpos, MSG_NOSIGNAL);
+        ssize_t n = conn_send(e, c, x->payload + c->wpos, x->payload_len - c->wpos);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) { c->blocked = 1; return; } /* EPOLLOUT resumes */
             if (errno == EINTR) continue;
@@ -922,7 +1090,7 @@ static void on_readable(Engine *e, conn_t *c, uint64_t now, int hup) {
         if (kept) memcpy(e->rbuf, c->left, kept);
         c->nleft = 0;
         size_t room = RBUF_SIZE - kept;
-        ssize_t n = recv(c->fd, e->rbuf + kept, room, 0);
+        ssize_t n = conn_recv(e, c, e->rbuf + kept, room);
         if (n < 0) {
             c->nleft = kept;
             if (kept) memcpy(c->left, e->rbuf, kept);
@@ -938,7 +1106,8 @@ static void on_readable(Engine *e, conn_t *c, uint64_t now, int hup) {
             return;
         }
         if (feed(e, c, e->rbuf, kept + (size_t)n, now) != 0) return; /* done or failed */
-        if ((size_t)n < room && !hup) return; /* drained: the next edge brings more */
+        /* drained: the next edge brings more (TLS: a record at a time, until WANT_READ) */
+        if ((size_t)n < room && !hup && !conn_tls(c)) return;
     }
 }
 
@@ -949,6 +1118,8 @@ static void on_event(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
     if (events & (EPOLLRDHUP | EPOLLHUP)) c->peer_closed = 1; /* no next request on it */
     if (events & (EPOLLOUT | EPOLLERR)) {
         if (c->state == S_CONNECTING || c->state == S_WRITING) on_writable(e, c, now);
+    } else if (c->state == S_CONNECTING && conn_tls(c)) { /* the handshake's answer */
+        on_writable(e, c, now);
     }
     if (c->state == S_READING && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
         on_readable(e, c, now, (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
@@ -1204,6 +1375,8 @@ static void engine_stop(Engine *e) {
         for (size_t i = 0; i < e->nconns; i++) {
             conn_t *c = e->conns[i];
             if (!c) continue;
+            tls_free(c);
+            free(c->tls);
             if (c->fd >= 0) close(c->fd);
             free(c->left);
             free(c);
@@ -1231,6 +1404,10 @@ static void Engine_dealloc(Engine *e) {
     free(e->parked);
     free(e->commands);
     free(e->idle_bits);
+#ifdef WEBPERF_TLS
+    if (e->tls_ctx) SSL_CTX_free(e->tls_ctx);
+#endif
+    free(e->server_name);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -1371,6 +1548,7 @@ static PyObject *stats_dict(Engine *e, stats_t *s) {
         put_int(d, "closed", s->closed) < 0 || put_int(d, "protocol", s->protocol) < 0 ||
         put_int(d, "unexpected_status", s->unexpected_status) < 0 ||
         put_int(d, "unexpected_body", s->unexpected_body) < 0 ||
+        put_int(d, "tls", s->tls) < 0 ||
         put_counts(d, "http", s->http, MAX_STATUS) < 0 ||
         put_counts(d, "connect_errno", s->connect_errno, ERRNO_SLOTS) < 0 ||
         put_counts(d, "io_errno", s->io_errno, ERRNO_SLOTS) < 0 ||
@@ -1485,6 +1663,57 @@ fail:
     return NULL;
 }
 
+/* use_tls(server_name, ca_file=None): every connection speaks TLS (before the first add) */
+static PyObject *Engine_use_tls(Engine *e, PyObject *args) {
+    const char *server_name, *ca_file = NULL;
+    int resume = 0;
+    if (!PyArg_ParseTuple(args, "s|zp", &server_name, &ca_file, &resume)) return NULL;
+    if (e->started || e->tls_ctx) {
+        PyErr_SetString(PyExc_RuntimeError, "use_tls() comes once, before the first add()");
+        return NULL;
+    }
+#ifdef WEBPERF_TLS
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx) goto ssl_error;
+    static const unsigned char alpn[] = "\x08http/1.1";
+    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF); /* a close without notify: EOF */
+#endif
+    if (!resume) SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    if (ca_file) {
+        if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+            SSL_CTX_free(ctx);
+            ERR_clear_error();
+            PyErr_Format(PyExc_ValueError, "cannot load the CA file %s", ca_file);
+            return NULL;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    }
+    free(e->server_name);
+    e->server_name = strdup(server_name);
+    if (!e->server_name) { SSL_CTX_free(ctx); return PyErr_NoMemory(); }
+    unsigned char buf[sizeof(struct in6_addr)];
+    e->server_is_ip = inet_pton(AF_INET, server_name, buf) == 1 ||
+                      inet_pton(AF_INET6, server_name, buf) == 1;
+    e->tls_ctx = ctx;
+    Py_RETURN_NONE;
+ssl_error:
+    ERR_clear_error();
+    PyErr_SetString(PyExc_RuntimeError, "OpenSSL: cannot make a TLS context");
+    return NULL;
+#else
+    (void)server_name;
+    (void)ca_file;
+    (void)resume;
+    PyErr_SetString(PyExc_RuntimeError, "the native loop is built without TLS (no OpenSSL)");
+    return NULL;
+#endif
+}
+
 static PyObject *Engine_close(Engine *e, PyObject *unused) {
     engine_stop(e);
     Py_RETURN_NONE;
@@ -1514,6 +1743,9 @@ static PyMethodDef Engine_methods[] = {
      "set_mix([(payload, head_only, weight, statuses or None, needle or None), ...]): the "
      "request mix (before the first add)"},
     {"close", (PyCFunction)Engine_close, METH_NOARGS, "stop the thread, close every connection"},
+    {"use_tls", (PyCFunction)Engine_use_tls, METH_VARARGS,
+     "use_tls(server_name, ca_file=None, resume=False): every connection speaks TLS (SNI, "
+     "ALPN http/1.1; verified against ca_file if given); before the first add()"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject EngineType = {
@@ -1545,7 +1777,13 @@ PyMODINIT_FUNC PyInit__hotloop(void) {
         PyModule_AddIntConstant(m, "CLOSED", MODE_CLOSED) < 0 ||
         PyModule_AddIntConstant(m, "PACED", MODE_PACED) < 0 ||
         PyModule_AddIntConstant(m, "COUNTED", MODE_COUNTED) < 0 ||
-        PyModule_AddIntConstant(m, "ARRIVAL", MODE_ARRIVAL) < 0) {
+        PyModule_AddIntConstant(m, "ARRIVAL", MODE_ARRIVAL) < 0 ||
+#ifdef WEBPERF_TLS
+        PyModule_AddIntConstant(m, "TLS", 1) < 0 ||
+#else
+        PyModule_AddIntConstant(m, "TLS", 0) < 0 ||
+#endif
+        PyModule_AddIntConstant(m, "K_TLS", K_TLS) < 0) {
         Py_DECREF(&EngineType);
         Py_DECREF(m);
         return NULL;

@@ -24,6 +24,7 @@ from pytest_webperf.swarm.recorder import (
     EXAMPLE_CHARS,
     PROTOCOL,
     TIMEOUT,
+    TLS,
     UNEXPECTED_BODY,
     UNEXPECTED_STATUS,
     Interval,
@@ -42,6 +43,7 @@ else:
 # the C side's kinds of failure and codes (_hotloop.c: K_*, E_*, C_*)
 K_HTTP, K_CLOSED, K_PROTOCOL = 1, 2, 3
 K_UNEXPECTED_STATUS, K_UNEXPECTED_BODY = 8, 9
+K_TLS = 20  # the example is the SSL error's words
 PROTOCOL_MESSAGES: dict[int, Callable[[bytes], str]] = {
     1: wire.bad_status_line,
     2: lambda raw: wire.SWITCHING_PROTOCOLS,
@@ -62,9 +64,29 @@ def unavailable() -> str | None:
     return None
 
 
+def tls_built() -> bool:
+    """Whether the native loop speaks TLS here (built with OpenSSL's headers)."""
+    return _hotloop is not None and bool(getattr(_hotloop, "TLS", 0))
+
+
+def user_for_url(user_class: str, url: str) -> str:
+    """The user a resolved ``user_class`` becomes for ``url``: https:// with a native loop
+    built without TLS is the lean user's (``fallback_note`` said so)."""
+    if user_class == "native" and wire.uses_tls(url) and not tls_built():
+        return "lean"
+    return user_class
+
+
 def fallback_note(requested: str) -> str | None:
-    """The one line a run prints when ``auto`` falls back to the lean user."""
+    """The one line a run prints when ``auto`` falls back to the lean user (or, for
+    https targets, when the native loop is built without TLS)."""
     why = unavailable()
+    if why is None and requested in ("auto", "native") and not tls_built():
+        return (
+            "webperf: the native request loop is built without TLS (OpenSSL's headers were "
+            "not found): https targets get the lean user (pure Python); reinstall with "
+            "libssl-dev for native HTTPS"
+        )
     if requested != "auto" or why is None:
         return None
     return (
@@ -119,6 +141,7 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     add(PROTOCOL, data["protocol"])
     add(UNEXPECTED_STATUS, data.get("unexpected_status", 0))
     add(UNEXPECTED_BODY, data.get("unexpected_body", 0))
+    add(TLS, data.get("tls", 0))
     for number, n in data["connect_errno"].items():
         error = socket_error(number)
         add("emfile" if number == errno.EMFILE else CONNECT, n, str(error))
@@ -137,6 +160,8 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
         elif kind == K_UNEXPECTED_BODY:  # the status line (a bytes of it), the body's start
             line = raw[:a].decode("latin-1")
             examples.setdefault(UNEXPECTED_BODY, wire.unexpected_body(line, raw[a:]))
+        elif kind == K_TLS:
+            examples.setdefault(TLS, raw.decode("latin-1"))
     errors = sum(kinds.values())
     interval = Interval(
         requests=data["ok"] + errors,
@@ -232,6 +257,11 @@ class NativeLoop:
         )
         if mix:
             self.engine.set_mix(list(mix))
+
+    def use_tls(self, server_name: str, ca_file: str | None = None) -> None:
+        """Every connection speaks TLS (SNI ``server_name``, ALPN http/1.1), verified
+        against ``ca_file`` if given (host name included); before the first ``add``."""
+        self.engine.use_tls(server_name, ca_file)
 
     def add(self, fraction: float = 0.0) -> int:
         """A new connection (a user); paced: its first request at ``fraction`` of a period."""

@@ -32,6 +32,7 @@ import contextlib
 import errno
 import os
 import random
+import ssl
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from pytest_webperf.swarm.recorder import (
     CONNECT,
     PROTOCOL,
     TIMEOUT,
+    TLS,
     UNEXPECTED_BODY,
     UNEXPECTED_STATUS,
     Channel,
@@ -63,6 +65,7 @@ from pytest_webperf.swarm.wire import (
     encode_request,
     split_host,
     unexpected_body,
+    uses_tls,
 )
 from pytest_webperf.workload import Request, WeightedChoice
 
@@ -85,6 +88,18 @@ class _Timeout(Exception):
     pass
 
 
+@lru_cache(maxsize=8)
+def tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """The process's TLS client context: not verified unless ``ca_file`` names the CA
+    (then the host name too); ALPN http/1.1. One per CA file, shared by every user."""
+    context = ssl.create_default_context(cafile=ca_file)
+    if ca_file is None:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
 @lru_cache(maxsize=64)
 def resolve(host: str, port: int) -> tuple[int, tuple[Any, ...]]:
     """(address family, socket address), once per process and target."""
@@ -93,15 +108,22 @@ def resolve(host: str, port: int) -> tuple[int, tuple[Any, ...]]:
 
 
 class Connection:
-    """One HTTP/1.1 connection, used by one greenlet at a time, reconnected on demand.
+    """One HTTP/1.1 connection, used by one greenlet at a time, reconnected on demand
+    (with ``tls``, a TLS client over memory BIOs on the same raw socket).
 
     Every wait parks the greenlet on the hub with an io watcher started for just
     that wait; the connection's timer, re-armed at each request, switches a
     ``_TIMED_OUT`` into the parked greenlet when the request outlives its timeout.
     """
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    def __init__(
+        self, host: str, port: int, timeout_s: float, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.family, self.address = resolve(host, port)
+        self.host = host  # SNI, and the name a verified certificate must carry
+        self.context = tls  # https: each connection's TLS runs over memory BIOs
+        self.tls: ssl.SSLObject | None = None
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.hub = get_hub()
         self.timeout_s = timeout_s
         self.timer = self.hub.loop.timer(timeout_s, timeout_s)
@@ -139,6 +161,9 @@ class Connection:
         except ProtocolError as exc:
             self.close()
             raise RequestFailed(PROTOCOL, str(exc)) from None
+        except ssl.SSLError as exc:  # the handshake failed, the certificate was refused
+            self.close()
+            raise RequestFailed(TLS, str(exc)) from None
         except OSError as exc:
             kind = CONNECT if self.connecting and exc.errno != errno.EMFILE else classify(exc)
             self.close()
@@ -153,6 +178,7 @@ class Connection:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+        self.tls = None
         self.rest = b""
         self.connecting = False
 
@@ -167,6 +193,8 @@ class Connection:
         sock = self.sock if self.sock is not None else self._connect()
         parser = self.parser
         parser.begin(head_only=head_only, keep_body=keep_body, keep_head=keep_head)
+        if self.tls is not None:
+            return self._attempt_tls(sock, self.tls, parser, payload)
         self._send(sock, payload)
         done = False
         if self.rest:
@@ -189,6 +217,78 @@ class Connection:
             self.close()
         return parser
 
+    def _attempt_tls(
+        self, sock: _socket.socket, tls: ssl.SSLObject, parser: ResponseParser, payload: bytes
+    ) -> ResponseParser:
+        """``_attempt`` over TLS: records in and out through the memory BIOs."""
+        tls.write(payload)
+        self._send(sock, self.outgoing.read())
+        done = False
+        if self.rest:
+            done = parser.feed(self.rest)
+            self.rest = b""
+        while not done:
+            data = self._tls_read(sock, tls)
+            if not data:
+                if parser.eof():
+                    break
+                raise RequestFailed(CLOSED, parser.closed_early())
+            done = parser.feed(data)
+        if parser.keep_alive:
+            self.rest = parser.rest
+        else:
+            self.close()
+        return parser
+
+    def _tls_read(self, sock: _socket.socket, tls: ssl.SSLObject) -> bytes:
+        """Plaintext that arrived (b"" at the end of the stream), waiting for records as
+        needed: one recv per readiness, every record it brought decrypted."""
+        incoming = self.incoming
+        while True:
+            if incoming.pending or tls.pending():
+                try:
+                    return tls.read(RECV_SIZE)
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLZeroReturnError:  # close_notify
+                    return b""
+                finally:
+                    if self.outgoing.pending:  # a key update answered, a ticket acknowledged
+                        self._send(sock, self.outgoing.read())
+            self._wait(self.reader)
+            try:
+                raw = sock.recv(RECV_SIZE)
+            except BlockingIOError:
+                continue
+            if not raw:
+                return b""
+            incoming.write(raw)
+
+    def _handshake(self, sock: _socket.socket, context: ssl.SSLContext) -> ssl.SSLObject:
+        """The TLS handshake (SNI: the target's host), driven by the io watchers."""
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname=self.host)
+        while True:
+            try:
+                tls.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            else:
+                break
+            if self.outgoing.pending:
+                self._send(sock, self.outgoing.read())
+            self._wait(self.reader)
+            try:
+                raw = sock.recv(RECV_SIZE)
+            except BlockingIOError:
+                continue
+            if not raw:
+                raise ssl.SSLEOFError(ssl.SSL_ERROR_EOF, "the server closed during the handshake")
+            self.incoming.write(raw)
+        if self.outgoing.pending:
+            self._send(sock, self.outgoing.read())
+        return tls
+
     def _connect(self) -> _socket.socket:
         self.connecting = True
         sock = self.sock = _socket.socket(self.family, _socket.SOCK_STREAM)
@@ -203,6 +303,8 @@ class Connection:
         if error:
             raise OSError(error, os.strerror(error))
         sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        if self.context is not None:
+            self.tls = self._handshake(sock, self.context)
         self.connecting = False
         return sock
 
@@ -283,13 +385,14 @@ TICKETS = Tickets()  # this process's (a swarm child runs one spec)
 
 
 class LeanHttpUser(User):
-    """A Locust user with one persistent HTTP/1.1 connection (plain http only).
+    """A Locust user with one persistent HTTP/1.1 connection (http:// or https://: TLS
+    with Python's ``ssl``, the certificate not verified unless ``tls_ca`` names a CA).
 
     Requests are recorded by the user itself into the swarm's recorder, and
     Locust's stats are fed from there once per interval: ``request`` event
     listeners see nothing. A failed request never raises: its ``Response`` has
     ``status == 0`` and ``error`` set (``connect``, ``timeout``, ``reset``,
-    ``closed``, ``protocol``, ...); HTTP statuses >= 400 count as errors ``http_NNN``.
+    ``closed``, ``protocol``, ``tls``, ...); HTTP statuses >= 400 count as errors ``http_NNN``.
     """
 
     abstract = True
@@ -298,6 +401,7 @@ class LeanHttpUser(User):
     wait_time = constant(0)
     timeout_s: ClassVar[float] = 10.0  # per request, connect included
     connect_backoff_s: ClassVar[float] = 0.01  # pause after a failed connect: no busy spin
+    tls_ca: ClassVar[str | None] = None  # https: verify against this CA file (else unverified)
 
     @classmethod
     def webperf_tickets(cls) -> Tickets:
@@ -313,6 +417,7 @@ class LeanHttpUser(User):
                 "or the environment's (locust --host)"
             )
         self._target = split_host(host)
+        self._tls = tls_context(self.tls_ca) if uses_tls(host) else None
         self.recorder = recorder_for(environment)
         self._connection: Connection | None = None
         self._prepared: dict[tuple[Any, ...], PreparedRequest] = {}
@@ -521,7 +626,7 @@ class LeanHttpUser(User):
 
     def _open(self) -> Connection:
         host, port, _ = self._target
-        self._connection = Connection(host, port, self.timeout_s)
+        self._connection = Connection(host, port, self.timeout_s, self._tls)
         return self._connection
 
     def _record(
@@ -552,7 +657,7 @@ class LeanHttpUser(User):
     def _failed(self, prepared: PreparedRequest, failure: RequestFailed) -> None:
         kind = failure.kind
         prepared.channel.current.record_error(kind, example=failure.example)
-        if kind == CONNECT:
+        if kind in (CONNECT, TLS):
             gevent.sleep(self.connect_backoff_s)
 
 
@@ -563,6 +668,7 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[LeanHttpUser]:
     class WebperfLeanHttpUser(LeanHttpUser):
         host = spec.host
         timeout_s = spec.timeout_s
+        tls_ca = spec.tls_ca
 
         @task
         def loop(self) -> None:

@@ -27,7 +27,7 @@ from pytest_webperf.swarm.hotloop import EntryParts, NativeLoop, mix_entry
 from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.swarm.wire import encode_request, split_host
+from pytest_webperf.swarm.wire import encode_request, split_host, uses_tls
 
 
 class NativeHttpUser(User):
@@ -98,6 +98,8 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[NativeHttpUser]:
         arrivals=arrivals,
         mix=mix if workload.mix or checked else (),
     )
+    if uses_tls(spec.host):  # the C loop's own OpenSSL client (hotloop.user_for_url)
+        loop.use_tls(host, spec.tls_ca)
     atexit.register(loop.close)
 
     class WebperfNativeHttpUser(NativeHttpUser):

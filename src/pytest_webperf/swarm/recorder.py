@@ -22,6 +22,7 @@ CLOSED = "closed"  # the server closed the connection before the response was co
 PROTOCOL = "protocol"  # a response we could not frame
 UNEXPECTED_STATUS = "unexpected_status"  # a status the request's expect_status does not allow
 UNEXPECTED_BODY = "unexpected_body"  # a body without the request's expect_body
+TLS = "tls"  # the TLS handshake failed or the certificate was refused (https targets)
 EXAMPLE_CHARS = 120  # an example of a failed response is a hint, not a log
 
 

@@ -43,7 +43,7 @@ class Remote:
 
 @dataclass(frozen=True)
 class SwarmSpec:
-    host: str  # http://127.0.0.1:PORT
+    host: str  # http://127.0.0.1:PORT (https:// for a target that speaks TLS)
     users: int
     duration_s: float
     warmup_s: float = 0.0
@@ -56,6 +56,7 @@ class SwarmSpec:
     cpus: tuple[int, ...] = ()  # pin generator processes here (workers: one CPU each, round robin)
     mqtt: MqttLoad | None = None  # what user_class "mqtt" publishes
     remote: Remote | None = None  # generator workers on other machines join the master
+    tls_ca: str | None = None  # https: verify the certificate against this CA file (else not)
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -122,6 +123,7 @@ class SwarmSpec:
             "cpus": list(self.cpus),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
             "remote": None if self.remote is None else self.remote.to_dict(),
+            "tls_ca": self.tls_ca,
         }
 
     @classmethod
@@ -140,4 +142,5 @@ class SwarmSpec:
             cpus=tuple(int(cpu) for cpu in data.get("cpus", ())),
             mqtt=MqttLoad.from_dict(data["mqtt"]) if data.get("mqtt") else None,
             remote=Remote.from_dict(data["remote"]) if data.get("remote") else None,
+            tls_ca=str(data["tls_ca"]) if data.get("tls_ca") else None,
         )

@@ -68,17 +68,20 @@ def unexpected_body(status_line: str, body: bytes) -> str:
 
 
 def split_host(url: str) -> tuple[str, int, str]:
-    """(host, port, Host header value) of an ``http://`` URL."""
+    """(host, port, Host header value) of an ``http://`` or ``https://`` URL (``uses_tls``
+    says which)."""
     parts = urlsplit(url)
-    if parts.scheme != "http":
-        raise ValueError(
-            f"the lean HTTP user speaks plain http:// only, not {url!r}; "
-            "use --webperf-user=fast for https"
-        )
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"the HTTP users speak http:// and https:// only, not {url!r}")
     if not parts.hostname:
         raise ValueError(f"no host in {url!r}")
-    port = parts.port or 80
+    port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.hostname, port, parts.netloc
+
+
+def uses_tls(url: str) -> bool:
+    """Whether the HTTP users speak TLS to ``url`` (an https:// URL)."""
+    return urlsplit(url).scheme == "https"
 
 
 def encode_request(

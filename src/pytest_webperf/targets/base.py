@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import socket
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -54,9 +55,26 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def http_ready(host: str, port: int, path: str, timeout: float = 2.0) -> bool:
-    """Whether ``GET path`` answers with a 2xx status right now."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+def client_context(ca_file: str | None = None) -> ssl.SSLContext:
+    """A TLS client context for test targets: the certificate is not verified unless
+    ``ca_file`` names the CA to verify it (and the host name) against; ALPN http/1.1."""
+    context = ssl.create_default_context(cafile=ca_file)
+    if ca_file is None:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+def _connection(host: str, port: int, timeout: float, tls: bool) -> http.client.HTTPConnection:
+    if tls:
+        return http.client.HTTPSConnection(host, port, timeout=timeout, context=client_context())
+    return http.client.HTTPConnection(host, port, timeout=timeout)
+
+
+def http_ready(host: str, port: int, path: str, timeout: float = 2.0, *, tls: bool = False) -> bool:
+    """Whether ``GET path`` answers with a 2xx status right now (over TLS: unverified)."""
+    conn = _connection(host, port, timeout, tls)
     try:
         conn.request("GET", path)
         status = conn.getresponse().status
@@ -74,6 +92,8 @@ class Probe:
     ready: bool
     final: bool  # a definitive "no": waiting longer will not make it healthy
     detail: str  # what it answered, for messages: "HTTP 404 Not Found", "connection refused"
+    # it speaks another protocol (TLS to a plain check, plain HTTP to a TLS one): no wait
+    wrong_protocol: bool = False
 
 
 # 4xx says "you asked for the wrong thing" (a definitive no), except these two,
@@ -90,19 +110,102 @@ def classify_status(status: int, reason: str = "") -> Probe:
     return Probe(ready=False, final=final, detail=detail)
 
 
-def probe_http(host: str, port: int, path: str, timeout: float = 2.0) -> Probe:
-    """``GET path`` once, classified by ``classify_status``."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+def probe_http(
+    host: str,
+    port: int,
+    path: str,
+    timeout: float = 2.0,
+    *,
+    tls: bool = False,
+    tls_option: str = "tls=True",
+) -> Probe:
+    """``GET path`` once (over TLS with ``tls``, unverified), classified by
+    ``classify_status``; a server that speaks TLS to a plain check, or plain HTTP to a
+    TLS one, is said so at once (``tls_option``: how the user asks for TLS)."""
+    conn = _connection(host, port, timeout, tls)
     try:
         conn.request("GET", path)
         response = conn.getresponse()
+        if response.status == 400 and not tls and _PLAIN_TO_TLS in response.read(4096):
+            return Probe(
+                ready=False,
+                final=True,
+                detail=f"the server answered HTTP 400 ({_PLAIN_TO_TLS.decode()}): is it HTTPS? "
+                f"({tls_option})",
+                wrong_protocol=True,
+            )
         return classify_status(response.status, response.reason)
     except ConnectionRefusedError:
         return Probe(ready=False, final=False, detail="connection refused")
     except (OSError, http.client.HTTPException) as exc:
+        # TLS failed (a wrong record, a hang-up, no answer to the hello): plain HTTP there?
+        if tls and speaks_plain_http(host, port, timeout):
+            return Probe(
+                ready=False,
+                final=True,
+                detail=f"the server speaks plain HTTP, not TLS: is it http://? (drop {tls_option})",
+                wrong_protocol=True,
+            )
+        seen = None if tls else tls_seen(exc, host, port, timeout)
+        if seen:
+            return Probe(
+                ready=False,
+                final=True,
+                detail=f"the server answered with {seen}: is it HTTPS? ({tls_option})",
+                wrong_protocol=True,
+            )
+        if isinstance(exc, http.client.BadStatusLine) and not isinstance(
+            exc, http.client.RemoteDisconnected
+        ):
+            line = str(exc.args[0] if exc.args else "")
+            return Probe(
+                ready=False,
+                final=True,
+                detail=f"the server answered {line[:40]!r}, not an HTTP status line",
+                wrong_protocol=True,
+            )
         return Probe(ready=False, final=False, detail=f"{type(exc).__name__}: {exc}".rstrip(": "))
     finally:
         conn.close()
+
+
+# what nginx answers when plain HTTP reaches its TLS port
+_PLAIN_TO_TLS = b"The plain HTTP request was sent to HTTPS port"
+
+
+def tls_seen(exc: BaseException, host: str, port: int, timeout: float) -> str | None:
+    """What TLS a failed plain-HTTP check met: a TLS record instead of a status line (an
+    alert), or, when the server hung up or reset, a TLS handshake it completes; else None."""
+    if isinstance(exc, http.client.BadStatusLine) and not isinstance(
+        exc,
+        http.client.RemoteDisconnected,  # (a BadStatusLine too)
+    ):
+        line = str(exc.args[0] if exc.args else "")  # the bytes as latin-1
+        if line.startswith("\x15\x03"):
+            return "a TLS alert"
+        if line.startswith("\x16\x03"):
+            return "a TLS handshake"
+        return None
+    if not isinstance(exc, (ConnectionResetError, http.client.RemoteDisconnected)):
+        return None
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            client_context().wrap_socket(raw, server_hostname=host),
+        ):
+            return "a TLS handshake"
+    except (OSError, ValueError):
+        return None
+
+
+def speaks_plain_http(host: str, port: int, timeout: float) -> bool:
+    """Whether a plain ``GET`` gets an HTTP status line back."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as raw:
+            raw.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            return raw.recv(16).startswith(b"HTTP/")
+    except OSError:
+        return False
 
 
 def probe_tcp(host: str, port: int, timeout: float = 2.0) -> Probe:
@@ -127,7 +230,7 @@ def wait_healthy(
         answer, now = probe(), time.monotonic()
         refused_since = (refused_since or now) if answer.final else None
         settled = refused_since is not None and now - refused_since >= settle
-        if answer.ready or settled or now >= deadline:
+        if answer.ready or answer.wrong_protocol or settled or now >= deadline:
             return answer
         alive()
         time.sleep(interval)
@@ -135,6 +238,8 @@ def wait_healthy(
 
 def health_failure(name: str, where: str, answer: Probe, timeout: float, fix: str) -> str:
     """The message for a health check that did not pass (``answer`` is the last one)."""
+    if answer.wrong_protocol:
+        return f"{name}: the health check {where}: {answer.detail}"
     if answer.final:
         return f"{name}: the health check {where} answered {answer.detail}, not 2xx; {fix}"
     return (

@@ -162,7 +162,13 @@ class ServerContainer:
         def probe() -> Probe:
             if spec.health == "tcp":
                 return probe_tcp(self.host, self.port)
-            return probe_http(self.host, self.port, spec.health)
+            return probe_http(
+                self.host,
+                self.port,
+                spec.health,
+                tls=spec.tls,
+                tls_option=f"tls = true in {spec.directory / 'server.toml'}",
+            )
 
         answer = wait_healthy(probe, self.check_alive, spec.startup_timeout)
         if not answer.ready:
@@ -243,7 +249,7 @@ class ContainerTarget:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.spec.tls else 'http'}://{self.host}:{self.port}"
 
     def __enter__(self) -> ContainerTarget:
         docker_client()  # a clear error first when no engine answers

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_webperf.errors import OptionError, TargetError
-from pytest_webperf.targets.base import http_ready, is_loopback, split_url
+from pytest_webperf.targets.base import http_ready, is_loopback, probe_http, split_url
 
 
 class ExternalTarget:
@@ -20,8 +20,6 @@ class ExternalTarget:
             scheme, host, port = split_url(url)
         except ValueError as exc:
             raise OptionError(f"--webperf-target-url: {exc}") from None
-        if scheme != "http":
-            raise OptionError(f"--webperf-target-url: only http:// is supported, not {url!r}")
         if not allow_remote and not is_loopback(host):
             raise OptionError(
                 f"--webperf-target-url={url} is not a loopback address. Load tests go to "
@@ -29,13 +27,20 @@ class ExternalTarget:
                 "servers you own."
             )
         self.name, self.host, self.port, self.health = name, host, port, health
+        self.tls = scheme == "https"  # its certificate is not verified (tls_ca= verifies)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def __enter__(self) -> ExternalTarget:
-        if not http_ready(self.host, self.port, self.health, timeout=5.0):
+        option = "https:// in --webperf-target-url"
+        answer = probe_http(
+            self.host, self.port, self.health, timeout=5.0, tls=self.tls, tls_option=option
+        )
+        if answer.wrong_protocol:
+            raise TargetError(f"{self.url}{self.health}: {answer.detail}")
+        if not answer.ready:
             raise TargetError(f"{self.url}{self.health} does not answer with a 2xx status")
         return self
 
@@ -46,7 +51,7 @@ class ExternalTarget:
         return {}
 
     def check_alive(self) -> None:
-        if not http_ready(self.host, self.port, self.health, timeout=5.0):
+        if not http_ready(self.host, self.port, self.health, timeout=5.0, tls=self.tls):
             raise TargetError(f"{self.url} stopped answering during the run")
 
     def logs(self) -> str:

@@ -73,6 +73,7 @@ class ProcessTarget:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         bind: str | None = None,
+        tls: bool = False,
     ) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not self.argv:
@@ -81,12 +82,13 @@ class ProcessTarget:
         self.host, self.port = bind or "127.0.0.1", 0  # bind: its address in $BIND
         self.port_env, self.health, self.startup_timeout = port_env, health, startup_timeout
         self.env, self.cwd = dict(env or {}), cwd
+        self.tls = tls  # it speaks HTTPS: health checks and load use TLS (unverified)
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[str] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def __enter__(self) -> ProcessTarget:
         self.port = free_port(self.host)
@@ -120,7 +122,7 @@ class ProcessTarget:
         def probe() -> Probe:
             if self.health == "tcp":
                 return probe_tcp(self.host, self.port)
-            return probe_http(self.host, self.port, self.health)
+            return probe_http(self.host, self.port, self.health, tls=self.tls)
 
         answer = wait_healthy(probe, self.check_alive, self.startup_timeout)
         if not answer.ready:
