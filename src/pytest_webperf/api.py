@@ -23,7 +23,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_webperf import compare, placement
+from pytest_webperf import arguments, compare, placement
 from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.checks import DEFAULT_CHECKS, DEFAULT_MQTT_CHECKS, Check
@@ -111,6 +111,7 @@ class Webperf:
         env: Mapping[str, str] | None = None,
     ) -> Target:
         """Catalogue server ``name`` (and what it depends on), healthy, for this test."""
+        arguments.check("server", locals())
         config, bind = self.config, self.config.target_bind
         if config.target_url:
             return self._stack.enter_context(
@@ -155,6 +156,7 @@ class Webperf:
         tree at REF: its working directory (``cwd``, default the current one) and every
         absolute path inside the repository, in the command and in ``env``, point into
         that tree. Write paths relative to ``cwd``, or absolute inside the repository."""
+        arguments.check("process", locals())
 
         def start(argv: str | Sequence[str], at: str | None, environ: Mapping[str, str]) -> Target:
             target = ProcessTarget(
@@ -206,6 +208,7 @@ class Webperf:
         """Load ``target`` with an HTTP swarm; all repetitions, judged: a closed loop, paced
         (``interval=`` per user, ``rate=`` over all, ``arrival_rate=`` sent by idle users),
         or ``requests=N`` then stop, as ``ab -n`` (see ``workload.http_workload``)."""
+        arguments.check("http", locals())
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
@@ -250,6 +253,7 @@ class Webperf:
         every message accounted for (published, acknowledged, delivered to an observer
         and stored by the server; lost, duplicated, late). Judged with the MQTT checks
         (``lost:0``, ``dup:0``, ``tps:5%``, ...) unless the test gives its own."""
+        arguments.check("mqtt", locals())
         config = self.config
         telemetry = MqttTelemetry(
             interval_s=parse_duration(interval),
