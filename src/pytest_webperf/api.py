@@ -301,6 +301,7 @@ class Webperf:
             workload=workload,
             runs=(),
             target=target.describe(),
+            generator=_generator(kind),  # part of its baselines' machine id
         )
         label = Label(self.nodeid, name)
         if isinstance(target, PairedTarget):
@@ -502,3 +503,11 @@ class Webperf:
 def _mostly_bound(runs: Sequence[RunResult]) -> bool:
     """Whether most repetitions were generator-bound."""
     return sum(r.generator_bound for r in runs) * 2 > len(runs)
+
+
+def _generator(kind: LoadKind) -> str:
+    """What sends a kind of load: the resolved HTTP user, or ``mqtt`` (paho clients,
+    whatever the HTTP user)."""
+    if isinstance(kind, MqttTelemetry):
+        return "mqtt"
+    return str(getattr(kind, "user_class", "lean"))

@@ -496,6 +496,10 @@ class Measurement:
     # what the base was (ref, commit, base target, order and instance of each pair)
     base_runs: tuple[RunResult, ...] = ()
     against: Mapping[str, Any] | None = None
+    # what sent the load: the HTTP user, resolved (native, lean, fast, module:Class), or
+    # mqtt; part of the machine id its baseline is kept under. None: not recorded (the
+    # run's HTTP user is taken)
+    generator: str | None = None
 
     @property
     def key(self) -> str:
@@ -536,6 +540,7 @@ class Measurement:
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "base_runs": [r.to_dict() for r in self.base_runs],
             "against": None if self.against is None else dict(self.against),
+            **({"generator": self.generator} if self.generator is not None else {}),
         }
 
     @classmethod
@@ -552,4 +557,5 @@ class Measurement:
             verdict=None if verdict is None else Verdict.from_dict(verdict),
             base_runs=tuple(RunResult.from_dict(r) for r in data.get("base_runs") or ()),
             against=None if data.get("against") is None else dict(data["against"]),
+            generator=None if data.get("generator") is None else str(data["generator"]),
         )

@@ -219,7 +219,7 @@ def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
         )
     if not getattr(cls, "host", None):
         cls.host = spec.host
-    return cls  # type: ignore[no-any-return]
+    return cls
 
 
 def environment_for(spec: SwarmSpec, index: int = 0) -> tuple[Any, Recorder]:
