@@ -109,6 +109,9 @@ class ResourceSample:
     cgroup_memory_mb: float | None = None  # memory.current minus inactive file
     pss_mb: float | None = None  # proportional set size, tree sum (sampled every few seconds)
     uss_mb: float | None = None  # unique set size, tree sum (sampled every few seconds)
+    # threads that can run at once: each process's threads, but one for a process under a
+    # global interpreter lock (CPython, PyPy); None: not recorded (read ``threads``)
+    usable_threads: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -338,8 +341,10 @@ class RunResult:
 
     @property
     def capacity_rps(self) -> float | None:
-        """Requests/s the target's CPUs could serve at this service demand (utilization
-        law: throughput per core = 1 / CPU time per request), whoever was the bottleneck."""
+        """An estimate: requests/s the cores the target could use (``server_cores``, see
+        ``measure.usable_cores``: never more than its threads can run at once) could serve
+        at this service demand (utilization law: throughput per core = 1 / CPU time per
+        request), whoever was the bottleneck. Not a measured maximum."""
         demand = self.cpu_per_req_us
         if demand is None or demand <= 0 or self.server_cores is None:
             return None
@@ -374,6 +379,7 @@ class RunResult:
             "generator_processes": [dict(g) for g in self.generator_processes],
             "foreign_cpu_percent": self.foreign_cpu_percent,
             "capacity_rps": self.capacity_rps,
+            "capacity_estimate": True,  # the utilization law's, not a measured maximum
             "series": [s.to_dict() for s in self.series],
             "resources": [r.to_dict() for r in self.resources],
             "generator": [g.to_dict() for g in self.generator],
