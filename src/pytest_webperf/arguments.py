@@ -141,6 +141,7 @@ def topic(value: Any) -> str | None:
 
 
 def environment(value: Any) -> str | None:
+    """A process's environment: names to strings (as the process will see them)."""
     accepts = "a mapping of environment names to strings (e.g. {'WORKERS': '4'})"
     if not isinstance(value, Mapping):
         return accepts
@@ -149,6 +150,24 @@ def environment(value: Any) -> str | None:
             return f"{accepts}; {key!r} is not an environment variable name"
         if not isinstance(item, str):
             return f"{accepts}; {key}={item!r} is not a string (write {str(item)!r})"
+    return None
+
+
+def server_environment(value: Any) -> str | None:
+    """A catalogue server's environment: ``NAME`` for the server, ``part.NAME`` for a part
+    of a composite; numbers are written out as the container gets them."""
+    accepts = (
+        "a mapping of environment names (NAME, or part.NAME for a part of a composite "
+        "server) to strings (e.g. {'WORKERS': '4'})"
+    )
+    if not isinstance(value, Mapping):
+        return accepts
+    for key, item in value.items():
+        name = key.rpartition(".")[2] if isinstance(key, str) else None
+        if name is None or not _ENV_NAME.fullmatch(name):
+            return f"{accepts}; {key!r} is not an environment variable name"
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            return f"{accepts}; {key}={item!r} is not a string"
     return None
 
 
@@ -239,7 +258,7 @@ SERVER: dict[str, Check] = {
     "cpus": optional(cpus),
     "memory": optional(memory),
     "cpuset": optional(cpuset),
-    "env": optional(environment),
+    "env": optional(server_environment),
 }
 MQTT: dict[str, Check] = {
     "users": optional(users),

@@ -125,7 +125,9 @@ SERVER_REFUSED = [
     ("cpuset", "1-0"),
     ("cpuset", "all"),
     ("cpuset", 1),
-    ("env", {"A": 1}),
+    ("env", {"A": True}),
+    ("env", {"A B": "1"}),
+    ("env", "A=1"),
 ]
 
 
@@ -204,6 +206,7 @@ def test_accepted_values_pass(tmp_path: Path) -> None:
         },
     )
     arguments.check("server", {"name": "nginx", "cpus": 1, "memory": "1g", "cpuset": "0-1"})
+    arguments.check("server", {"name": "go-mqtt", "env": {"mosquitto.MAX": "20", "N": 4}})
     arguments.check("mqtt", {"interval": 0, "qos": 0, "drain": "0s", "quiet": "1s"})
 
 
