@@ -137,3 +137,52 @@ def _regex(pattern: str) -> str:
     """fnmatch's * and [[] / []] as a regex."""
     escaped = re.escape(pattern.replace("[[]", "\0").replace("[]]", "\1"))
     return escaped.replace(r"\*", ".*").replace("\0", r"\[").replace("\1", r"\]")
+
+
+KEYED = """
+import sys
+import pytest
+
+{marker}
+def test_hello(webperf):
+    target = webperf.process([sys.executable, "server.py"], health="/hello")
+    webperf.http(target, path="/hello"{kwarg})
+"""
+
+
+def test_the_baseline_key_follows_the_user_however_it_was_given(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saved with --webperf-user=fast, the baseline is found when fast comes from the
+    environment, the ini file, a marker or user=, and not with the default user."""
+    pytester.makepyfile(server=SERVER)
+    args = [*QUICK, "--webperf-concurrency=2", "--webperf-repeat=1"]
+
+    def run(*extra: str, marker: str = "", kwarg: str = "") -> pytest.RunResult:
+        pytester.makepyfile(test_keyed=KEYED.format(marker=marker, kwarg=kwarg))
+        return pytester.runpytest_subprocess(*args, *extra)
+
+    saved = run("--webperf-user=fast", "--webperf-save")
+    saved.assert_outcomes(passed=1)
+    [directory] = [p.name for p in (pytester.path / "baselines").iterdir()]
+    missing = "*no baseline (run with --webperf-save)*"
+    ways = {
+        "marker": {"marker": '@pytest.mark.webperf(user="fast")'},
+        "keyword": {"kwarg": ', user="fast"'},
+    }
+    for way, edit in ways.items():
+        result = run(**edit)
+        assert missing not in result.stdout.str(), way
+        result.stdout.fnmatch_lines([f"*machine * (tests with another HTTP user: {directory})"])
+    monkeypatch.setenv("WEBPERF_USER", "fast")
+    result = run()
+    result.stdout.fnmatch_lines([f"*; machine {directory}"])
+    assert missing not in result.stdout.str(), "environment"
+    monkeypatch.delenv("WEBPERF_USER")
+    result = run()  # the default user: another id, no baseline
+    result.stdout.fnmatch_lines([missing])
+    pytester.makeini("[pytest]\nwebperf_user = fast\n")
+    result = run()
+    result.stdout.fnmatch_lines([f"*; machine {directory}"])
+    assert missing not in result.stdout.str(), "ini"
+    assert [p.name for p in (pytester.path / "baselines").iterdir()] == [directory]
