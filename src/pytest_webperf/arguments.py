@@ -140,13 +140,19 @@ def topic(value: Any) -> str | None:
     return "a topic prefix to publish under, without the wildcards '+' and '#' (e.g. 'telemetry')"
 
 
+def _env_key(key: Any) -> bool:
+    """What an environment can hold as a name: anything but ``=`` and NUL (``{**os.environ,
+    ...}`` passes names no shell would write)."""
+    return isinstance(key, str) and bool(key) and "=" not in key and "\0" not in key
+
+
 def environment(value: Any) -> str | None:
     """A process's environment: names to strings (as the process will see them)."""
     accepts = "a mapping of environment names to strings (e.g. {'WORKERS': '4'})"
     if not isinstance(value, Mapping):
         return accepts
     for key, item in value.items():
-        if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
+        if not _env_key(key):
             return f"{accepts}; {key!r} is not an environment variable name"
         if not isinstance(item, str):
             return f"{accepts}; {key}={item!r} is not a string (write {str(item)!r})"
@@ -163,8 +169,7 @@ def server_environment(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return accepts
     for key, item in value.items():
-        name = key.rpartition(".")[2] if isinstance(key, str) else None
-        if name is None or not _ENV_NAME.fullmatch(name):
+        if not _env_key(key):
             return f"{accepts}; {key!r} is not an environment variable name"
         if isinstance(item, bool) or not isinstance(item, str | int | float):
             return f"{accepts}; {key}={item!r} is not a string"

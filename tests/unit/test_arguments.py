@@ -96,7 +96,8 @@ PROCESS_REFUSED = [
     ("startup_timeout", "30s"),
     ("startup_timeout", 0),
     ("env", {"WORKERS": 4}),
-    ("env", {"BAD NAME": "1"}),
+    ("env", {"A=B": "1"}),
+    ("env", {3: "1"}),
     ("env", ["A=1"]),
     ("cwd", "/no/such/directory/here"),
     ("cwd", 3),
@@ -126,7 +127,7 @@ SERVER_REFUSED = [
     ("cpuset", "all"),
     ("cpuset", 1),
     ("env", {"A": True}),
-    ("env", {"A B": "1"}),
+    ("env", {"": "1"}),
     ("env", "A=1"),
 ]
 
@@ -201,7 +202,7 @@ def test_accepted_values_pass(tmp_path: Path) -> None:
             "port_env": "APP_PORT",
             "health": "tcp",
             "startup_timeout": 5,
-            "env": {"A": "1"},
+            "env": {"A": "1", "BASH_FUNC_f%%": "() { :; }"},
             "cwd": tmp_path,
         },
     )
