@@ -186,3 +186,35 @@ def test_the_baseline_key_follows_the_user_however_it_was_given(
     result.stdout.fnmatch_lines([f"*; machine {directory}"])
     assert missing not in result.stdout.str(), "ini"
     assert [p.name for p in (pytester.path / "baselines").iterdir()] == [directory]
+
+
+def test_a_user_that_raises_in_a_generator_worker_fails_in_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    """With --webperf-workers=2 the users start in worker processes: the first
+    failure is said once, naming the worker, as fast as the spawn."""
+    pytester.makepyfile(
+        server=SERVER,
+        users=USERS,
+        test_workers="""
+import sys
+
+def test_crash(webperf):
+    target = webperf.process([sys.executable, "server.py"], health="/")
+    webperf.http(target, user="users:Broken")
+""",
+    )
+    pytester.syspathinsert()
+    result = pytester.runpytest_subprocess(
+        *QUICK, "--webperf-concurrency=2", "--webperf-repeat=1", "--webperf-workers=2"
+    )
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "Traceback" not in text and "During handling" not in text
+    lines = [line for line in text.splitlines() if "SwarmError" in line and "FAILED" not in line]
+    assert len(lines) == 1
+    assert re.fullmatch(
+        r"test_workers\.py:\d+: SwarmError: starting a user of 'users:Broken' failed: "
+        r"ValueError: no user for you \(at users\.py:\d+\) \(in worker\d\)",
+        lines[0],
+    ), lines[0]
