@@ -24,7 +24,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_webperf import compare, placement
+from pytest_webperf import arguments, compare, placement
 from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.checks import DEFAULT_CHECKS, DEFAULT_MQTT_CHECKS, Check
@@ -114,6 +114,7 @@ class Webperf:
         env: Mapping[str, str] | None = None,
     ) -> Target:
         """Catalogue server ``name`` (and what it depends on), healthy, for this test."""
+        arguments.check("server", locals())
         config, bind = self.config, self.config.target_bind
         if config.target_url:
             return self._stack.enter_context(
@@ -162,6 +163,7 @@ class Webperf:
 
         ``tls=True``: the server speaks HTTPS on that port (its own certificate, not
         verified unless ``webperf.http(..., tls_ca=PATH)``); ``target.url`` is https://."""
+        arguments.check("process", locals())
         if not isinstance(tls, bool):
             raise OptionError(f"webperf.process(tls=...): True or False, not {tls!r}")
 
@@ -251,6 +253,7 @@ class Webperf:
         An https:// target's certificate is not verified unless ``tls_ca`` names a CA
         file (PEM) to verify it (and its host name) against; a refused certificate
         counts as errors of kind ``tls``."""
+        arguments.check("http", locals())
         user_class = user_for_url(resolve_user(user or self.config.user), target.url)
         ca_file = check_tls_ca(tls_ca, target.url, user_class)
         plan = self._plan(
@@ -305,6 +308,7 @@ class Webperf:
         every message accounted for (published, acknowledged, delivered to an observer
         and stored by the server; lost, duplicated, late). Judged with the MQTT checks
         (``lost:0``, ``dup:0``, ``tps:5%``, ...) unless the test gives its own."""
+        arguments.check("mqtt", locals())
         config = self.config
         telemetry = MqttTelemetry(
             interval_s=parse_duration(interval),
@@ -352,6 +356,7 @@ class Webperf:
             workload=workload,
             runs=(),
             target=target.describe(),
+            generator=_generator(kind),  # part of its baselines' machine id
         )
         label = Label(self.nodeid, name)
         if isinstance(target, PairedTarget):
@@ -576,3 +581,11 @@ def check_tls_ca(tls_ca: object, url: str, user_class: str) -> str | None:
             "use --webperf-user=native or lean"
         )
     return str(path)
+
+
+def _generator(kind: LoadKind) -> str:
+    """What sends a kind of load: the resolved HTTP user, or ``mqtt`` (paho clients,
+    whatever the HTTP user)."""
+    if isinstance(kind, MqttTelemetry):
+        return "mqtt"
+    return str(getattr(kind, "user_class", "lean"))

@@ -8,8 +8,10 @@ baselines of the same id. The id is readable and stable::
 where ``hash8`` covers everything in ``MachineInfo``: CPU model, logical cores,
 memory (whole GiB, so a few MB of kernel reservation do not move it), kernel
 release, container engine version, the CPU quota given to targets, the
-network mode, the CPU placement, the run's HTTP user when it is not the lean one
-(``generator``: the native loop times requests differently), and the keys users add through the
+network mode, the CPU placement, the HTTP user a measurement ran with when it is not
+the lean one (``generator``: the native loop times requests differently; the same
+user whether given by option, environment, ini, marker or ``webperf.http(user=...)``;
+MQTT measurements have none), and the keys users add through the
 ``pytest_webperf_update_machine_info`` hook (``extra``; with none, the hash is
 what it was before the hook existed, so existing baselines keep their id).
 The engine version is passed in (this module does not talk to

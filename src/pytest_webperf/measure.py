@@ -278,30 +278,36 @@ def endpoint_results(
 def usable_cores(
     resources: Sequence[ResourceSample], limit: float | None, machine: int | None = None
 ) -> float:
-    """The CPUs the target could use, for its capacity estimate: its limit (quota or
-    cpuset) when it has one; else no more cores than it had threads (a single-threaded
-    server can use one core, however busy the machine kept it); else, when it was
-    saturated at fewer whole cores than the machine has (a server holding one lock at
-    100 % of one core), that many; else the machine's cores."""
-    cores = machine or os.cpu_count() or 1
-    if limit:
-        return limit
+    """The CPUs the target could use, for its capacity estimate. "Usable" is the least of:
+    - its limit (quota or cpuset) when it has one, else the machine's cores;
+    - the most threads it could run at once in any second: each process's threads,
+      except that a process under a global interpreter lock (CPython, PyPy: one thread
+      runs Python at a time) counts one, however many threads it has. So a
+      single-threaded server, or a threaded Python server, counts one core; a tree of
+      four Python worker processes four. (C extensions that release the GIL can use
+      more: the estimate stays on the safe side.);
+    - when it was saturated at fewer whole cores than that (a server holding one lock
+      at 100 % of one core), that many."""
+    cores = float(limit) if limit else float(machine or os.cpu_count() or 1)
     per_tick: dict[float, float] = {}
     threads: dict[float, int] = {}
     for sample in resources:
         if sample.t >= 0:
             per_tick[sample.t] = per_tick.get(sample.t, 0.0) + sample.cpu_percent
-            threads[sample.t] = threads.get(sample.t, 0) + sample.threads
+            runnable = sample.threads if sample.usable_threads is None else sample.usable_threads
+            threads[sample.t] = threads.get(sample.t, 0) + runnable
     if not per_tick:
-        return float(cores)
+        return cores
     most_threads = max(threads.values())
     if 0 < most_threads < cores:
         return float(most_threads)
+    if limit:
+        return cores
     busy = sum(per_tick.values()) / len(per_tick) / 100  # mean cores in use
     whole = max(1, round(busy))
     if whole < cores and busy >= 0.9 * whole and busy <= whole + 0.05:
         return float(whole)
-    return float(cores)
+    return cores
 
 
 class MachineClock:

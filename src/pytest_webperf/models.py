@@ -109,6 +109,9 @@ class ResourceSample:
     cgroup_memory_mb: float | None = None  # memory.current minus inactive file
     pss_mb: float | None = None  # proportional set size, tree sum (sampled every few seconds)
     uss_mb: float | None = None  # unique set size, tree sum (sampled every few seconds)
+    # threads that can run at once: each process's threads, but one for a process under a
+    # global interpreter lock (CPython, PyPy); None: not recorded (read ``threads``)
+    usable_threads: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -417,8 +420,10 @@ class RunResult:
 
     @property
     def capacity_rps(self) -> float | None:
-        """Requests/s the target's CPUs could serve at this service demand (utilization
-        law: throughput per core = 1 / CPU time per request), whoever was the bottleneck."""
+        """An estimate: requests/s the cores the target could use (``server_cores``, see
+        ``measure.usable_cores``: never more than its threads can run at once) could serve
+        at this service demand (utilization law: throughput per core = 1 / CPU time per
+        request), whoever was the bottleneck. Not a measured maximum."""
         demand = self.cpu_per_req_us
         if demand is None or demand <= 0 or self.server_cores is None:
             return None
@@ -453,6 +458,7 @@ class RunResult:
             "generator_processes": [dict(g) for g in self.generator_processes],
             "foreign_cpu_percent": self.foreign_cpu_percent,
             "capacity_rps": self.capacity_rps,
+            "capacity_estimate": True,  # the utilization law's, not a measured maximum
             "series": [s.to_dict() for s in self.series],
             "resources": [r.to_dict() for r in self.resources],
             "generator": [g.to_dict() for g in self.generator],
@@ -575,6 +581,10 @@ class Measurement:
     # what the base was (ref, commit, base target, order and instance of each pair)
     base_runs: tuple[RunResult, ...] = ()
     against: Mapping[str, Any] | None = None
+    # what sent the load: the HTTP user, resolved (native, lean, fast, module:Class), or
+    # mqtt; part of the machine id its baseline is kept under. None: not recorded (the
+    # run's HTTP user is taken)
+    generator: str | None = None
 
     @property
     def key(self) -> str:
@@ -621,6 +631,7 @@ class Measurement:
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "base_runs": [r.to_dict() for r in self.base_runs],
             "against": None if self.against is None else dict(self.against),
+            **({"generator": self.generator} if self.generator is not None else {}),
         }
 
     @classmethod
@@ -637,4 +648,5 @@ class Measurement:
             verdict=None if verdict is None else Verdict.from_dict(verdict),
             base_runs=tuple(RunResult.from_dict(r) for r in data.get("base_runs") or ()),
             against=None if data.get("against") is None else dict(data["against"]),
+            generator=None if data.get("generator") is None else str(data["generator"]),
         )

@@ -203,14 +203,21 @@ def _target_url_notice(config: RunConfig, handle: Webperf) -> list[str]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    """A regression fails the test that measured it, one line per failed check."""
+    """A regression fails the test that measured it, one line per failed check. A
+    user-caused problem (a bad argument, a server that did not start) fails it with its
+    message, where in the test it came from, and no traceback: raised outside the
+    ``except``, so that pytest does not show it "during handling of" the error."""
+    skipped = failure = None
     try:
         result = yield
     except Unchanged as exc:
-        pytest.skip(f"webperf: unchanged: {exc}")
+        skipped = f"webperf: unchanged: {exc}"
     except WebperfError as exc:
-        # a user-caused problem (server did not start, bad option): no traceback
-        pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+        failure = f"{_where(item, exc)}{type(exc).__name__}: {exc}"
+    if skipped is not None:
+        pytest.skip(skipped)
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
     session = item.config.stash.get(session_key, None)
     webperf_handle = getattr(item, "funcargs", {}).get("webperf")
     if session is not None and isinstance(webperf_handle, Webperf):
@@ -224,6 +231,29 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         if failed:
             pytest.fail("webperf regression:\n" + "\n".join(failed), pytrace=False)
     return result
+
+
+def _where(item: pytest.Item, exc: BaseException) -> str:
+    """``test_x.py:12: ``, the line of the test (or of its fixture) that called into
+    webperf when ``exc`` was raised, or nothing when no such call is on the way."""
+    package = str(Path(__file__).parent) + os.sep
+    caller = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith(package):
+            caller = (filename, tb.tb_lineno)
+        elif caller is not None:  # the first call from outside into webperf
+            break
+        tb = tb.tb_next
+    if tb is None or caller is None:
+        return ""
+    filename, line = caller
+    try:
+        shown = str(Path(filename).relative_to(item.config.rootpath))
+    except ValueError:
+        shown = filename
+    return f"{shown}:{line}: "
 
 
 class _TerminalScreen:
@@ -277,7 +307,20 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line)
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    """A fixture of the test's that starts a target (``webperf.process`` in the user's
+    own fixture) and fails to errors the test in one line, as inside the test."""
+    _note_settings(item)
+    failure = None
+    try:
+        return (yield)
+    except WebperfError as exc:
+        failure = f"{_where(item, exc)}{type(exc).__name__}: {exc}"
+    pytest.fail(failure, pytrace=False)
+
+
+def _note_settings(item: pytest.Item) -> None:
     """Note the settings a webperf test runs with and where they came from (for -v)."""
     session = item.config.stash.get(session_key, None)
     if session is None or "webperf" not in getattr(item, "fixturenames", ()):

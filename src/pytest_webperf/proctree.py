@@ -21,6 +21,7 @@ cgroup counter, which the kernel keeps for dead processes too, and why
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -62,6 +63,22 @@ class _Reading:
     rss: int
     fds: int | None
     socket_inodes: frozenset[int]
+    usable_threads: int = 0  # threads that can run at once: a GIL-bound process has one
+
+
+# CPython and PyPy with their global interpreter lock (a free-threaded CPython's
+# executable ends in "t": python3.13t), however they were started (a script's
+# shebang names the script in ``comm``; the executable is still python's)
+_GIL_EXECUTABLE = re.compile(r"(python|pypy)[\d.]*(-dbg)?")
+
+
+def gil_bound(process: psutil.Process) -> bool:
+    """Whether ``process`` runs an interpreter that runs one thread at a time."""
+    try:
+        executable = process.exe() or process.name()
+    except (psutil.Error, OSError):
+        return False
+    return bool(_GIL_EXECUTABLE.fullmatch(os.path.basename(executable)))
 
 
 class ProcessTreeSampler:
@@ -126,6 +143,7 @@ class ProcessTreeSampler:
             rss_mb=reading.rss / MB,
             processes=reading.processes,
             threads=reading.threads,
+            usable_threads=reading.usable_threads,
             fds=reading.fds,
             connections=self._count_connections(reading.socket_inodes),
             pss_mb=pss,
@@ -148,7 +166,7 @@ class ProcessTreeSampler:
     def _poll(self) -> _Reading:
         seen: dict[ProcessKey, ProcessCpu] = {}
         alive: dict[ProcessKey, psutil.Process] = {}
-        processes = threads = rss = 0
+        processes = threads = usable = rss = 0
         fds: int | None = 0
         inodes: set[int] = set()
         for process in self._tree():
@@ -159,6 +177,7 @@ class ProcessTreeSampler:
                     ppid = process.ppid()
                     process_threads = process.num_threads()
                     process_rss = process.memory_info().rss
+                    process_usable = 1 if gil_bound(process) else process_threads
             except GONE:  # exited since the tree was listed
                 continue
             seen[key] = ProcessCpu(
@@ -170,6 +189,7 @@ class ProcessTreeSampler:
             alive[key] = process
             processes += 1
             threads += process_threads
+            usable += process_usable
             rss += process_rss
             process_fds = _socket_inodes(process.pid, inodes) if self._fds else None
             fds = None if fds is None or process_fds is None else fds + process_fds
@@ -177,7 +197,7 @@ class ProcessTreeSampler:
             self._cpu_total += tree_cpu_delta(self._tracked, seen)
         self._tracked, self._alive = seen, alive
         self._primed = True
-        return _Reading(processes, threads, rss, fds, frozenset(inodes))
+        return _Reading(processes, threads, rss, fds, frozenset(inodes), usable)
 
     def _full_due(self) -> bool:
         return self._full_every > 0 and (self._samples - 1) % self._full_every == 0

@@ -18,6 +18,7 @@ from pytest_webperf.checks import DEFAULT_CHECKS, Check, format_checks
 from pytest_webperf.config import RunConfig
 from pytest_webperf.distribution import Distribution
 from pytest_webperf.errors import BaselineError, EngineUnavailable, WebperfError
+from pytest_webperf.machine import MachineInfo
 from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
@@ -65,6 +66,8 @@ class WebperfSession:
         self.problems: list[str] = []  # what finish() could not do: the run fails
         self._stack = ExitStack()  # what lives as long as the run (the A/B base tree)
         self._against: ab.Against | None = None
+        self._machines: dict[str, MachineInfo] = {}  # by generator
+        self._stores: dict[str, baseline.BaselineStore] = {}  # by machine id
         if config.against:  # a bad ref or no repository: a usage error before anything runs
             gitref.resolve_commit(gitref.toplevel(rootdir), config.against)
 
@@ -91,6 +94,33 @@ class WebperfSession:
 
     @functools.cached_property
     def machine(self) -> machine.MachineInfo:
+        """This machine with the run's HTTP user (however it was given: option,
+        environment or ini); a test's own user (marker, ``user=``) has ``machine_for``."""
+        return self.machine_for(resolve_user(self.config.user))
+
+    def machine_for(self, generator: str | None) -> MachineInfo:
+        """This machine as the baselines of a measurement whose load ``generator`` sent
+        see it (``Measurement.generator``: the resolved HTTP user; ``mqtt``, which no
+        HTTP user changes; None, not recorded: the run's user): the same user gives the
+        same id whether it came from the command line, the environment, the ini file,
+        a marker or ``webperf.http(user=...)``."""
+        if generator is None:
+            generator = resolve_user(self.config.user)
+        if generator not in self._machines:
+            self._machines[generator] = self._collect_machine(generator)
+        return self._machines[generator]
+
+    def store_for(self, measurement: Measurement) -> baseline.BaselineStore:
+        """The store of the machine id ``measurement``'s baselines are kept under."""
+        info = self.machine_for(measurement.generator)
+        key = machine.machine_id(info, self.config.machine_id)
+        if key == self.store.machine_id:
+            return self.store
+        if key not in self._stores:
+            self._stores[key] = baseline.BaselineStore(self.store.base_dir, key)
+        return self._stores[key]
+
+    def _collect_machine(self, generator: str) -> MachineInfo:
         engine_version = None
         if not self.config.target_url:
             from pytest_webperf.engine import engine_version as version
@@ -108,8 +138,7 @@ class WebperfSession:
             if pinned.target_cpuset is None and not pinned.generator_cpus
             else f"{pinned.target_cpuset or 'all'}/{placement.cpu_list(pinned.generator_cpus)}",
         )
-        generator = resolve_user(self.config.user)
-        if generator != "lean":  # the ids made before the native loop existed were lean's
+        if generator not in ("mqtt", "lean"):  # ids made before the native loop were lean's
             collected = dataclasses.replace(collected, generator=generator)
         data = collected.to_dict()
         self.extensions.update_machine_info(data)
@@ -152,7 +181,7 @@ class WebperfSession:
         except under --webperf-save, which replaces it (the fix its message names)."""
         notes: list[str] = []
         try:
-            stored = self.store.load(measurement.nodeid, measurement.name)
+            stored = self.store_for(measurement).load(measurement.nodeid, measurement.name)
         except baseline.NewerSchemaError:
             raise  # never replaced: the store refuses to overwrite a newer format
         except BaselineError as exc:
@@ -175,12 +204,13 @@ class WebperfSession:
         return dataclasses.replace(measurement, verdict=verdict)
 
     def _other_machines_note(self, measurement: Measurement) -> list[str]:
-        others = self.store.other_machines(measurement.nodeid, measurement.name)
+        store = self.store_for(measurement)
+        others = store.other_machines(measurement.nodeid, measurement.name)
         if not others:
             return []
         return [
             f"baselines exist for other machines ({', '.join(others)}), not for "
-            f"{self.store.machine_id}: performance differs across machines, so they are "
+            f"{store.machine_id}: performance differs across machines, so they are "
             "not compared (--webperf-machine-id=NAME names a fleet)"
         ]
 
@@ -217,10 +247,14 @@ class WebperfSession:
         )
 
     def summary(self) -> list[str]:
+        others = sorted(
+            {self.store_for(m).machine_id for m in self.measurements} - {self.store.machine_id}
+        )
+        also = f" (tests with another HTTP user: {', '.join(others)})" if others else ""
         return [
             *terminal.summary(report(self.measurements, self.meta())),
             *self.distribution.summary(),
-            f"webperf: {self.cpu_placement.describe()}; machine {self.store.machine_id}",
+            f"webperf: {self.cpu_placement.describe()}; machine {self.store.machine_id}{also}",
         ]
 
     def meta(self) -> dict[str, Any]:
@@ -256,7 +290,7 @@ class WebperfSession:
             if m.against is not None or (m.nodeid, m.name) in found:
                 continue
             try:
-                saved = self.store.history(m.nodeid, m.name)
+                saved = self.store_for(m).history(m.nodeid, m.name)
             except BaselineError:
                 saved = []
             found[(m.nodeid, m.name)] = [
@@ -322,11 +356,6 @@ class WebperfSession:
         write_json(path, extended)
 
     def _save(self) -> None:
-        metadata = {
-            "machine": self.machine.to_dict(),
-            "git": gitref.git_commit(self.rootdir),
-            "plugin_version": __version__,
-        }
         saved = self.measurements
         failed = [m for m in saved if failed_absolute(m)]
         if failed and not self.config.save_failed:
@@ -340,11 +369,22 @@ class WebperfSession:
             )
         if not saved:
             return
-        paths = self.store.save(saved, metadata)
-        where = self.store.base_dir / self.store.machine_id
-        self.finished.append(
-            f"webperf: saved {len(saved)} baseline(s) in {len(paths)} file(s) under {where}"
-        )
+        git = gitref.git_commit(self.rootdir)
+        by_store: dict[str, list[Measurement]] = {}
+        for m in saved:
+            by_store.setdefault(self.store_for(m).machine_id, []).append(m)
+        for group in by_store.values():
+            store = self.store_for(group[0])
+            metadata = {
+                "machine": self.machine_for(group[0].generator).to_dict(),
+                "git": git,
+                "plugin_version": __version__,
+            }
+            paths = store.save(group, metadata)
+            where = store.base_dir / store.machine_id
+            self.finished.append(
+                f"webperf: saved {len(group)} baseline(s) in {len(paths)} file(s) under {where}"
+            )
         busy = [m for m in saved if metrics.foreign_cpu(m) > metrics.CONTENDED_CPU_PERCENT]
         if busy:
             worst = max(metrics.foreign_cpu(m) for m in busy)

@@ -106,3 +106,49 @@ def test_a_worker_that_died_is_named(tmp_path: Path) -> None:
     assert "webperf: worker gw1 went down: what it measured is not in this report" in (
         controller.distribution.summary()
     )
+
+
+def test_the_machine_id_follows_the_user_that_ran_however_it_was_given(tmp_path: Path) -> None:
+    """--webperf-user, WEBPERF_USER and webperf_user set the run's user; a marker or
+    webperf.http(user=...) a test's: the measurement's generator. Same user, same id."""
+    import dataclasses
+
+    base = {"target_url": "http://127.0.0.1:1"}
+    by_option = WebperfSession(resolve({**base, "user": "fast"}, {}, {}), tmp_path)
+    by_env = WebperfSession(resolve(base, {"WEBPERF_USER": "fast"}, {}), tmp_path)
+    by_ini = WebperfSession(resolve(base, {}, {"user": "fast"}), tmp_path)
+    default = WebperfSession(resolve(base, {}, {}), tmp_path)
+    fast_run = measurement("t.py::a", runs=())
+    ids = {s.store.machine_id for s in (by_option, by_env, by_ini)}
+    ids |= {s.store_for(fast_run).machine_id for s in (by_option, by_env, by_ini)}
+    # a marker or keyword: the run's user is the default, the measurement says fast
+    fast = dataclasses.replace(fast_run, generator="fast")
+    ids.add(default.store_for(fast).machine_id)
+    assert len(ids) == 1
+    assert default.store.machine_id not in ids  # the default user (native or lean) differs
+    lean = dataclasses.replace(fast_run, generator="lean")
+    assert (
+        by_option.store_for(lean).machine_id
+        == WebperfSession(resolve({**base, "user": "lean"}, {}, {}), tmp_path).store.machine_id
+    )
+    # MQTT load is paho clients: no HTTP user changes its id
+    mqtt = dataclasses.replace(fast_run, generator="mqtt")
+    assert by_option.store_for(mqtt).machine_id == default.store_for(mqtt).machine_id
+    # --webperf-machine-id names the machine whatever the user
+    named = WebperfSession(resolve({**base, "machine_id": "ci"}, {}, {}), tmp_path)
+    assert named.store_for(fast).machine_id == named.store_for(lean).machine_id == "ci"
+
+
+def test_a_save_goes_under_the_id_of_the_user_that_ran(tmp_path: Path) -> None:
+    import dataclasses
+
+    session = WebperfSession(run_config(save=True), tmp_path)
+    fast = dataclasses.replace(measurement("t.py::a"), generator="fast")
+    session.record([fast, measurement("t.py::b")])
+    session.finish()
+    saved = sorted(p.parent.name for p in (tmp_path / "baselines").glob("*/*.json"))
+    assert saved == sorted([session.store_for(fast).machine_id, session.store.machine_id])
+    assert saved[0] != saved[1]
+    again = WebperfSession(run_config(), tmp_path)
+    assert again.judge(fast).verdict is not None
+    assert again.store_for(fast).load("t.py::a", "GET /x") is not None

@@ -185,7 +185,7 @@ COLUMNS: tuple[Column, ...] = (
     ("cpu %", _cpu),
     ("rss MB", _rss),
     ("cpu/req us", _cpu_per_req),
-    ("capacity", _capacity),
+    ("capacity~", _capacity),  # ~: an estimate (the utilization law's), not measured
 )
 NUMERIC = frozenset(name for name, _ in COLUMNS[3:])
 

@@ -34,6 +34,7 @@ import resource
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
@@ -146,6 +147,37 @@ def tickets_of(environment: Any) -> Any:
     return None
 
 
+def user_failure(what: str, exc: BaseException, *, anywhere: bool = False) -> str:
+    """One line for an exception raised by the user's own code: ``importing 'mymod'
+    failed: ImportError: no module named x (at /src/mymod.py:3)``, the place being the
+    deepest frame in neither Python's library, the installed packages nor webperf
+    (``anywhere``: failing that, the deepest frame at all)."""
+    import sysconfig
+
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    libraries = {
+        os.path.abspath(p) + os.sep
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
+    frames = traceback.extract_tb(exc.__traceback__)
+    theirs = [
+        f
+        for f in frames
+        if not f.filename.startswith("<")
+        and not os.path.abspath(f.filename).startswith((ours, *libraries))
+    ]
+    where = ""
+    if theirs or (anywhere and frames):
+        frame = (theirs or frames)[-1]
+        name = os.path.abspath(frame.filename)
+        shown = os.path.relpath(name) if name.startswith(os.getcwd() + os.sep) else name
+        where = f" (at {shown}:{frame.lineno})"
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    said = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return f"{what} failed: {said}{where}"
+
+
 def users_of(spec: SwarmSpec, index: int) -> int:
     """About how many users worker ``index`` gets (Locust distributes them evenly)."""
     share, extra = divmod(spec.users, spec.processes)
@@ -172,10 +204,22 @@ def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
 
         return native.make_user(spec, index)
     module_name, _, class_name = spec.user_class.partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module: its error, in one line
+        raise RuntimeError(user_failure(f"importing {module_name!r}", exc)) from None
+    cls = getattr(module, class_name, None)
+    from locust import User
+
+    if not (isinstance(cls, type) and issubclass(cls, User)):
+        found = f"has no {class_name!r}" if cls is None else f"gives {cls!r} as {class_name}"
+        raise RuntimeError(
+            f"the user class {spec.user_class!r}: module {module_name!r} {found}, not a "
+            "Locust User class (module:UserClass names a subclass of locust.User)"
+        )
     if not getattr(cls, "host", None):
         cls.host = spec.host
-    return cls  # type: ignore[no-any-return]
+    return cls
 
 
 def environment_for(spec: SwarmSpec, index: int = 0) -> tuple[Any, Recorder]:
@@ -215,8 +259,12 @@ class LocalSwarm:
     def start(self) -> list[Process]:
         runner = self.runner
         runner.start(self.spec.users, spawn_rate=self.spec.effective_spawn_rate)
-        if runner.spawning_greenlet is not None:
-            runner.spawning_greenlet.join(timeout=self.spec.deadline_s)
+        spawning = runner.spawning_greenlet
+        if spawning is not None:
+            spawning.join(timeout=self.spec.deadline_s)
+            if spawning.ready() and spawning.exception is not None:  # a user did not start
+                what = f"starting a user of {self.spec.user_class!r}"
+                raise RuntimeError(user_failure(what, spawning.exception))
         return [{"pid": os.getpid(), "role": "local", "cpus": self.cpus}]
 
     @property
@@ -353,6 +401,11 @@ def main(argv: list[str] | None = None) -> int:
         run(spec, emit)
     except RuntimeError as exc:  # a one-line reason the parent reports as it is
         emit("error", message=str(exc))
+        events.close()
+        return 1
+    except Exception as exc:  # a crash: said once, in one line, as the test's failure
+        traceback.print_exc()  # the whole of it stays in the child's log
+        emit("error", message=user_failure("the load generator", exc, anywhere=True))
         events.close()
         return 1
     events.close()

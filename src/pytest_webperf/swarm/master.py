@@ -11,7 +11,9 @@ Messages beside Locust's own (``environment.runner.register_message``):
   says ``webperf_ready``;
 - at every tick ``webperf_roll`` to all, ``webperf_interval`` back (the
   interval's exact histograms and the process's CPU seconds); ``webperf_halt``
-  / ``webperf_halted`` at the end.
+  / ``webperf_halted`` at the end;
+- a worker whose users raise when they start says ``webperf_failed`` (one line:
+  the exception and where), and the run fails with it.
 
 The measured window is the master's clock (the instants it sends each roll):
 the workers' clocks may be other machines'. A worker that stops answering (its
@@ -42,6 +44,7 @@ from pytest_webperf.swarm.child import (
     quick_stop,
     raise_open_files,
     stop_sending,
+    user_failure,
     users_of,
     worker_cpus,
 )
@@ -56,6 +59,7 @@ READY = "webperf_ready"
 HELLO = "webperf_hello"
 SPEC = "webperf_spec"
 BYE = "webperf_bye"  # the session is over: a remote worker's supervisor exits
+FAILED = "webperf_failed"  # a worker's users could not start: its one-line reason
 SESSION_OVER = 10  # a remote worker process's exit status after BYE
 WORKER_READY_S = 60.0  # starting a worker (python + locust import) takes ~1-2 s, more under load
 ROLL_REPLY_S = 5.0  # how long the master waits for the workers' intervals at each tick
@@ -90,6 +94,7 @@ class MasterSwarm:
             (HALTED, self._on_halted),
             (READY, self._on_ready),
             (HELLO, self._on_hello),
+            (FAILED, self._on_failed),
         ):
             self.runner.register_message(kind, listener)
         self.roles: dict[str, str] = {}  # Locust client id -> "workerN" / "remoteN@host"
@@ -106,6 +111,7 @@ class MasterSwarm:
         self.arrived = Event()
         self.users = 0
         self.rolled = 0
+        self.failure: str | None = None  # a worker's users could not start
 
     @property
     def expected(self) -> int:
@@ -170,6 +176,8 @@ class MasterSwarm:
         spec = self.spec
         deadline = time.monotonic() + spec.users / spec.effective_spawn_rate * 3 + 30
         while len(self.runner.clients.running) < len(self.roles):
+            if self.failure is not None:
+                raise RuntimeError(self.failure)
             if time.monotonic() > deadline:
                 return  # the rolls say who is missing
             gevent.sleep(0.05)
@@ -223,6 +231,8 @@ class MasterSwarm:
         """Every worker's interval, summed; waits (bounded) for all of them.
 
         ``final``: the last one, the workers' users stop sending before they roll."""
+        if self.failure is not None:
+            raise RuntimeError(self.failure)
         self.seq += 1
         self.replies = {}
         self.arrived.clear()
@@ -286,6 +296,11 @@ class MasterSwarm:
             if len(self.replies) >= len(self.roles):
                 self.arrived.set()
 
+    def _on_failed(self, environment: Any, msg: Any) -> None:
+        if self.failure is None:
+            role = self.roles.get(msg.node_id, "a generator worker")
+            self.failure = f"{msg.data['message']} (in {role})"
+
     def _on_halted(self, environment: Any, msg: Any) -> None:
         self.halted.add(msg.node_id)
         if msg.data and msg.data.get("ledger"):
@@ -321,8 +336,26 @@ class MasterSwarm:
                 worker.wait()
 
 
-def serve(runner: Any, index: int, cpus: list[int], recorder: Recorder) -> None:
-    """Answer the master's rolls and halt with this process's recorder."""
+def serve(
+    runner: Any, index: int, cpus: list[int], recorder: Recorder, user_class: str = ""
+) -> None:
+    """Answer the master's rolls and halt with this process's recorder; tell it when
+    the users of ``user_class`` could not start."""
+    import gevent
+
+    def watch_spawning() -> None:
+        told = None
+        while True:
+            gevent.sleep(0.1)
+            spawning = runner.spawning_greenlet
+            if spawning is None or spawning is told or not spawning.ready():
+                continue
+            if spawning.exception is not None:
+                what = f"starting a user of {user_class!r}"
+                runner.send_message(FAILED, {"message": user_failure(what, spawning.exception)})
+            told = spawning
+
+    runner.greenlet.spawn(watch_spawning)
 
     def on_roll(environment: Any, msg: Any) -> None:
         if msg.data.get("final"):
@@ -361,7 +394,7 @@ def run_worker(spec: SwarmSpec, index: int, master_host: str, master_port: int) 
     raise_open_files(users_of(spec, index), lambda kind, message: print(message, flush=True))
     environment, recorder = environment_for(spec, index)
     runner = environment.create_worker_runner(master_host, master_port)
-    serve(runner, index, cpus, recorder)
+    serve(runner, index, cpus, recorder, spec.user_class)
     runner.send_message(READY, {"index": index, "pid": os.getpid()})
     runner.greenlet.join()  # until the master says quit
 
@@ -386,7 +419,7 @@ def run_remote(master_host: str, master_port: int) -> int:
         signal.alarm(int(spec.deadline_s) + 1)
         raise_open_files(users_of(spec, index), lambda kind, message: print(message, flush=True))
         recorder = equip(environment, spec, index)
-        serve(runner, index, sorted(os.sched_getaffinity(0)), recorder)
+        serve(runner, index, sorted(os.sched_getaffinity(0)), recorder, spec.user_class)
         runner.send_message(READY, {"index": index, "pid": os.getpid()})
         got_spec.set()
 
