@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _OPTION = re.compile(r"--webperf-[a-z0-9]+(?:-[a-z0-9]+)*")
 # a literal value: ``--webperf-x=VALUE`` up to a space, backtick or bracket, or quoted
-_OPTION_VALUE = re.compile(r"(--webperf-[a-z0-9-]+)=(?:\"([^\"]*)\"|'([^']*)'|([^\s`'\"\)\]|]+))")
+_OPTION_VALUE = re.compile(
+    r"(--webperf-[a-z0-9-]+)=(?:\"([^\"]*)\"|'([^']*)'|((?:[^\s`'\"\)\]\[|]|\[[^\]\s]*\])+))"
+)  # (an endpoint check's brackets, p95[create]:10%, are part of the value)
 _CODE = re.compile(r"```[^\n]*\n(.*?)```|`([^`]+)`", re.S)
 # a command line's ``webperf SUB``: at its start, after a prompt, a path or a ``&&``
 _COMMAND = re.compile(r"(?:^|[ \t$;&|(]|/)webperf[ \t]+([a-z][a-z-]*)", re.M)
