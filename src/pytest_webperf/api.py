@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from pytest_webperf import arguments, compare, placement
 from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
-from pytest_webperf.checks import DEFAULT_CHECKS, DEFAULT_MQTT_CHECKS, Check
+from pytest_webperf.checks import Check
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import OptionError
 from pytest_webperf.gitref import map_command
@@ -41,7 +41,7 @@ from pytest_webperf.measure import (
     run_repetitions,
     sampling_monitor,
 )
-from pytest_webperf.models import Measurement, RunResult, Verdict
+from pytest_webperf.models import Measurement, Verdict
 from pytest_webperf.mqtt.run import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
@@ -57,14 +57,15 @@ from pytest_webperf.workload import Request, Workload, http_name, http_workload,
 
 
 class Judge(Protocol):
-    """Decides a measurement's verdict against the stored baseline (``WebperfSession.judge``)."""
+    """Decides a measurement's verdict (``WebperfSession.judge``, the one judge): against
+    the base's runs in an A/B run, alone for a target new since the base, else against
+    the stored baseline; ``checks`` None: the run's, else the defaults for its kind."""
 
     def __call__(
         self,
         measurement: Measurement,
         *,
         checks: Sequence[Any] | None = None,
-        generator_bound: bool = False,
         max_error_rate: float | None = None,
         require_power: bool = False,
     ) -> Measurement: ...
@@ -334,7 +335,6 @@ class Webperf:
             plan,
             name or telemetry.name,
             telemetry.workload,
-            checks=config.compare_fail or DEFAULT_MQTT_CHECKS,
         )
 
     def _measure(
@@ -376,15 +376,18 @@ class Webperf:
         except TargetDied as exc:
             self._died(measurement, exc)
             raise
-        judged = self._judge(
-            dataclasses.replace(measurement, runs=tuple(runs)),
+        judged = self._judged(dataclasses.replace(measurement, runs=tuple(runs)), checks)
+        self.measurements.append(judged)
+        return judged
+
+    def _judged(self, measurement: Measurement, checks: Sequence[Check] | None) -> Measurement:
+        """``measurement`` with its verdict, by the test's settings (the one judge)."""
+        return self._judge(
+            measurement,
             checks=checks or self.config.compare_fail,
-            generator_bound=_mostly_bound(runs),
             max_error_rate=self.config.max_error_rate,
             require_power=self.config.require_power,
         )
-        self.measurements.append(judged)
-        return judged
 
     def _died(self, measurement: Measurement, exc: TargetDied) -> None:
         """The repetitions measured before the target died go into the reports."""
@@ -431,27 +434,28 @@ class Webperf:
                 )
             )
             raise Unchanged(message)
-        chosen = tuple(checks or config.compare_fail or DEFAULT_CHECKS)
+        measurement = dataclasses.replace(measurement, against=described)
 
-        def verdict(pairs: Pairs) -> Verdict:
-            bound = _mostly_bound(pairs.change) or _mostly_bound(pairs.base)
-            return compare.decide(
-                dataclasses.replace(measurement, runs=tuple(pairs.change)),
-                dataclasses.replace(measurement, runs=tuple(pairs.base)),
-                chosen,
-                generator_bound=bound,
-                max_error_rate=config.max_error_rate,
-                require_power=config.require_power,
-                instances=pairs.instances,
-                look=max(1, pairs.looks),
+        def judged(pairs: Pairs) -> Measurement:
+            return self._judged(
+                dataclasses.replace(
+                    measurement,
+                    runs=tuple(pairs.change),
+                    base_runs=tuple(pairs.base),
+                    against={
+                        **described,
+                        "instances": list(pairs.instances),
+                        "looks": max(1, pairs.looks),
+                    },
+                ),
+                checks,
             )
 
         def settled(pairs: Pairs) -> bool:
-            checks = verdict(pairs).checks
-            return not any(compare.unsettled(c["outcome"], c["metric"]) for c in checks)
+            verdict = judged(pairs).verdict
+            return verdict is not None and compare.verdict_settled(verdict)
 
         schedule = Schedule(plan.repeat, config.against_budget, config.restart_every)
-        measurement = dataclasses.replace(measurement, against=described)
         try:
             pairs = run_pairs(
                 target,
@@ -466,10 +470,8 @@ class Webperf:
         except TargetDied as exc:
             self._died(measurement, exc)
             raise
-        judged = dataclasses.replace(
-            measurement,
-            runs=tuple(pairs.change),
-            base_runs=tuple(pairs.base),
+        result = dataclasses.replace(
+            judged(pairs),
             against={
                 **described,
                 "base_target": target.side("A").describe(),
@@ -480,10 +482,9 @@ class Webperf:
                 "looks": pairs.looks,
                 "stopped": pairs.stopped,
             },
-            verdict=verdict(pairs),
         )
-        self.measurements.append(judged)
-        return judged
+        self.measurements.append(result)
+        return result
 
     def _measure_new(
         self,
@@ -497,8 +498,6 @@ class Webperf:
     ) -> Measurement:
         """A server the base ref does not have: measured alone, judged by the absolute
         limits only (the error-rate limit among them), reported as having no base."""
-        assert self._against is not None
-        ref = self._against().tree.ref
         runs = run_repetitions(
             target.change,
             kind,
@@ -508,24 +507,8 @@ class Webperf:
             label=Label(self.nodeid, measurement.name),
             restart_every=self.config.restart_every,
         )
-        verdict = compare.decide(
-            dataclasses.replace(measurement, runs=tuple(runs)),
-            None,
-            tuple(checks or self.config.compare_fail or DEFAULT_CHECKS),
-            generator_bound=_mostly_bound(runs),
-            max_error_rate=self.config.max_error_rate,
-            require_power=self.config.require_power,
-        )
-        note = f"{target.name} does not exist at {ref}: measured alone, nothing to compare with"
-        judged = dataclasses.replace(
-            measurement,
-            runs=tuple(runs),
-            against=described,
-            verdict=dataclasses.replace(
-                verdict,
-                reasons=tuple(r for r in verdict.reasons if r != compare.NO_BASELINE),
-                notes=(*verdict.notes, note),
-            ),
+        judged = self._judged(
+            dataclasses.replace(measurement, runs=tuple(runs), against=described), checks
         )
         self.measurements.append(judged)
         return judged
@@ -553,11 +536,6 @@ class Webperf:
             server_cores=cpu_limit(limits),
             generator_cpus=self.placement.generator_cpus,
         )
-
-
-def _mostly_bound(runs: Sequence[RunResult]) -> bool:
-    """Whether most repetitions were generator-bound."""
-    return sum(r.generator_bound for r in runs) * 2 > len(runs)
 
 
 def check_tls_ca(tls_ca: object, url: str, user_class: str) -> str | None:

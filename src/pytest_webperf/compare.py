@@ -45,7 +45,14 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from pytest_webperf import stats
-from pytest_webperf.checks import DEFAULT_CHECKS, AbsoluteCheck, Check, RelativeCheck, num
+from pytest_webperf.checks import (
+    DEFAULT_CHECKS,
+    DEFAULT_MQTT_CHECKS,
+    AbsoluteCheck,
+    Check,
+    RelativeCheck,
+    num,
+)
 from pytest_webperf.estimates import (
     Estimate,
     combined,
@@ -60,7 +67,7 @@ from pytest_webperf.metrics import (
     Metric,
     foreign_cpu,
 )
-from pytest_webperf.models import Measurement, Status, Verdict
+from pytest_webperf.models import Measurement, RunResult, Status, Verdict
 
 NO_BASELINE = "no baseline (run with --webperf-save)"
 ONE_INSTANCE = (
@@ -425,6 +432,23 @@ def evaluate(
 def settled(results: Sequence[CheckResult]) -> bool:
     """Whether every check is decided either way (an A/B run may stop adding pairs)."""
     return not any(unsettled(r.outcome, r.metric) for r in results)
+
+
+def verdict_settled(verdict: Verdict) -> bool:
+    """``settled`` for a verdict's recorded checks."""
+    return not any(unsettled(str(c["outcome"]), str(c["metric"])) for c in verdict.checks)
+
+
+def default_checks(measurement: Measurement) -> tuple[Check, ...]:
+    """The checks a measurement is judged by when neither the test nor the run gives
+    any: MQTT's for MQTT telemetry, else HTTP's. The one place the fallback is chosen."""
+    mqtt = measurement.generator == "mqtt" or any(r.mqtt is not None for r in measurement.runs)
+    return DEFAULT_MQTT_CHECKS if mqtt else DEFAULT_CHECKS
+
+
+def mostly_generator_bound(runs: Sequence[RunResult]) -> bool:
+    """Whether most repetitions were generator-bound (a side's rule)."""
+    return sum(r.generator_bound for r in runs) * 2 > len(runs)
 
 
 def verdict_of(

@@ -171,14 +171,58 @@ class WebperfSession:
         measurement: Measurement,
         *,
         checks: Sequence[Check] | None = None,
-        generator_bound: bool = False,
         max_error_rate: float | None = None,
         require_power: bool = False,
     ) -> Measurement:
-        """The measurement with its verdict against this machine's baseline.
+        """The measurement with its verdict: the one judge, whatever it is judged against.
 
-        A broken baseline file raises ``BaselineError`` (it fails this test only),
-        except under --webperf-save, which replaces it (the fix its message names)."""
+        - An A/B run (``against`` with the base's runs): against side A, pair by pair
+          (the process instances and the looks taken are in ``against``).
+        - A target new since the base (``against``, no base runs): by the absolute limits
+          alone, said in the notes.
+        - Otherwise: against this machine's stored baseline. A broken baseline file
+          raises ``BaselineError`` (it fails this test only), except under
+          --webperf-save, which replaces it (the fix its message names).
+
+        ``checks``: the test's (marker) or the run's; none given, ``compare.default_checks``."""
+        chosen = tuple(checks or self.config.compare_fail or compare.default_checks(measurement))
+        bound = compare.mostly_generator_bound(measurement.runs) or compare.mostly_generator_bound(
+            measurement.base_runs
+        )
+        against = measurement.against
+        if against is not None:
+            current = dataclasses.replace(measurement, base_runs=())
+            if not measurement.base_runs:  # nothing to compare with: absolute limits only
+                verdict = compare.decide(
+                    current,
+                    None,
+                    chosen,
+                    generator_bound=bound,
+                    max_error_rate=max_error_rate,
+                    require_power=require_power,
+                )
+                note = (
+                    f"{measurement.server} does not exist at {against.get('ref')}: measured "
+                    "alone, nothing to compare with"
+                )
+                verdict = dataclasses.replace(
+                    verdict,
+                    reasons=tuple(r for r in verdict.reasons if r != compare.NO_BASELINE),
+                    notes=(*verdict.notes, note),
+                )
+                return dataclasses.replace(measurement, verdict=verdict)
+            base = dataclasses.replace(current, runs=measurement.base_runs)
+            verdict = compare.decide(
+                current,
+                base,
+                chosen,
+                generator_bound=bound,
+                instances=tuple(against.get("instances", ())),
+                look=max(1, int(against.get("looks", 1))),
+                max_error_rate=max_error_rate,
+                require_power=require_power,
+            )
+            return dataclasses.replace(measurement, verdict=verdict)
         notes: list[str] = []
         try:
             stored = self.store_for(measurement).load(measurement.nodeid, measurement.name)
@@ -194,10 +238,10 @@ class WebperfSession:
         verdict = compare.decide(
             measurement,
             stored,
-            checks or self.checks,
-            generator_bound=generator_bound,
-            max_error_rate=max_error_rate,
+            chosen,
+            generator_bound=bound,
             saving=self.config.save,
+            max_error_rate=max_error_rate,
             require_power=require_power,
         )
         verdict = dataclasses.replace(verdict, notes=(*verdict.notes, *notes))
