@@ -42,7 +42,7 @@ from pytest_webperf.measure import (
     sampling_monitor,
 )
 from pytest_webperf.models import Measurement, Verdict
-from pytest_webperf.mqtt.run import MqttTelemetry
+from pytest_webperf.mqtt_telemetry import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.scaleout import remote_of

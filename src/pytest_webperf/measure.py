@@ -1,7 +1,7 @@
 """The one measurement loop: repetitions of a swarm against a target, resources sampled
 alongside. HTTP and MQTT differ in the load (a ``LoadKind``), not in the loop.
 
-    kind = HttpRequests(workload, user_class="lean")          # or mqtt.run.MqttTelemetry(...)
+    kind = HttpRequests(workload, user_class="lean")          # or mqtt_telemetry.MqttTelemetry(...)
     runs = run_repetitions(target, kind, plan, monitor_factory=sampling_monitor)
 
 A repetition: the kind sets up what surrounds it (MQTT: an observer subscribed before

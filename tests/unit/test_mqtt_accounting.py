@@ -91,7 +91,7 @@ def test_store_rows_parse_and_skip_rows_without_bookkeeping() -> None:
 def test_the_ledgers_of_several_generator_processes_merge_into_one_report() -> None:
     from pytest_webperf.histogram import Histogram
     from pytest_webperf.mqtt.accounting import merge_reports
-    from pytest_webperf.mqtt.run import published_from
+    from pytest_webperf.mqtt_telemetry import published_from
 
     def ledger(clients: list[list[object]], lag_us: int, first: float, **counts: int) -> dict:
         lag = Histogram()

@@ -19,7 +19,7 @@ from pytest_webperf.config import resolve
 from pytest_webperf.errors import OptionError
 from pytest_webperf.models import ResourceSample
 from pytest_webperf.mqtt.load import MqttLoad
-from pytest_webperf.mqtt.run import wiring
+from pytest_webperf.mqtt_telemetry import wiring
 from pytest_webperf.resources import remote_bound
 from pytest_webperf.scaleout import remote_of
 from pytest_webperf.swarm.runner import GeneratorProcess
