@@ -3,6 +3,8 @@ line that names what to change, none passes, none shows a traceback (issue 31)."
 
 from __future__ import annotations
 
+import json
+import os
 import re
 
 import pytest
@@ -218,3 +220,37 @@ def test_crash(webperf):
         r"ValueError: no user for you \(at users\.py:\d+\) \(in worker\d\)",
         lines[0],
     ), lines[0]
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores to tell one from all")
+def test_a_threaded_python_server_gets_one_core_of_capacity(pytester: pytest.Pytester) -> None:
+    """The issue's estimate read as a fact: a ThreadingHTTPServer has a thread per
+    connection, but runs Python one thread at a time: one core, said to be an estimate."""
+    pytester.makepyfile(
+        server=SERVER,
+        test_threaded="""
+import sys
+
+def test_threaded(webperf):
+    target = webperf.process([sys.executable, "server.py"], health="/")
+    webperf.http(target, path="/")
+""",
+    )
+    result = pytester.runpytest_subprocess(
+        *QUICK,
+        "--webperf-duration=3s",  # samples of the measured phase, on a busy machine too
+        "--webperf-concurrency=4",
+        "--webperf-repeat=1",
+        "--webperf-json=out.json",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["test * workload * cpu/req us * capacity~ * verdict"])
+    (entry,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    (rep,) = entry["repetitions"]
+    measured = [s for s in rep["resources"] if s["t"] >= 0]
+    assert measured, rep["resources"]
+    assert max(s["threads"] for s in measured) > 2, measured  # a thread per connection
+    assert {s["usable_threads"] for s in measured} == {1}, measured
+    assert rep["server_cores"] == 1.0, measured
+    assert rep["capacity_estimate"] is True
+    assert rep["capacity_rps"] == pytest.approx(1e6 / rep["cpu_per_req_us"], rel=1e-6)
