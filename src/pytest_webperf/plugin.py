@@ -154,7 +154,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test using ``webperf`` runs once per concurrency; ids end ``-c<N>``."""
     if "webperf" not in metafunc.fixturenames:
         return
-    config = _test_config(metafunc.definition, _session(metafunc.config).config)
+    try:
+        config = _test_config(metafunc.definition, _session(metafunc.config).config)
+    except pytest.UsageError as exc:  # a bad marker: one line, as a bad option is
+        raise pytest.Collector.CollectError(str(exc)) from None
     metafunc.parametrize(
         "webperf_concurrency", config.concurrency, ids=[f"c{c}" for c in config.concurrency]
     )
