@@ -323,6 +323,17 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
     pytest.fail(failure, pytrace=False)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    """A target that fails as it stops (after the test) errors the test in one line too."""
+    failure = None
+    try:
+        return (yield)
+    except WebperfError as exc:
+        failure = f"{_where(item, exc)}{type(exc).__name__}: {exc}"
+    pytest.fail(failure, pytrace=False)
+
+
 def _note_settings(item: pytest.Item) -> None:
     """Note the settings a webperf test runs with and where they came from (for -v)."""
     session = item.config.stash.get(session_key, None)
