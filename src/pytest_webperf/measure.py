@@ -282,7 +282,8 @@ def usable_cores(
     - its limit (quota or cpuset) when it has one, else the machine's cores;
     - the most threads it could run at once in any second: each process's threads,
       except that a process under a global interpreter lock (CPython, PyPy: one thread
-      runs Python at a time) counts one, however many threads it has. So a
+      runs Python at a time; Ruby, Node.js alike: ``proctree.gil_bound``) counts one,
+      however many threads it has. So a
       single-threaded server, or a threaded Python server, counts one core; a tree of
       four Python worker processes four. (C extensions that release the GIL can use
       more: the estimate stays on the safe side.);

@@ -154,7 +154,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test using ``webperf`` runs once per concurrency; ids end ``-c<N>``."""
     if "webperf" not in metafunc.fixturenames:
         return
-    config = _test_config(metafunc.definition, _session(metafunc.config).config)
+    try:
+        config = _test_config(metafunc.definition, _session(metafunc.config).config)
+    except pytest.UsageError as exc:  # a bad marker: one line, as a bad option is
+        raise pytest.Collector.CollectError(str(exc)) from None
     metafunc.parametrize(
         "webperf_concurrency", config.concurrency, ids=[f"c{c}" for c in config.concurrency]
     )
@@ -312,6 +315,17 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
     """A fixture of the test's that starts a target (``webperf.process`` in the user's
     own fixture) and fails to errors the test in one line, as inside the test."""
     _note_settings(item)
+    failure = None
+    try:
+        return (yield)
+    except WebperfError as exc:
+        failure = f"{_where(item, exc)}{type(exc).__name__}: {exc}"
+    pytest.fail(failure, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    """A target that fails as it stops (after the test) errors the test in one line too."""
     failure = None
     try:
         return (yield)

@@ -66,14 +66,16 @@ class _Reading:
     usable_threads: int = 0  # threads that can run at once: a GIL-bound process has one
 
 
-# CPython and PyPy with their global interpreter lock (a free-threaded CPython's
-# executable ends in "t": python3.13t), however they were started (a script's
-# shebang names the script in ``comm``; the executable is still python's)
-_GIL_EXECUTABLE = re.compile(r"(python|pypy)[\d.]*(-dbg)?")
+# Interpreters that run their code one thread at a time, however many threads they
+# have: CPython and PyPy (the GIL; a free-threaded CPython's executable ends in "t":
+# python3.13t, not matched), Ruby (MRI's GVL), Node.js (one JavaScript thread; its
+# pool's threads mostly wait). The executable, not ``comm``: a script's shebang puts
+# the script's name there.
+_GIL_EXECUTABLE = re.compile(r"(python|pypy|ruby|node|nodejs)[\d.]*(-dbg)?")
 
 
 def gil_bound(process: psutil.Process) -> bool:
-    """Whether ``process`` runs an interpreter that runs one thread at a time."""
+    """Whether ``process`` runs an interpreter that runs its code one thread at a time."""
     try:
         executable = process.exe() or process.name()
     except (psutil.Error, OSError):

@@ -3,6 +3,8 @@ line that names what to change, none passes, none shows a traceback (issue 31)."
 
 from __future__ import annotations
 
+import json
+import os
 import re
 
 import pytest
@@ -122,8 +124,7 @@ def test_every_guess_fails_in_one_line_without_a_traceback(pytester: pytest.Pyte
     result = pytester.runpytest_subprocess(*QUICK, "--webperf-concurrency=2", "--webperf-repeat=1")
     result.assert_outcomes(failed=len(GUESSES))
     text = result.stdout.str()
-    assert "Traceback" not in text
-    assert "During handling" not in text
+    no_traceback(text)
     assert "webperf regression" not in text  # none ran a measurement to its verdict
     for name, (_, line) in GUESSES.items():
         section = re.search(rf"_+ test_{name}\[c2\] _+\n(.*?)\n(?=_+ test_|=+ )", text, re.S)
@@ -131,6 +132,19 @@ def test_every_guess_fails_in_one_line_without_a_traceback(pytester: pytest.Pyte
         lines = section.group(1).strip().splitlines()
         assert len(lines) == 1, (name, lines)  # one line, said once
         assert re.fullmatch(_regex(line), lines[0]), (name, lines[0])
+
+
+def no_traceback(text: str) -> None:
+    """Neither Python's traceback nor pytest's (source lines, ``E`` lines, frames)."""
+    assert "Traceback" not in text and "During handling" not in text
+    assert (
+        "\nE   " not in text
+        and "pytest_webperf/" not in text
+        and ".py:"
+        not in "".join(
+            line for line in text.splitlines() if line.startswith(("/", "src/", ".venv"))
+        )
+    )
 
 
 def _regex(pattern: str) -> str:
@@ -210,7 +224,7 @@ def test_crash(webperf):
     )
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
-    assert "Traceback" not in text and "During handling" not in text
+    no_traceback(text)
     lines = [line for line in text.splitlines() if "SwarmError" in line and "FAILED" not in line]
     assert len(lines) == 1
     assert re.fullmatch(
@@ -218,3 +232,71 @@ def test_crash(webperf):
         r"ValueError: no user for you \(at users\.py:\d+\) \(in worker\d\)",
         lines[0],
     ), lines[0]
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores to tell one from all")
+def test_a_threaded_python_server_gets_one_core_of_capacity(pytester: pytest.Pytester) -> None:
+    """The issue's estimate read as a fact: a ThreadingHTTPServer has a thread per
+    connection, but runs Python one thread at a time: one core, said to be an estimate."""
+    pytester.makepyfile(
+        server=SERVER,
+        test_threaded="""
+import sys
+
+def test_threaded(webperf):
+    target = webperf.process([sys.executable, "server.py"], health="/")
+    webperf.http(target, path="/")
+""",
+    )
+    result = pytester.runpytest_subprocess(
+        *QUICK,
+        "--webperf-duration=3s",  # samples of the measured phase, on a busy machine too
+        "--webperf-concurrency=4",
+        "--webperf-repeat=1",
+        "--webperf-json=out.json",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["test * workload * cpu/req us * capacity~ * verdict"])
+    (entry,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    (rep,) = entry["repetitions"]
+    measured = [s for s in rep["resources"] if s["t"] >= 0]
+    assert measured, rep["resources"]
+    assert max(s["threads"] for s in measured) > 2, measured  # a thread per connection
+    assert {s["usable_threads"] for s in measured} == {1}, measured
+    assert rep["server_cores"] == 1.0, measured
+    assert rep["capacity_estimate"] is True
+    assert rep["capacity_rps"] == pytest.approx(1e6 / rep["cpu_per_req_us"], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("marker", "line"),
+    [
+        (
+            'duration="soon"',
+            "test_marked.py::test_marked: @pytest.mark.webperf duration='soon': 'soon' is "
+            "not a duration (examples: 20s, 500ms, 2m)",
+        ),
+        ("users=5", "test_marked.py::test_marked: @pytest.mark.webperf: unknown setting 'users'*"),
+        ("5", "test_marked.py::test_marked: @pytest.mark.webperf takes keywords only"),
+    ],
+)
+def test_a_bad_marker_is_one_line_before_anything_runs(
+    pytester: pytest.Pytester, marker: str, line: str
+) -> None:
+    pytester.makepyfile(
+        test_marked=f"""
+import pytest
+
+@pytest.mark.webperf({marker})
+def test_marked(webperf):
+    raise AssertionError("never runs")
+"""
+    )
+    result = pytester.runpytest_subprocess(*QUICK)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*ERROR collecting test_marked.py*", line, "*short test summary*"])
+    text = result.stdout.str()
+    no_traceback(text)
+    said = re.search(r"ERROR collecting test_marked\.py _+\n(.*?)\n=+ short", text, re.S)
+    assert said is not None and len(said.group(1).strip().splitlines()) == 1, text
+    assert "never runs" not in text
