@@ -211,6 +211,8 @@ class Webperf:
         requests: int | None = None,
         arrival_rate: float | None = None,
         tls_ca: str | os.PathLike[str] | None = None,
+        keepalive: bool = True,
+        tls_resume: bool = False,
     ) -> Measurement:
         """Load ``target`` with an HTTP swarm; all repetitions, judged: a closed loop, paced
         (``interval=`` per user, ``rate=`` over all, ``arrival_rate=`` sent by idle users),
@@ -218,9 +220,12 @@ class Webperf:
 
         An https:// target's certificate is not verified unless ``tls_ca`` names a CA
         file (PEM) to verify it (and its host name) against; a refused certificate
-        counts as errors of kind ``tls``."""
+        counts as errors of kind ``tls``. ``keepalive=False``: a new connection per request
+        (every request says ``Connection: close``), over TLS a full handshake each time
+        unless ``tls_resume=True`` resumes the last session (its ticket)."""
         user_class = user_for_url(resolve_user(user or self.config.user), target.url)
         ca_file = check_tls_ca(tls_ca, target.url, user_class)
+        headers = check_connection_reuse(keepalive, tls_resume, target.url, user_class, headers)
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
@@ -239,7 +244,7 @@ class Webperf:
         )
         if workload.requests:
             plan = dataclasses.replace(plan, warmup_s=0.0)  # ab measures from the first request
-        kind = HttpRequests(workload, user_class=user_class, tls_ca=ca_file)
+        kind = HttpRequests(workload, user_class=user_class, tls_ca=ca_file, tls_resume=tls_resume)
         return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
 
     def mqtt(
@@ -512,6 +517,34 @@ class Webperf:
 def _mostly_bound(runs: Sequence[RunResult]) -> bool:
     """Whether most repetitions were generator-bound."""
     return sum(r.generator_bound for r in runs) * 2 > len(runs)
+
+
+def check_connection_reuse(
+    keepalive: object,
+    tls_resume: object,
+    url: str,
+    user_class: str,
+    headers: Mapping[str, str] | None,
+) -> Mapping[str, str] | None:
+    """``webperf.http(keepalive=..., tls_resume=...)``: the request's headers (with
+    ``Connection: close`` for a new connection per request)."""
+    for name, value in (("keepalive", keepalive), ("tls_resume", tls_resume)):
+        if not isinstance(value, bool):
+            raise OptionError(f"webperf.http({name}=...): True or False, not {value!r}")
+    if tls_resume and (keepalive or not url.startswith("https://")):
+        raise OptionError(
+            "webperf.http(tls_resume=True): for an https:// target with keepalive=False "
+            "(a new connection per request, resuming the last TLS session)"
+        )
+    if tls_resume and user_class == "fast":
+        raise OptionError(
+            "webperf.http(tls_resume=True): the fast user does not resume TLS sessions; "
+            "use --webperf-user=native or lean"
+        )
+    if keepalive:
+        return headers
+    kept = {k: v for k, v in (headers or {}).items() if k.lower() != "connection"}
+    return {**kept, "Connection": "close"}
 
 
 def check_tls_ca(tls_ca: object, url: str, user_class: str) -> str | None:

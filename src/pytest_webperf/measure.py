@@ -135,6 +135,7 @@ class HttpRequests:
     workload: Workload
     user_class: str = "lean"
     tls_ca: str | None = None  # https: verify the certificate against this CA file
+    tls_resume: bool = False  # a new connection per request resumes the last TLS session
 
     def check(self, target: Target) -> None:
         pass
@@ -143,7 +144,11 @@ class HttpRequests:
     def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:
         yield _HttpRound(
             plan.swarm(
-                target.url, workload=self.workload, user_class=self.user_class, tls_ca=self.tls_ca
+                target.url,
+                workload=self.workload,
+                user_class=self.user_class,
+                tls_ca=self.tls_ca,
+                tls_resume=self.tls_resume,
             )
         )
 

@@ -316,6 +316,7 @@ static void heap_push(Engine *e, conn_t *c, uint64_t wake) {
 struct tls_conn {
     SSL *ssl;
     int handshaken;
+    SSL_SESSION *session; /* resume: the last connection's, for the next one */
 };
 
 /* the failure's words into e->tls_message (the verification result first); errno set to
@@ -351,6 +352,17 @@ static ssize_t tls_result(Engine *e, conn_t *c, int r, int *eof) {
 
 static void tls_free(conn_t *c) {
     if (c->tls && c->tls->ssl) {
+        if (c->tls->handshaken && SSL_CTX_get_session_cache_mode(SSL_get_SSL_CTX(c->tls->ssl)) !=
+                                      SSL_SESS_CACHE_OFF) { /* resume: keep its latest ticket */
+            SSL_SESSION *session = SSL_get1_session(c->tls->ssl);
+            if (session) {
+                if (c->tls->session) SSL_SESSION_free(c->tls->session);
+                c->tls->session = session;
+            }
+            /* closed without close_notify (no write here): as if it had been, or SSL_free
+               marks the session not resumable */
+            SSL_set_shutdown(c->tls->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+        }
         SSL_free(c->tls->ssl);
         c->tls->ssl = NULL;
     }
@@ -364,6 +376,7 @@ static int tls_begin(Engine *e, conn_t *c) {
     c->tls->handshaken = 0;
     if (!ssl || !SSL_set_fd(ssl, c->fd)) { tls_failed(e, c, "cannot start TLS"); return -1; }
     SSL_set_connect_state(ssl);
+    if (c->tls->session) SSL_set_session(ssl, c->tls->session);
     if (!e->server_is_ip) SSL_set_tlsext_host_name(ssl, e->server_name); /* SNI */
     if (SSL_CTX_get_verify_mode(e->tls_ctx) != SSL_VERIFY_NONE) {
         X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
@@ -1277,6 +1290,9 @@ static void engine_stop(Engine *e) {
             conn_t *c = e->conns[i];
             if (!c) continue;
             tls_free(c);
+#ifdef WEBPERF_TLS
+            if (c->tls && c->tls->session) SSL_SESSION_free(c->tls->session);
+#endif
             free(c->tls);
             if (c->fd >= 0) close(c->fd);
             free(c->left);
@@ -1460,7 +1476,7 @@ static PyObject *Engine_use_tls(Engine *e, PyObject *args) {
 #ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF); /* a close without notify: EOF */
 #endif
-    if (!resume) SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_session_cache_mode(ctx, resume ? SSL_SESS_CACHE_CLIENT : SSL_SESS_CACHE_OFF);
     if (ca_file) {
         if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
             SSL_CTX_free(ctx);

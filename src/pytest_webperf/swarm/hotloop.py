@@ -215,10 +215,11 @@ class NativeLoop:
             index,
         )
 
-    def use_tls(self, server_name: str, ca_file: str | None = None) -> None:
+    def use_tls(self, server_name: str, ca_file: str | None = None, resume: bool = False) -> None:
         """Every connection speaks TLS (SNI ``server_name``, ALPN http/1.1), verified
-        against ``ca_file`` if given (host name included); before the first ``add``."""
-        self.engine.use_tls(server_name, ca_file)
+        against ``ca_file`` if given (host name included); ``resume``: a new connection
+        resumes the last session of its user. Before the first ``add``."""
+        self.engine.use_tls(server_name, ca_file, resume)
 
     def add(self, fraction: float = 0.0) -> int:
         """A new connection (a user); paced: its first request at ``fraction`` of a period."""

@@ -91,7 +91,7 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[NativeHttpUser]:
         arrivals=arrivals,
     )
     if uses_tls(spec.host):  # the C loop's own OpenSSL client (hotloop.user_for_url)
-        loop.use_tls(host, spec.tls_ca)
+        loop.use_tls(host, spec.tls_ca, spec.tls_resume)
     atexit.register(loop.close)
 
     class WebperfNativeHttpUser(NativeHttpUser):
