@@ -21,7 +21,9 @@ HTTPS rows: a generator named ``NAME@https`` (``wrk@https``, ``native@https``,
 nginx, the same routes over TLS with keep-alive, its certificate not verified), in the
 same rounds; its ratio is to ``wrk@https``. ``--close``: every generator sends
 ``Connection: close`` (wrk with ``-H``, the swarms as ``webperf.http(keepalive=False)``),
-a new connection and, over HTTPS, a full handshake per request.
+a new connection per request; over HTTPS the swarms then resume the last TLS session
+(``tls_resume=True``) as wrk does (it keeps the session across reconnects), unless
+``--full-handshakes``.
 
 Generator CPU: for the swarms, each process's own user+system time over the
 measured phase (the child reports it per process: master and workers included);
@@ -178,6 +180,7 @@ def run_generator(
     path: str,
     remote: Remote | None = None,
     close: bool = False,
+    resume: bool = False,
 ) -> Row:
     headers = (("Connection", "close"),) if close else ()
     outcome = run_swarm(
@@ -190,6 +193,7 @@ def run_generator(
             workers=workers,
             workload=Workload(path=path, headers=headers),
             remote=remote,
+            tls_resume=resume and url.startswith("https://"),
         )
     )
     h = outcome.histogram
@@ -332,6 +336,7 @@ def run_one(
             seconds=args.duration,
             path=args.path,
             close=args.close,
+            resume=args.close and not args.full_handshakes,
         )
     if name in ("lean+r", "native+r") and procs == 2:
         return remote_row(name.removesuffix("+r"), base, remote, args.connections, args)
@@ -352,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
         "--close",
         action="store_true",
         help="every request says Connection: close: a new connection (and TLS handshake) each",
+    )
+    parser.add_argument(
+        "--full-handshakes",
+        action="store_true",
+        help="with --close: the swarms do not resume TLS sessions (wrk always does)",
     )
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.processes.split(",")]
