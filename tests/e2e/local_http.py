@@ -121,8 +121,8 @@ class LocalServer:
                     continue
                 head, buffer = buffer[:end], buffer[end + 4 :]
                 buffer = self._skip_body(conn, head, buffer)
-                if not self._answer(conn):
-                    return
+                if not self._answer(conn) or b"\r\nconnection: close" in head.lower():
+                    return  # (a request's Connection: close, answered, ends it too)
         except OSError:
             return
         finally:

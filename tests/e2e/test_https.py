@@ -259,6 +259,33 @@ def test_an_https_target_url_is_loaded_by_every_user(
         assert server.counts.responses >= rep["requests"]
 
 
+CLOSE_TEST = """
+import pytest
+
+@pytest.mark.webperf(concurrency=3, repeat=1, duration="1s", warmup="0.3s")
+def test_close(webperf):
+    webperf.http(webperf.server("nginx"), path="/hello", keepalive=False, tls_resume=True)
+"""
+
+
+def test_keepalive_false_with_tls_resume_in_a_test(
+    pytester: pytest.Pytester, certs: Certs, user: str
+) -> None:
+    with LocalServer(tls=certs.context()) as server:  # it does not say Connection: close
+        pytester.makepyfile(test_close=CLOSE_TEST)
+        result = pytester.runpytest_subprocess(
+            "-p",
+            "no:locust",
+            f"--webperf-target-url={server.url}",
+            f"--webperf-user={user}",
+            timeout=180,
+        )
+        result.assert_outcomes(passed=1)
+    # every request said Connection: close, the server closed, each new one resumed
+    assert server.counts.connections >= server.counts.responses > 10
+    assert server.counts.resumed >= server.counts.connections - 2 * 3 - 1
+
+
 # ---- nginx-tls (a container: needs the engine and the image, `webperf build nginx-tls`)
 
 CATALOG = Catalog(default_directories())

@@ -238,6 +238,7 @@ typedef struct {
 #endif
     char *server_name;
     int server_is_ip;
+    int close_each; /* close_each(): requests say Connection: close, each gets a connection */
     char tls_message[EXAMPLE_BYTES];
 } Engine;
 
@@ -736,6 +737,7 @@ static void on_writable(Engine *e, conn_t *c, uint64_t now) {
         c->wpos += (size_t)n;
     }
     c->state = S_READING;
+    if (e->close_each) c->peer_closed = 1; /* no next request on it, whatever the answer says */
     if (c->nleft) { /* bytes that followed the last response: they start this one */
         size_t n = c->nleft;
         c->nleft = 0;
@@ -1509,6 +1511,15 @@ ssl_error:
 #endif
 }
 
+static PyObject *Engine_close_each(Engine *e, PyObject *unused) {
+    if (e->started) {
+        PyErr_SetString(PyExc_RuntimeError, "close_each() comes before the first add()");
+        return NULL;
+    }
+    e->close_each = 1;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Engine_close(Engine *e, PyObject *unused) {
     engine_stop(e);
     Py_RETURN_NONE;
@@ -1534,6 +1545,8 @@ static PyMethodDef Engine_methods[] = {
      "no request is started after this returns (those in flight complete)"},
     {"take", (PyCFunction)Engine_take, METH_NOARGS, "the figures since the last take"},
     {"close", (PyCFunction)Engine_close, METH_NOARGS, "stop the thread, close every connection"},
+    {"close_each", (PyCFunction)Engine_close_each, METH_NOARGS,
+     "a new connection per request (they say Connection: close); before the first add()"},
     {"use_tls", (PyCFunction)Engine_use_tls, METH_VARARGS,
      "use_tls(server_name, ca_file=None, resume=False): every connection speaks TLS (SNI, "
      "ALPN http/1.1; verified against ca_file if given); before the first add()"},

@@ -221,6 +221,11 @@ class NativeLoop:
         resumes the last session of its user. Before the first ``add``."""
         self.engine.use_tls(server_name, ca_file, resume)
 
+    def close_each(self) -> None:
+        """A new connection per request (``webperf.http(keepalive=False)``: the requests say
+        ``Connection: close``), whatever the server answers; before the first ``add``."""
+        self.engine.close_each()
+
     def add(self, fraction: float = 0.0) -> int:
         """A new connection (a user); paced: its first request at ``fraction`` of a period."""
         return int(self.engine.add(fraction))

@@ -66,6 +66,7 @@ from pytest_webperf.swarm.wire import (
 )
 
 RECV_SIZE = 64 * 1024
+_CLOSE = b"\r\nconnection: close"  # in a request's head: keepalive=False
 
 _TIMED_OUT = object()  # what the timer switches into a waiting greenlet
 
@@ -121,6 +122,8 @@ class Connection:
         resume: bool = False,
     ) -> None:
         self.family, self.address = resolve(host, port)
+        self.close_each = False  # the request says Connection: close: never reused
+        self._payload = b""
         self.host = host  # SNI, and the name a verified certificate must carry
         self.context = tls  # https: each connection's TLS runs over memory BIOs
         self.tls: ssl.SSLObject | None = None
@@ -191,6 +194,11 @@ class Connection:
         sock = self.sock if self.sock is not None else self._connect()
         parser = self.parser
         parser.begin(head_only=head_only, keep_body=keep_body)
+        if payload is not self._payload:  # a request says Connection: close: not reused
+            self._payload, self.close_each = (
+                payload,
+                _CLOSE in payload.split(b"\r\n\r\n")[0].lower(),
+            )
         if self.tls is not None:
             return self._attempt_tls(sock, self.tls, parser, payload)
         self._send(sock, payload)
@@ -209,7 +217,7 @@ class Connection:
                     break
                 raise RequestFailed(CLOSED, parser.closed_early())
             done = parser.feed(data)
-        if parser.keep_alive:
+        if parser.keep_alive and not self.close_each:
             self.rest = parser.rest
         else:
             self.close()
@@ -232,7 +240,7 @@ class Connection:
                     break
                 raise RequestFailed(CLOSED, parser.closed_early())
             done = parser.feed(data)
-        if parser.keep_alive:
+        if parser.keep_alive and not self.close_each:
             self.rest = parser.rest
         else:
             self.close()

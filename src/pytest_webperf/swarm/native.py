@@ -27,7 +27,7 @@ from pytest_webperf.swarm.hotloop import NativeLoop
 from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.swarm.wire import encode_request, split_host, uses_tls
+from pytest_webperf.swarm.wire import encode_request, says_close, split_host, uses_tls
 
 
 class NativeHttpUser(User):
@@ -90,6 +90,8 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[NativeHttpUser]:
         counted=workload.requests > 0,
         arrivals=arrivals,
     )
+    if says_close(workload.headers):  # keepalive=False
+        loop.close_each()
     if uses_tls(spec.host):  # the C loop's own OpenSSL client (hotloop.user_for_url)
         loop.use_tls(host, spec.tls_ca, spec.tls_resume)
     atexit.register(loop.close)
