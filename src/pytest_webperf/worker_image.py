@@ -32,17 +32,18 @@ DOCKERFILE = """\
 FROM debian:bookworm-slim AS native
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      gcc libc6-dev python3-dev \\
+      gcc libc6-dev python3-dev libssl-dev \\
  && rm -rf /var/lib/apt/lists/*
 COPY native/_hotloop.c /build/_hotloop.c
-# as setup.py compiles it (-O2 -std=gnu11), for this image's Python
-RUN cd /build && gcc -O2 -std=gnu11 -fPIC -shared -pthread $(python3-config --includes) \\
-      _hotloop.c -o "_hotloop$(python3-config --extension-suffix)"
+# as setup.py compiles it (-O2 -std=gnu11, TLS with OpenSSL), for this image's Python
+RUN cd /build && gcc -O2 -std=gnu11 -fPIC -shared -pthread -DWEBPERF_TLS=1 \\
+      $(python3-config --includes) _hotloop.c -lssl -lcrypto \\
+      -o "_hotloop$(python3-config --extension-suffix)"
 
 FROM debian:bookworm-slim
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      python3 python3-venv ca-certificates \\
+      python3 python3-venv ca-certificates libssl3 \\
  && rm -rf /var/lib/apt/lists/*
 COPY wheels/ /wheels/
 RUN python3 -m venv /opt/webperf \\

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import atexit
 import random
+import sys
 from typing import Any, ClassVar
 
 from gevent.event import Event
 from locust import User, constant, task
 
-from pytest_webperf.swarm.hotloop import NativeLoop
+from pytest_webperf.swarm.hotloop import NativeLoop, tls_built
 from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -69,8 +70,18 @@ class NativeHttpUser(User):
             self.loop.remove(handle)
 
 
-def make_user(spec: SwarmSpec, index: int = 0) -> type[NativeHttpUser]:
-    """The swarm's user for ``spec.workload`` (``--webperf-user=native``, or ``auto``)."""
+def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
+    """The swarm's user for ``spec.workload`` (``--webperf-user=native``, or ``auto``);
+    https where this process's native loop has no TLS (a remote worker built without
+    OpenSSL): the lean user's, said on stderr."""
+    if uses_tls(spec.host) and not tls_built():
+        from pytest_webperf.swarm import lean  # (only then: it imports gevent sockets)
+
+        print(
+            f"webperf: the native loop here is built without TLS: the lean user loads {spec.host}",
+            file=sys.stderr,
+        )
+        return lean.make_user(spec, index)
     workload = spec.workload
     host, port, host_header = split_host(spec.host)
     method = workload.method.upper()
