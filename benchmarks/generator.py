@@ -19,7 +19,11 @@ connections with 2 local processes and with 1 local + 1 remote.
 HTTPS rows: a generator named ``NAME@https`` (``wrk@https``, ``native@https``,
 ``lean@https``, ``fast@https``) loads the catalogue's nginx-tls instead (started beside
 nginx, the same routes over TLS with keep-alive, its certificate not verified), in the
-same rounds; its ratio is to ``wrk@https``.
+same rounds; its ratio is to ``wrk@https``. ``--close``: every generator sends
+``Connection: close`` (wrk with ``-H``, the swarms as ``webperf.http(keepalive=False)``),
+a new connection per request; over HTTPS the swarms then resume the last TLS session
+(``tls_resume=True``) as wrk does (it keeps the session across reconnects), unless
+``--full-handshakes``.
 
 Generator CPU: for the swarms, each process's own user+system time over the
 measured phase (the child reports it per process: master and workers included);
@@ -103,8 +107,12 @@ def run_child(command: list[str], timeout_s: float) -> tuple[str, float]:
     return done.stdout + done.stderr, cpu
 
 
-def run_wrk(wrk: str, url: str, threads: int, connections: int, seconds: float) -> Row:
+def run_wrk(
+    wrk: str, url: str, threads: int, connections: int, seconds: float, *, close: bool = False
+) -> Row:
     command = [wrk, f"-t{threads}", f"-c{connections}", f"-d{int(seconds)}s", url]
+    if close:  # wrk's only way to a new connection per request
+        command[1:1] = ["-H", "Connection: close"]
     out, cpu = run_child(command, seconds + 60)
     match = re.search(r"(\d+) requests in ([\d.]+)(m?s)", out)
     if match is None:
@@ -171,7 +179,10 @@ def run_generator(
     seconds: float,
     path: str,
     remote: Remote | None = None,
+    close: bool = False,
+    resume: bool = False,
 ) -> Row:
+    headers = (("Connection", "close"),) if close else ()
     outcome = run_swarm(
         SwarmSpec(
             host=url,
@@ -180,8 +191,9 @@ def run_generator(
             warmup_s=1.0,
             user_class=user,
             workers=workers,
-            workload=Workload(path=path),
+            workload=Workload(path=path, headers=headers),
             remote=remote,
+            tls_resume=resume and url.startswith("https://"),
         )
     )
     h = outcome.histogram
@@ -312,12 +324,19 @@ def run_one(
         return None if row is None else dataclasses.replace(row, generator=name)
     url = base + args.path
     if name == "wrk" and wrk is not None:
-        return run_wrk(wrk, url, procs, args.connections, args.duration)
+        return run_wrk(wrk, url, procs, args.connections, args.duration, close=args.close)
     if name == "k6" and k6 is not None and procs == 1:
         return run_k6(k6, url, args.connections, args.duration)
     if name in ("fast", "lean", "native"):
         return run_generator(
-            name, base, procs, connections=args.connections, seconds=args.duration, path=args.path
+            name,
+            base,
+            procs,
+            connections=args.connections,
+            seconds=args.duration,
+            path=args.path,
+            close=args.close,
+            resume=args.close and not args.full_handshakes,
         )
     if name in ("lean+r", "native+r") and procs == 2:
         return remote_row(name.removesuffix("+r"), base, remote, args.connections, args)
@@ -334,6 +353,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generators", default="wrk,k6,fast,lean,native,native+r")
     parser.add_argument("--c10k", type=int, default=0, help="also at this many connections")
     parser.add_argument("--c10k-user", default="native", help="the HTTP user at --c10k")
+    parser.add_argument(
+        "--close",
+        action="store_true",
+        help="every request says Connection: close: a new connection (and TLS handshake) each",
+    )
+    parser.add_argument(
+        "--full-handshakes",
+        action="store_true",
+        help="with --close: the swarms do not resume TLS sessions (wrk always does)",
+    )
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.processes.split(",")]
     wanted = args.generators.split(",")

@@ -244,6 +244,8 @@ class Webperf:
         requests: int | None = None,
         arrival_rate: float | None = None,
         tls_ca: str | os.PathLike[str] | None = None,
+        keepalive: bool = True,
+        tls_resume: bool = False,
     ) -> Measurement:
         """Load ``target`` with an HTTP swarm; all repetitions, judged: a closed loop, paced
         (``interval=`` per user, ``rate=`` over all, ``arrival_rate=`` sent by idle users),
@@ -253,10 +255,17 @@ class Webperf:
 
         An https:// target's certificate is not verified unless ``tls_ca`` names a CA
         file (PEM) to verify it (and its host name) against; a refused certificate
-        counts as errors of kind ``tls``."""
+        counts as errors of kind ``tls``. ``keepalive=False``: a new connection per request
+        (every request says ``Connection: close``), over TLS a full handshake each time
+        unless ``tls_resume=True`` resumes the last session (its ticket)."""
         arguments.check("http", locals())
         user_class = user_for_url(resolve_user(user or self.config.user), target.url)
         ca_file = check_tls_ca(tls_ca, target.url, user_class)
+        if mix is not None and not keepalive:  # each entry says Connection: close
+            check_connection_reuse(keepalive, tls_resume, target.url, user_class, None)
+            mix = [closing(entry) if isinstance(entry, Request) else entry for entry in mix]
+        else:
+            headers = check_connection_reuse(keepalive, tls_resume, target.url, user_class, headers)
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
@@ -284,7 +293,9 @@ class Webperf:
             note = (
                 "a regular-expression expect_body is checked by the lean user: it sends this load"
             )
-        kind = HttpRequests(workload, user_class=user_class, note=note, tls_ca=ca_file)
+        kind = HttpRequests(
+            workload, user_class=user_class, note=note, tls_ca=ca_file, tls_resume=tls_resume
+        )
         return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
 
     def mqtt(
@@ -536,6 +547,40 @@ class Webperf:
             server_cores=cpu_limit(limits),
             generator_cpus=self.placement.generator_cpus,
         )
+
+
+def closing(entry: Request) -> Request:
+    """A mix entry that asks for a new connection per request (``keepalive=False``)."""
+    kept = tuple((k, v) for k, v in entry.headers if k.lower() != "connection")
+    return dataclasses.replace(entry, headers=(*kept, ("Connection", "close")))
+
+
+def check_connection_reuse(
+    keepalive: object,
+    tls_resume: object,
+    url: str,
+    user_class: str,
+    headers: Mapping[str, str] | None,
+) -> Mapping[str, str] | None:
+    """``webperf.http(keepalive=..., tls_resume=...)``: the request's headers (with
+    ``Connection: close`` for a new connection per request)."""
+    for name, value in (("keepalive", keepalive), ("tls_resume", tls_resume)):
+        if not isinstance(value, bool):
+            raise OptionError(f"webperf.http({name}=...): True or False, not {value!r}")
+    if tls_resume and (keepalive or not url.startswith("https://")):
+        raise OptionError(
+            "webperf.http(tls_resume=True): for an https:// target with keepalive=False "
+            "(a new connection per request, resuming the last TLS session)"
+        )
+    if tls_resume and user_class == "fast":
+        raise OptionError(
+            "webperf.http(tls_resume=True): the fast user does not resume TLS sessions; "
+            "use --webperf-user=native or lean"
+        )
+    if keepalive:
+        return headers
+    kept = {k: v for k, v in (headers or {}).items() if k.lower() != "connection"}
+    return {**kept, "Connection": "close"}
 
 
 def check_tls_ca(tls_ca: object, url: str, user_class: str) -> str | None:

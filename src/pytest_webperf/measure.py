@@ -143,6 +143,7 @@ class HttpRequests:
     user_class: str = "lean"
     note: str | None = None  # said in every repetition's notes (a fallback to the lean user)
     tls_ca: str | None = None  # https: verify the certificate against this CA file
+    tls_resume: bool = False  # a new connection per request resumes the last TLS session
 
     def check(self, target: Target) -> None:
         pass
@@ -150,7 +151,11 @@ class HttpRequests:
     @contextmanager
     def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:
         spec = plan.swarm(
-            target.url, workload=self.workload, user_class=self.user_class, tls_ca=self.tls_ca
+            target.url,
+            workload=self.workload,
+            user_class=self.user_class,
+            tls_ca=self.tls_ca,
+            tls_resume=self.tls_resume,
         )
         yield _HttpRound(spec, self.note)
 

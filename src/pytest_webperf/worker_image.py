@@ -36,7 +36,7 @@ RUN apt-get update \\
  && rm -rf /var/lib/apt/lists/*
 COPY native/_hotloop.c /build/_hotloop.c
 # as setup.py compiles it (-O2 -std=gnu11, TLS with OpenSSL), for this image's Python
-RUN cd /build && gcc -O2 -std=gnu11 -DWEBPERF_TLS=1 -fPIC -shared -pthread \\
+RUN cd /build && gcc -O2 -std=gnu11 -fPIC -shared -pthread -DWEBPERF_TLS=1 \\
       $(python3-config --includes) _hotloop.c -lssl -lcrypto \\
       -o "_hotloop$(python3-config --extension-suffix)"
 

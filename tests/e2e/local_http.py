@@ -22,6 +22,7 @@ class Counts:
     body_bytes: int = 0  # payload bytes of those responses
     connections: int = 0
     resets: int = 0
+    resumed: int = 0  # TLS connections that resumed a session
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -103,6 +104,9 @@ class LocalServer:
             if self.tls is not None:
                 conn.settimeout(5.0)
                 conn = self.tls.wrap_socket(conn, server_side=True)  # the handshake
+                if conn.session_reused:  # type: ignore[attr-defined]
+                    with self.counts.lock:
+                        self.counts.resumed += 1
             conn.settimeout(0.2)
             while not self._stop.is_set():
                 end = buffer.find(b"\r\n\r\n")
@@ -117,8 +121,8 @@ class LocalServer:
                     continue
                 head, buffer = buffer[:end], buffer[end + 4 :]
                 buffer = self._skip_body(conn, head, buffer)
-                if not self._answer(conn):
-                    return
+                if not self._answer(conn) or b"\r\nconnection: close" in head.lower():
+                    return  # (a request's Connection: close, answered, ends it too)
         except OSError:
             return
         finally:

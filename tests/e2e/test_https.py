@@ -67,7 +67,17 @@ def user(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def swarm(url: str, user: str, tls_ca: Path | None = None, users: int = USERS) -> SwarmOutcome:
+def swarm(
+    url: str,
+    user: str,
+    tls_ca: Path | None = None,
+    users: int = USERS,
+    *,
+    close: bool = False,
+    resume: bool = False,
+) -> SwarmOutcome:
+    """``close``: every request says ``Connection: close`` (``webperf.http(keepalive=False)``)."""
+    headers = (("Connection", "close"),) if close else ()
     return run_swarm(
         SwarmSpec(
             host=url,
@@ -76,8 +86,9 @@ def swarm(url: str, user: str, tls_ca: Path | None = None, users: int = USERS) -
             warmup_s=0.5,
             timeout_s=5.0,
             user_class=user,
-            workload=Workload(path="/hello"),
+            workload=Workload(path="/hello", headers=headers),
             tls_ca=None if tls_ca is None else str(tls_ca),
+            tls_resume=resume,
         )
     )
 
@@ -92,6 +103,24 @@ def test_https_with_keep_alive_counts_like_the_server(certs: Certs, user: str) -
         # keep-alive: one connection (and one handshake) per user, every request on it
         assert server.counts.connections == USERS
         assert total.requests <= server.counts.responses <= total.requests * 2 + USERS
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["full-handshakes", "resumed"])
+def test_a_new_connection_per_request_and_its_tls_session(
+    certs: Certs, user: str, resume: bool
+) -> None:
+    with LocalServer("close", tls=certs.context()) as server:
+        total = swarm(server.url, user, users=4, close=True, resume=resume).total
+    assert total.errors == 0, total.error_examples
+    assert total.requests > 20
+    # a connection (and a handshake) per request: as many as the server answered, and
+    # at most one more per user (opened for the next request when the swarm stopped)
+    assert server.counts.responses >= total.requests
+    assert server.counts.responses <= server.counts.connections <= server.counts.responses + 4
+    if resume:  # all but each user's first resumed the session before
+        assert server.counts.resumed >= server.counts.connections - 2 * 4
+    else:
+        assert server.counts.resumed == 0
 
 
 def test_an_unknown_certificate_passes_unverified_and_fails_against_another_ca(
@@ -228,6 +257,33 @@ def test_an_https_target_url_is_loaded_by_every_user(
         (rep,) = entry["repetitions"]
         assert rep["requests"] > 0 and rep["errors"] == 0
         assert server.counts.responses >= rep["requests"]
+
+
+CLOSE_TEST = """
+import pytest
+
+@pytest.mark.webperf(concurrency=3, repeat=1, duration="1s", warmup="0.3s")
+def test_close(webperf):
+    webperf.http(webperf.server("nginx"), path="/hello", keepalive=False, tls_resume=True)
+"""
+
+
+def test_keepalive_false_with_tls_resume_in_a_test(
+    pytester: pytest.Pytester, certs: Certs, user: str
+) -> None:
+    with LocalServer(tls=certs.context()) as server:  # it does not say Connection: close
+        pytester.makepyfile(test_close=CLOSE_TEST)
+        result = pytester.runpytest_subprocess(
+            "-p",
+            "no:locust",
+            f"--webperf-target-url={server.url}",
+            f"--webperf-user={user}",
+            timeout=180,
+        )
+        result.assert_outcomes(passed=1)
+    # every request said Connection: close, the server closed, each new one resumed
+    assert server.counts.connections >= server.counts.responses > 10
+    assert server.counts.resumed >= server.counts.connections - 2 * 3 - 1
 
 
 # ---- nginx-tls (a container: needs the engine and the image, `webperf build nginx-tls`)

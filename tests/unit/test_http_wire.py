@@ -13,6 +13,7 @@ from pytest_webperf.swarm.wire import (
     ProtocolError,
     ResponseParser,
     encode_request,
+    says_close,
     split_host,
     uses_tls,
 )
@@ -243,3 +244,8 @@ def test_garbage_is_shown_by_its_first_bytes_in_at_most_80_characters() -> None:
         ResponseParser().feed(b"\x00\x01" * 40 + b"\r\n\r\n")
     shown = str(raised.value).split(": ", 1)[1]
     assert shown.startswith("b'\\x00\\x01") and len(shown) <= 80
+
+
+def test_a_request_saying_connection_close_is_not_reused() -> None:
+    assert says_close([("Connection", "close")]) and says_close([("connection", "Close")])
+    assert not says_close([("Connection", "keep-alive")]) and not says_close([])

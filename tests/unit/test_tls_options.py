@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webperf.api import check_tls_ca
+from pytest_webperf.api import check_connection_reuse, check_tls_ca
 from pytest_webperf.errors import OptionError
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Probe, health_failure, wait_healthy
@@ -66,3 +66,29 @@ def test_a_wrong_protocol_ends_the_wait_at_once_with_one_line() -> None:
         "srv: the health check /health on 127.0.0.1:1: the server answered with a TLS alert: "
         "is it HTTPS? (tls=True)"
     )
+
+
+def test_keepalive_false_says_connection_close_and_tls_resume_needs_it() -> None:
+    https, http = "https://127.0.0.1:1", "http://127.0.0.1:1"
+    assert check_connection_reuse(True, False, https, "native", None) is None
+    assert check_connection_reuse(True, False, http, "lean", {"X": "1"}) == {"X": "1"}
+    assert check_connection_reuse(False, False, http, "native", {"connection": "keep-alive"}) == {
+        "Connection": "close"
+    }
+    assert check_connection_reuse(False, True, https, "lean", None) == {"Connection": "close"}
+    with pytest.raises(OptionError, match=r"keepalive=\.\.\.\): True or False, not 'no'"):
+        check_connection_reuse("no", False, https, "native", None)
+    with pytest.raises(OptionError, match=r"tls_resume=True.*keepalive=False"):
+        check_connection_reuse(True, True, https, "native", None)
+    with pytest.raises(OptionError, match=r"tls_resume=True.*https://"):
+        check_connection_reuse(False, True, http, "native", None)
+    with pytest.raises(OptionError, match="fast user does not resume"):
+        check_connection_reuse(False, True, https, "fast", None)
+
+
+def test_keepalive_false_closes_every_entry_of_a_mix() -> None:
+    from pytest_webperf.api import closing
+    from pytest_webperf.workload import request
+
+    entry = closing(request("/a", headers={"Connection": "keep-alive", "X-A": "1"}))
+    assert entry.headers == (("X-A", "1"), ("Connection", "close"))

@@ -270,6 +270,7 @@ typedef struct {
 #endif
     char *server_name;
     int server_is_ip;
+    int close_each; /* close_each(): requests say Connection: close, each gets a connection */
     char tls_message[EXAMPLE_BYTES];
 } Engine;
 
@@ -348,6 +349,7 @@ static void heap_push(Engine *e, conn_t *c, uint64_t wake) {
 struct tls_conn {
     SSL *ssl;
     int handshaken;
+    SSL_SESSION *session; /* resume: the last connection's, for the next one */
 };
 
 /* the failure's words into e->tls_message (the verification result first); errno set to
@@ -383,6 +385,17 @@ static ssize_t tls_result(Engine *e, conn_t *c, int r, int *eof) {
 
 static void tls_free(conn_t *c) {
     if (c->tls && c->tls->ssl) {
+        if (c->tls->handshaken && SSL_CTX_get_session_cache_mode(SSL_get_SSL_CTX(c->tls->ssl)) !=
+                                      SSL_SESS_CACHE_OFF) { /* resume: keep its latest ticket */
+            SSL_SESSION *session = SSL_get1_session(c->tls->ssl);
+            if (session) {
+                if (c->tls->session) SSL_SESSION_free(c->tls->session);
+                c->tls->session = session;
+            }
+            /* closed without close_notify (no write here): as if it had been, or SSL_free
+               marks the session not resumable */
+            SSL_set_shutdown(c->tls->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+        }
         SSL_free(c->tls->ssl);
         c->tls->ssl = NULL;
     }
@@ -396,6 +409,7 @@ static int tls_begin(Engine *e, conn_t *c) {
     c->tls->handshaken = 0;
     if (!ssl || !SSL_set_fd(ssl, c->fd)) { tls_failed(e, c, "cannot start TLS"); return -1; }
     SSL_set_connect_state(ssl);
+    if (c->tls->session) SSL_set_session(ssl, c->tls->session);
     if (!e->server_is_ip) SSL_set_tlsext_host_name(ssl, e->server_name); /* SNI */
     if (SSL_CTX_get_verify_mode(e->tls_ctx) != SSL_VERIFY_NONE) {
         X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
@@ -816,6 +830,7 @@ static void on_writable(Engine *e, conn_t *c, uint64_t now) {
         c->wpos += (size_t)n;
     }
     c->state = S_READING;
+    if (e->close_each) c->peer_closed = 1; /* no next request on it, whatever the answer says */
     if (c->nleft) { /* bytes that followed the last response: they start this one */
         size_t n = c->nleft;
         c->nleft = 0;
@@ -1376,6 +1391,9 @@ static void engine_stop(Engine *e) {
             conn_t *c = e->conns[i];
             if (!c) continue;
             tls_free(c);
+#ifdef WEBPERF_TLS
+            if (c->tls && c->tls->session) SSL_SESSION_free(c->tls->session);
+#endif
             free(c->tls);
             if (c->fd >= 0) close(c->fd);
             free(c->left);
@@ -1681,7 +1699,7 @@ static PyObject *Engine_use_tls(Engine *e, PyObject *args) {
 #ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF); /* a close without notify: EOF */
 #endif
-    if (!resume) SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_session_cache_mode(ctx, resume ? SSL_SESS_CACHE_CLIENT : SSL_SESS_CACHE_OFF);
     if (ca_file) {
         if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
             SSL_CTX_free(ctx);
@@ -1714,6 +1732,15 @@ ssl_error:
 #endif
 }
 
+static PyObject *Engine_close_each(Engine *e, PyObject *unused) {
+    if (e->started) {
+        PyErr_SetString(PyExc_RuntimeError, "close_each() comes before the first add()");
+        return NULL;
+    }
+    e->close_each = 1;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Engine_close(Engine *e, PyObject *unused) {
     engine_stop(e);
     Py_RETURN_NONE;
@@ -1743,6 +1770,8 @@ static PyMethodDef Engine_methods[] = {
      "set_mix([(payload, head_only, weight, statuses or None, needle or None), ...]): the "
      "request mix (before the first add)"},
     {"close", (PyCFunction)Engine_close, METH_NOARGS, "stop the thread, close every connection"},
+    {"close_each", (PyCFunction)Engine_close_each, METH_NOARGS,
+     "a new connection per request (they say Connection: close); before the first add()"},
     {"use_tls", (PyCFunction)Engine_use_tls, METH_VARARGS,
      "use_tls(server_name, ca_file=None, resume=False): every connection speaks TLS (SNI, "
      "ALPN http/1.1; verified against ca_file if given); before the first add()"},

@@ -259,10 +259,16 @@ class NativeLoop:
         if mix:
             self.engine.set_mix(list(mix))
 
-    def use_tls(self, server_name: str, ca_file: str | None = None) -> None:
+    def use_tls(self, server_name: str, ca_file: str | None = None, resume: bool = False) -> None:
         """Every connection speaks TLS (SNI ``server_name``, ALPN http/1.1), verified
-        against ``ca_file`` if given (host name included); before the first ``add``."""
-        self.engine.use_tls(server_name, ca_file)
+        against ``ca_file`` if given (host name included); ``resume``: a new connection
+        resumes the last session of its user. Before the first ``add``."""
+        self.engine.use_tls(server_name, ca_file, resume)
+
+    def close_each(self) -> None:
+        """A new connection per request (``webperf.http(keepalive=False)``: the requests say
+        ``Connection: close``), whatever the server answers; before the first ``add``."""
+        self.engine.close_each()
 
     def add(self, fraction: float = 0.0) -> int:
         """A new connection (a user); paced: its first request at ``fraction`` of a period."""

@@ -70,6 +70,7 @@ from pytest_webperf.swarm.wire import (
 from pytest_webperf.workload import Request, WeightedChoice
 
 RECV_SIZE = 64 * 1024
+_CLOSE = b"\r\nconnection: close"  # in a request's head: keepalive=False
 
 _TIMED_OUT = object()  # what the timer switches into a waiting greenlet
 
@@ -117,12 +118,21 @@ class Connection:
     """
 
     def __init__(
-        self, host: str, port: int, timeout_s: float, tls: ssl.SSLContext | None = None
+        self,
+        host: str,
+        port: int,
+        timeout_s: float,
+        tls: ssl.SSLContext | None = None,
+        resume: bool = False,
     ) -> None:
         self.family, self.address = resolve(host, port)
+        self.close_each = False  # the request says Connection: close: never reused
+        self._payload = b""
         self.host = host  # SNI, and the name a verified certificate must carry
         self.context = tls  # https: each connection's TLS runs over memory BIOs
         self.tls: ssl.SSLObject | None = None
+        self.resume = resume  # a new connection resumes the last one's session
+        self.session: ssl.SSLSession | None = None
         self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.hub = get_hub()
         self.timeout_s = timeout_s
@@ -178,6 +188,8 @@ class Connection:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+        if self.tls is not None and self.resume and not self.connecting:
+            self.session = self.tls.session  # its latest ticket, for the next connection
         self.tls = None
         self.rest = b""
         self.connecting = False
@@ -193,6 +205,11 @@ class Connection:
         sock = self.sock if self.sock is not None else self._connect()
         parser = self.parser
         parser.begin(head_only=head_only, keep_body=keep_body, keep_head=keep_head)
+        if payload is not self._payload:  # a request says Connection: close: not reused
+            self._payload, self.close_each = (
+                payload,
+                _CLOSE in payload.split(b"\r\n\r\n")[0].lower(),
+            )
         if self.tls is not None:
             return self._attempt_tls(sock, self.tls, parser, payload)
         self._send(sock, payload)
@@ -211,7 +228,7 @@ class Connection:
                     break
                 raise RequestFailed(CLOSED, parser.closed_early())
             done = parser.feed(data)
-        if parser.keep_alive:
+        if parser.keep_alive and not self.close_each:
             self.rest = parser.rest
         else:
             self.close()
@@ -234,7 +251,7 @@ class Connection:
                     break
                 raise RequestFailed(CLOSED, parser.closed_early())
             done = parser.feed(data)
-        if parser.keep_alive:
+        if parser.keep_alive and not self.close_each:
             self.rest = parser.rest
         else:
             self.close()
@@ -267,7 +284,9 @@ class Connection:
     def _handshake(self, sock: _socket.socket, context: ssl.SSLContext) -> ssl.SSLObject:
         """The TLS handshake (SNI: the target's host), driven by the io watchers."""
         self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname=self.host)
+        tls = context.wrap_bio(
+            self.incoming, self.outgoing, server_hostname=self.host, session=self.session
+        )
         while True:
             try:
                 tls.do_handshake()
@@ -402,6 +421,7 @@ class LeanHttpUser(User):
     timeout_s: ClassVar[float] = 10.0  # per request, connect included
     connect_backoff_s: ClassVar[float] = 0.01  # pause after a failed connect: no busy spin
     tls_ca: ClassVar[str | None] = None  # https: verify against this CA file (else unverified)
+    tls_resume: ClassVar[bool] = False  # https: a new connection resumes the last TLS session
 
     @classmethod
     def webperf_tickets(cls) -> Tickets:
@@ -626,7 +646,7 @@ class LeanHttpUser(User):
 
     def _open(self) -> Connection:
         host, port, _ = self._target
-        self._connection = Connection(host, port, self.timeout_s, self._tls)
+        self._connection = Connection(host, port, self.timeout_s, self._tls, self.tls_resume)
         return self._connection
 
     def _record(
@@ -669,6 +689,7 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[LeanHttpUser]:
         host = spec.host
         timeout_s = spec.timeout_s
         tls_ca = spec.tls_ca
+        tls_resume = spec.tls_resume
 
         @task
         def loop(self) -> None:

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import atexit
 import random
+import sys
 from typing import Any, ClassVar
 
 from gevent.event import Event
 from locust import User, constant, task
 
-from pytest_webperf.swarm.hotloop import EntryParts, NativeLoop, mix_entry
+from pytest_webperf.swarm.hotloop import EntryParts, NativeLoop, mix_entry, tls_built
 from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.swarm.wire import encode_request, split_host, uses_tls
+from pytest_webperf.swarm.wire import encode_request, says_close, split_host, uses_tls
 
 
 class NativeHttpUser(User):
@@ -73,8 +74,18 @@ class NativeHttpUser(User):
             self.loop.remove(handle)
 
 
-def make_user(spec: SwarmSpec, index: int = 0) -> type[NativeHttpUser]:
-    """The swarm's user for ``spec.workload`` (``--webperf-user=native``, or ``auto``)."""
+def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
+    """The swarm's user for ``spec.workload`` (``--webperf-user=native``, or ``auto``);
+    https where this process's native loop has no TLS (a remote worker built without
+    OpenSSL): the lean user's, said on stderr."""
+    if uses_tls(spec.host) and not tls_built():
+        from pytest_webperf.swarm import lean  # (only then: it imports gevent sockets)
+
+        print(
+            f"webperf: the native loop here is built without TLS: the lean user loads {spec.host}",
+            file=sys.stderr,
+        )
+        return lean.make_user(spec, index)
     workload = spec.workload
     host, port, host_header = split_host(spec.host)
     entries = workload.entries()
@@ -98,8 +109,10 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[NativeHttpUser]:
         arrivals=arrivals,
         mix=mix if workload.mix or checked else (),
     )
+    if all(says_close(e.headers) for e in entries):  # keepalive=False
+        loop.close_each()
     if uses_tls(spec.host):  # the C loop's own OpenSSL client (hotloop.user_for_url)
-        loop.use_tls(host, spec.tls_ca)
+        loop.use_tls(host, spec.tls_ca, spec.tls_resume)
     atexit.register(loop.close)
 
     class WebperfNativeHttpUser(NativeHttpUser):

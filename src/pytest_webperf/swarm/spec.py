@@ -57,6 +57,7 @@ class SwarmSpec:
     mqtt: MqttLoad | None = None  # what user_class "mqtt" publishes
     remote: Remote | None = None  # generator workers on other machines join the master
     tls_ca: str | None = None  # https: verify the certificate against this CA file (else not)
+    tls_resume: bool = False  # https: a new connection resumes the last one's TLS session
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -124,6 +125,7 @@ class SwarmSpec:
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
             "remote": None if self.remote is None else self.remote.to_dict(),
             "tls_ca": self.tls_ca,
+            "tls_resume": self.tls_resume,
         }
 
     @classmethod
@@ -143,4 +145,5 @@ class SwarmSpec:
             mqtt=MqttLoad.from_dict(data["mqtt"]) if data.get("mqtt") else None,
             remote=Remote.from_dict(data["remote"]) if data.get("remote") else None,
             tls_ca=str(data["tls_ca"]) if data.get("tls_ca") else None,
+            tls_resume=bool(data.get("tls_resume", False)),
         )

@@ -79,6 +79,12 @@ def split_host(url: str) -> tuple[str, int, str]:
     return parts.hostname, port, parts.netloc
 
 
+def says_close(headers: Iterable[tuple[str, str]]) -> bool:
+    """Whether a request with ``headers`` asks for its connection to end after the
+    response (``Connection: close``: the client then closes, whatever the answer says)."""
+    return any(n.lower() == "connection" and "close" in v.lower() for n, v in headers)
+
+
 def uses_tls(url: str) -> bool:
     """Whether the HTTP users speak TLS to ``url`` (an https:// URL)."""
     return urlsplit(url).scheme == "https"
