@@ -77,7 +77,7 @@ def report(measurements: Sequence[Measurement], meta: Mapping[str, Any]) -> dict
             entry["base_repetitions"] = _repetitions(m.base_runs)
         entry["rps"] = m.rps
         tests.append(entry)
-    compared = studies.compare(tests)
+    compared = studies.of_report({**meta, "tests": tests})
     return {
         "schema": REPORT_SCHEMA,
         "models_schema": SCHEMA_VERSION,
