@@ -16,9 +16,10 @@ otherwise. Three things are never ranked, whatever their figures say:
 * (said by the caller) a paced load that every server kept up with.
 
 A comparison also says what the machine did to it: with server and generator on the
-same cores, the server that spends less CPU per request leaves more of the machine to
-the generator and so gets more requests, which widens a real gap, and a short counted
-run (``requests=N``) measures the start-up more than the server.
+same cores, each request's generator CPU comes out of the cores the server could have
+used, so throughput measures the server's and the generator's cost per request together
+(a server twice as cheap per request shows less than twice the throughput), and a short
+counted run (``requests=N``) measures connection set-up more than the server.
 """
 
 from __future__ import annotations
@@ -179,9 +180,10 @@ def shared_cores(placement: Mapping[str, Any] | None, cores: int | None) -> str:
         "" if cores is not None and cores < 4 else " (--webperf-placement=split pins them apart)"
     )
     return (
-        f"server and generator shared {where}: the server that spends less CPU per request "
-        "leaves more of them to the generator and gets more requests, so a gap between "
-        f"servers is wider here than either server alone would show{split}"
+        f"server and generator shared {where}: each request's generator CPU came out of "
+        "the cores the server could have used, so the figures measure server and generator "
+        "together (a server twice as cheap per request shows less than twice the "
+        f"throughput) and which of them the scheduler favoured moved between runs{split}"
     )
 
 

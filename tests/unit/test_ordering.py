@@ -97,7 +97,7 @@ def test_a_line_holds_only_when_every_pair_holds() -> None:
 def test_shared_cores_are_said_with_what_they_do_and_placed_apart_is_not() -> None:
     shared = ordering.shared_cores({"mode": "auto", "target_cpuset": None, "generator_cpus": []}, 2)
     assert shared.startswith("server and generator shared the machine's 2 cores")
-    assert "less CPU per request" in shared and "placement=split" not in shared
+    assert "less than twice the throughput" in shared and "placement=split" not in shared
     assert "--webperf-placement=split" in ordering.shared_cores({"mode": "none"}, 8)
     assert ordering.shared_cores({"target_cpuset": "2-3", "generator_cpus": [0, 1]}, 4) == ""
     assert ordering.shared_cores(None, 2) == ""
