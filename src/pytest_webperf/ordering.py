@@ -32,12 +32,12 @@ from typing import Any
 
 from pytest_webperf import stats
 from pytest_webperf.compare import GENERATOR_BOUND
+from pytest_webperf.workload import MIN_COUNTED_S
 
 HOLDS, REVERSED, NOT_SEPARATED, NOT_RANKED = "holds", "reversed", "not separated", "not ranked"
 STATUSES = (HOLDS, REVERSED, NOT_SEPARATED, NOT_RANKED)
 CONFIDENCE = 0.95
 MIN_UNITS = 2  # units of evidence per side before anything is ranked
-MIN_COUNTED_S = 5.0  # a counted repetition shorter than this measured its start-up
 
 
 @dataclass(frozen=True)

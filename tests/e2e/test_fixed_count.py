@@ -50,9 +50,14 @@ def test_exactly_n_requests_and_abs_figures(pytester: pytest.Pytester) -> None:
         assert rep["time_per_request_ms"] == pytest.approx(5 * rep["time_taken_s"] * 1000 / 2000)
         assert rep["transfer_kb_s"] == pytest.approx(20_000 / 1024 / rep["time_taken_s"])
         assert not any("cut at the time limit" in n for n in rep["notes"])
+        # a count that ended under 5 s measured its start-up: the repetition says so
+        short = [n for n in rep["notes"] if n.startswith("short count: 2,000 requests took")]
+        assert len(short) == (rep["time_taken_s"] < 5), rep["notes"]
     result.stdout.fnmatch_lines(
         ["*[[]GET /ten x2,000[]] rep 1: 2,000 of 2,000 requests in * s; time per request *"]
     )
+    if entry["repetitions"][0]["time_taken_s"] < 5:
+        result.stdout.fnmatch_lines(["*[[]GET /ten x2,000[]] rep 1: * KB/s; short count: *"])
 
 
 def test_a_count_the_time_limit_cuts_says_so(pytester: pytest.Pytester) -> None:

@@ -177,3 +177,17 @@ def test_paced_load_every_server_kept_up_with_ranks_nothing() -> None:
     ]
     (found,) = studies.compare(behind)
     assert found["holds"] is True and found["ranking"] == ["go-mqtt", "tomcat-mqtt"]
+
+
+def test_a_short_counted_repetition_shows_its_note_on_its_line() -> None:
+    from pytest_webperf.measure import short_count
+    from pytest_webperf.report.table import counted_lines
+
+    note = short_count(20_000, 0.519)
+    assert note.startswith("short count: 20,000 requests took 0.52 s, under 5 s")
+    rep = {"repetition": 1, "requests": 20_000, "requests_asked": 20_000, "time_taken_s": 0.519}
+    e = entry(PROXY, "nginx-cache", "/hello", 200, 38_536)
+    (line,) = counted_lines([{**e, "repetitions": [{**rep, "notes": ["other", note]}]}])
+    assert line.endswith("KB/s; " + note)
+    (line,) = counted_lines([{**e, "repetitions": [rep]}])
+    assert line.endswith("KB/s")
