@@ -38,6 +38,7 @@ HOLDS, REVERSED, NOT_SEPARATED, NOT_RANKED = "holds", "reversed", "not separated
 STATUSES = (HOLDS, REVERSED, NOT_SEPARATED, NOT_RANKED)
 CONFIDENCE = 0.95
 MIN_UNITS = 2  # units of evidence per side before anything is ranked
+POWER = 0.8  # a pair not separated says what it would have caught 4 times in 5
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,12 @@ def _not_ranked_bound(first: Side, second: Side) -> str:
     return "; ".join(named) + ": " + advice
 
 
-def judge(first: Side, second: Side, *, confidence: float = CONFIDENCE) -> Ordering:
-    """The study's ``first > second`` judged from the two sides' repetitions."""
+def judge(
+    first: Side, second: Side, *, gap: float | None = None, confidence: float = CONFIDENCE
+) -> Ordering:
+    """The study's ``first > second`` judged from the two sides' repetitions. ``gap``:
+    the ratio the study reported, if any; a pair not separated then says how many
+    repetitions would separate a gap that size here."""
     ratio = None
     if first.values and second.values:
         a, b = stats.mean(first.values), stats.mean(second.values)
@@ -141,7 +146,25 @@ def judge(first: Side, second: Side, *, confidence: float = CONFIDENCE) -> Order
         return Ordering(first.name, second.name, ratio, None, None, NOT_SEPARATED, why, confidence)
     low, high = 1 + est.low, 1 + est.high
     status = HOLDS if low > 1 else REVERSED if high < 1 else NOT_SEPARATED
-    return Ordering(first.name, second.name, ratio, low, high, status, "", confidence)
+    why = ""
+    if status == NOT_SEPARATED and est.se:
+        why = _needed(est.se, est.df, min(first.units, second.units), gap)
+    return Ordering(first.name, second.name, ratio, low, high, status, why, confidence)
+
+
+def _needed(se: float, df: float | None, units: int, gap: float | None) -> str:
+    """What a pair not separated could have separated, and what the study's gap needs:
+    the smallest ratio this run detects 4 times in 5 (``stats.detectable_change``), and
+    the repetitions per side that bring it down to ``gap`` (the spread shrinks as the
+    square root of the units)."""
+    resolution = 1 + stats.detectable_change(se, df, alpha=(1 - CONFIDENCE) / 2, power=POWER)
+    said = f"{units} repetitions per side separate about {resolution:.2f}x here"
+    if gap is None or gap <= 1:
+        return said
+    if gap >= resolution:
+        return f"{said}: the study's {gap:.2f}x would have shown; it is not here"
+    more = math.ceil(units * (math.log(resolution) / math.log(gap)) ** 2)
+    return f"{said}; the study's {gap:.2f}x needs about {more} (--webperf-repeat={more})"
 
 
 def _units(side: Side) -> str:
@@ -149,9 +172,20 @@ def _units(side: Side) -> str:
     return f"{n} repetition" + ("" if n == 1 else "s")
 
 
-def judge_ranking(sides: Sequence[Side], *, confidence: float = CONFIDENCE) -> list[Ordering]:
-    """Each neighbouring pair of a study's ranking (best first) judged here."""
-    return [judge(a, b, confidence=confidence) for a, b in itertools.pairwise(sides)]
+def judge_ranking(
+    sides: Sequence[Side],
+    gaps: Sequence[float | None] = (),
+    *,
+    confidence: float = CONFIDENCE,
+) -> list[Ordering]:
+    """Each neighbouring pair of a study's ranking (best first) judged here; ``gaps``:
+    the study's ratio for each pair, where it reported one."""
+    pairs = list(itertools.pairwise(sides))
+    found = list(gaps)[: len(pairs)]
+    found += [None] * (len(pairs) - len(found))
+    return [
+        judge(a, b, gap=g, confidence=confidence) for (a, b), g in zip(pairs, found, strict=True)
+    ]
 
 
 def overall(orderings: Sequence[Ordering]) -> str:

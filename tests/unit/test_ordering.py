@@ -109,3 +109,23 @@ def test_short_counted_repetitions_get_a_note() -> None:
     assert "--webperf-requests" in note
     assert ordering.short_counted({"varnish": [5.0]}) == ""
     assert ordering.short_counted({}) == ""
+
+
+def test_a_pair_not_separated_says_what_would_separate_the_studys_gap() -> None:
+    a = side("a", [100.0, 120.0, 90.0])
+    b = side("b", [95.0, 110.0, 85.0])
+    found = ordering.judge(a, b, gap=1.28)
+    assert found.status == NOT_SEPARATED
+    resolution = float(found.why.split("separate about ")[1].split("x")[0])
+    assert resolution > 1.28
+    needed = int(found.why.rsplit("--webperf-repeat=", 1)[1].rstrip(")"))
+    assert needed > 3 and f"the study's 1.28x needs about {needed}" in found.why
+    # the same spread with the repetitions it asked for resolves the study's gap
+    more = (needed + 2) // 3
+    wider = ordering.judge(
+        side("a", [100.0, 120.0, 90.0] * more), side("b", [95.0, 110.0, 85.0] * more), gap=1.28
+    )
+    assert float(wider.why.split("separate about ")[1].split("x")[0]) <= 1.29
+    # a gap the run could have seen, not seen
+    assert "would have shown; it is not here" in ordering.judge(a, b, gap=2.0).why
+    assert ordering.judge(a, b).why.startswith("3 repetitions per side separate about ")
