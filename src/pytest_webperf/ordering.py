@@ -107,7 +107,10 @@ def _not_ranked_bound(first: Side, second: Side) -> str:
         if s.bound
     ]
     advice = GENERATOR_BOUND.format(checks="the comparison").removeprefix("generator-bound: ")
-    return "; ".join(named) + ": " + advice
+    return (
+        "; ".join(named) + f": {advice}, or, on 4 cores or more, pin server and generator apart "
+        "(--webperf-placement=split)"
+    )
 
 
 def judge(

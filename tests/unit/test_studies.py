@@ -191,3 +191,27 @@ def test_a_short_counted_repetition_shows_its_note_on_its_line() -> None:
     assert line.endswith("KB/s; " + note)
     (line,) = counted_lines([{**e, "repetitions": [rep]}])
     assert line.endswith("KB/s")
+
+
+def test_markdown_and_html_render_the_pairs_and_the_notes() -> None:
+    from pytest_webperf.report.html import render_html
+    from pytest_webperf.report.markdown import render_markdown
+
+    report = {
+        "tests": [
+            measured(PROXY, "nginx-cache", "/hello", 200, 38_000, 38_500, 39_000),
+            measured(PROXY, "varnish", "/hello", 200, 20_000, 20_500, 21_000),
+        ],
+        "placement": {"mode": "auto", "target_cpuset": None, "generator_cpus": []},
+        "machine": {"cores": 2},
+    }
+    (found,) = studies.of_report(report)
+    assert found["status"] == "holds"
+    pair = studies.pair_text(found["pairs"][0])
+    assert pair.startswith("nginx-cache/varnish 1.88x, 95% CI ") and pair.endswith(": holds")
+    markdown = render_markdown(report)
+    assert "### The studies" in markdown and "95% CI" in markdown
+    assert "  - note: server and generator shared the machine's 2 cores" in markdown
+    page = render_html(report)
+    assert pair in page and "server and generator shared the machine&#39;s 2 cores" in page
+    assert "<td>holds</td>" in page
