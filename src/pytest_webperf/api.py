@@ -56,6 +56,7 @@ from pytest_webperf.values import parse_concurrency, parse_duration
 from pytest_webperf.workload import MIN_COUNTED_S, Workload, http_name, http_workload
 
 PROBE_S = 2.0  # how long ``requests_lasting`` times a target's throughput
+SPARE = 1.5  # the count it sizes is this many times what the probe's rate gives
 
 
 class Judge(Protocol):
@@ -246,9 +247,10 @@ class Webperf:
         """The request count (``requests=N``) that lasts at least ``seconds`` against
         ``target`` on this machine: a short closed loop (``probe`` seconds after a 0.5 s
         warm-up, one repetition, neither recorded nor judged) times its throughput, and N
-        is that throughput over ``seconds``, with a quarter to spare (a counted run has
-        no warm-up). A study sized so lasts long enough to mean something where ab's
-        fixed counts, long on the study's hardware, end in a fraction of a second."""
+        is that throughput over ``seconds``, with half as much again to spare (a counted
+        run has no warm-up, and a busy machine's throughput moves). A study sized so
+        lasts long enough to mean something where ab's fixed counts, long on the study's
+        hardware, end in a fraction of a second."""
         if not seconds > 0 or not probe > 0:
             raise OptionError(f"seconds={seconds!r}, probe={probe!r}: both are > 0 seconds")
         if isinstance(target, PairedTarget):  # A/B: size by the change (B), both get N
@@ -280,7 +282,7 @@ class Webperf:
                 f"{target.name}: no request completed in a {probe:g} s probe of {path}, "
                 "so no request count can be sized from it"
             )
-        return max(plan.concurrency, math.ceil(run.rps * seconds * 1.25))
+        return max(plan.concurrency, math.ceil(run.rps * seconds * SPARE))
 
     def mqtt(
         self,

@@ -98,4 +98,4 @@ def test_a_count_sized_to_last_lasts(pytester: pytest.Pytester) -> None:
     (entry,) = json.loads((pytester.path / "out.json").read_text())["tests"]  # no probe
     (rep,) = entry["repetitions"]
     assert rep["requests"] == rep["requests_asked"] > 5
-    assert 1.0 < rep["time_taken_s"] < 20, rep["time_taken_s"]  # 2 s asked, 25 % to spare
+    assert 1.0 < rep["time_taken_s"] < 20, rep["time_taken_s"]  # 2 s asked, 50 % to spare
