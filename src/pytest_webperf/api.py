@@ -16,6 +16,7 @@ Plain Python: the fixture in plugin.py only builds this object and closes it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import shlex
@@ -29,7 +30,7 @@ from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.checks import Check
 from pytest_webperf.config import RunConfig
-from pytest_webperf.errors import OptionError
+from pytest_webperf.errors import OptionError, TargetError
 from pytest_webperf.gitref import map_command
 from pytest_webperf.measure import (
     HttpRequests,
@@ -53,7 +54,17 @@ from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.paired import PairedTarget
 from pytest_webperf.targets.process import ProcessTarget
 from pytest_webperf.values import parse_concurrency, parse_duration
-from pytest_webperf.workload import Request, Workload, http_name, http_workload, request
+from pytest_webperf.workload import (
+    MIN_COUNTED_S,
+    Request,
+    Workload,
+    http_name,
+    http_workload,
+    request,
+)
+
+PROBE_S = 2.0  # how long ``requests_lasting`` times a target's throughput
+SPARE = 1.5  # the count it sizes is this many times what the probe's rate gives
 
 
 class Judge(Protocol):
@@ -297,6 +308,56 @@ class Webperf:
             workload, user_class=user_class, note=note, tls_ca=ca_file, tls_resume=tls_resume
         )
         return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
+
+    def requests_lasting(
+        self,
+        target: Target,
+        seconds: float = MIN_COUNTED_S,
+        path: str = "/hello",
+        *,
+        method: str = "GET",
+        concurrency: int | None = None,
+        probe: float = PROBE_S,
+    ) -> int:
+        """The request count (``requests=N``) that lasts at least ``seconds`` against
+        ``target`` on this machine: a short closed loop (``probe`` seconds after a 0.5 s
+        warm-up, one repetition, neither recorded nor judged) times its throughput, and N
+        is that throughput over ``seconds``, with half as much again to spare (a counted
+        run has no warm-up, and a busy machine's throughput moves). A study sized so
+        lasts long enough to mean something where ab's fixed counts, long on the study's
+        hardware, end in a fraction of a second."""
+        if not seconds > 0 or not probe > 0:
+            raise OptionError(f"seconds={seconds!r}, probe={probe!r}: both are > 0 seconds")
+        if isinstance(target, PairedTarget):  # A/B: size by the change (B), both get N
+            target = target.change
+        plan = dataclasses.replace(
+            self._plan(target, concurrency=concurrency, duration=probe, warmup=0.5, repeat=1),
+            remote=None,
+        )
+        user_class = resolve_user(self.config.user)
+        workload = http_workload(
+            path,
+            method=method,
+            body=b"",
+            headers=None,
+            user_class=user_class,
+            workers=1,
+            users=plan.concurrency,
+        )
+        plan = dataclasses.replace(plan, workers=1)  # as a counted run: one process
+        (run,) = run_repetitions(
+            target,
+            HttpRequests(workload, user_class=user_class),
+            plan,
+            progress=self._progress,
+            label=Label(self.nodeid, f"sizing {http_name(workload)}"),
+        )
+        if run.requests == 0 or run.rps <= 0:
+            raise TargetError(
+                f"{target.name}: no request completed in a {probe:g} s probe of {path}, "
+                "so no request count can be sized from it"
+            )
+        return max(plan.concurrency, math.ceil(run.rps * seconds * SPARE))
 
     def mqtt(
         self,

@@ -39,7 +39,7 @@ from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import Remote, SwarmSpec
 from pytest_webperf.targets.base import Target, restart
-from pytest_webperf.workload import Workload
+from pytest_webperf.workload import MIN_COUNTED_S, Workload
 
 
 class Monitor(Protocol):
@@ -168,6 +168,15 @@ class TargetDied(TargetError):
         self.runs = tuple(runs)
 
 
+def short_count(requests: int, seconds: float) -> str:
+    """The note of a counted repetition that ended under ``MIN_COUNTED_S``."""
+    return (
+        f"short count: {requests:,} requests took {seconds:.2f} s, under "
+        f"{MIN_COUNTED_S:.0f} s: it measured connection set-up and warm-up more than the "
+        "server (a larger requests=N, or --webperf-requests, lasts longer)"
+    )
+
+
 def run_result(
     outcome: SwarmOutcome,
     repetition: int,
@@ -209,6 +218,8 @@ def run_result(
             f"cut at the time limit: {total.requests:,} of the {requests_asked:,} requests "
             f"asked completed in {outcome.duration_s:.1f} s (raise duration=, the limit)"
         )
+    elif requests_asked and outcome.duration_s < MIN_COUNTED_S:
+        notes.append(short_count(requests_asked, outcome.duration_s))
     if monitor is not None:
         notes += [f"sampler: {error}" for error in dict.fromkeys(monitor.errors)]
     if bound:

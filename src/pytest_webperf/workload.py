@@ -222,6 +222,9 @@ class Workload:
         )
 
 
+# A counted repetition (requests=N) that finished sooner than this measured connection
+# set-up and warm-up more than the server: it gets a note, and a study line says so.
+MIN_COUNTED_S = 5.0
 SCHEDULED = ("native", "lean")  # the users that pace and count requests
 MIX_EXAMPLE = 'mix=[webperf.request("/a", weight=3), webperf.request("/b", weight=1)]'
 

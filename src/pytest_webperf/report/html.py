@@ -497,7 +497,8 @@ def render_html(report: Mapping[str, Any]) -> str:
             summary_headers=headers,
             summary_rows=rows,
             workloads=workloads,
-            studies=studies.compare(entries),
+            studies=studies.of_report(report),
+            study_verdict=studies.verdict_text,
             sections=[section(i, e, open_charts) for i, e in enumerate(entries)],
             statuses=STATUSES,
         )

@@ -95,7 +95,7 @@ def report(measurements: Sequence[Measurement], meta: Mapping[str, Any]) -> dict
             if entry.get("against") is not None:
                 entry["base_endpoints"] = _endpoint_rows(m.base_runs)
         tests.append(entry)
-    compared = studies.compare(tests)
+    compared = studies.of_report({**meta, "tests": tests})
     return {
         "schema": REPORT_SCHEMA,
         "models_schema": SCHEMA_VERSION,

@@ -15,11 +15,13 @@ from typing import Any
 
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.report import checks as ab
+from pytest_webperf.report import studies
 from pytest_webperf.report import table as shared
 from pytest_webperf.report.table import (
     MISSING,
     NUMERIC,
     Entry,
+    fmt,
     status,
     status_counts,
     tests,
@@ -109,6 +111,21 @@ def verdict_lines(entries: Sequence[Entry]) -> list[str]:
     return lines
 
 
+def study_lines(comparisons: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The studies beside this run, one bullet per study line, its notes under it."""
+    lines = []
+    for c in comparisons:
+        where = f" {c['path']}" if c.get("path") else ""
+        figures = ", ".join(f"{s} {fmt(c['here'][s])}" for s in c["servers"])
+        lines.append(
+            f"- **seed {md_escape(str(c['seed']))}{md_escape(where)}**, "
+            f"{fmt(c['users'])} users, {md_escape(str(c['label']))}: {md_escape(figures)}; "
+            f"{md_escape(studies.verdict_text(c))}"
+        )
+        lines += [f"  - note: {md_escape(str(n))}" for n in c.get("notes", ())]
+    return lines
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     """A compact summary for CI: headline counts, the table, the verdicts' reasons."""
     entries = tests(report)
@@ -128,6 +145,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if not entries:
         return "\n".join([*lines, "Nothing was measured.", ""])
     lines += [*table(entries), "", *check_details(entries)]
+    compared = studies.of_report(report)
+    if compared:
+        lines += ["### The studies", "", *study_lines(compared), ""]
     reasons = verdict_lines(entries)
     if reasons:
         lines += ["### Verdicts", "", *reasons, ""]

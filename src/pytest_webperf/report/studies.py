@@ -9,13 +9,15 @@ and function) and servers that both the study and this run measured.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_webperf.report.table import Entry, fmt, number, repetitions
+from pytest_webperf import ordering
+from pytest_webperf.report.table import Entry, fmt, number, rep_rps, repetitions
 
 KEPT = 0.9  # a paced server that served this share of the offered rate kept up
 
@@ -28,6 +30,12 @@ class Figures:
     users: int
     values: Mapping[str, float | None]  # catalogue server -> figure (None: ranked only)
     ranking: tuple[str, ...]  # best first, as the study found it
+    gap: float | None = None  # the study's ratio between neighbours, where it gave no figures
+
+    def ratio(self, first: str, second: str) -> float | None:
+        """The study's ratio of ``first`` to ``second`` (its figures, else its ``gap``)."""
+        a, b = self.values.get(first), self.values.get(second)
+        return a / b if a and b else self.gap
 
 
 @dataclass(frozen=True)
@@ -40,12 +48,15 @@ class Study:
     groups: tuple[Figures, ...]
 
 
-def _f(path: str | None, users: int, ranking: str, **values: float | None) -> Figures:
+def _f(
+    path: str | None, users: int, ranking: str, gap: float | None = None, **values: float | None
+) -> Figures:
     return Figures(
         path,
         users,
         {k.replace("_", "-"): v for k, v in values.items()},
         tuple(ranking.split(" > ")),
+        gap,
     )
 
 
@@ -68,7 +79,8 @@ STUDIES: tuple[Study, ...] = (
         "test_seed001_proxy_cache.py::test_proxy_cache",
         "rps",
         "req/s",
-        (_f(None, 200, "nginx-cache > varnish", nginx_cache=1_207, varnish=None),),
+        # "28-40 % better than Varnish": nginx-cache/varnish 1.28x at least
+        (_f(None, 200, "nginx-cache > varnish", 1.28, nginx_cache=1_207, varnish=None),),
     ),
     Study(
         "002",
@@ -147,6 +159,52 @@ def _value(entry: Entry, metric: str) -> float | None:
     return statistics.fmean(got) if got else None
 
 
+def _rep_value(rep: Mapping[str, Any], metric: str) -> float | None:
+    return rep_rps(rep) if metric == "rps" else number(rep.get(metric))
+
+
+def _series(rep: Mapping[str, Any]) -> tuple[float, ...]:
+    """A repetition's per-second throughput (the floor under its spread)."""
+    series = rep.get("series")
+    found = []
+    for snap in series if isinstance(series, list) else ():
+        if not isinstance(snap, Mapping):
+            continue
+        requests, elapsed = number(snap.get("requests")), number(snap.get("elapsed"))
+        if requests is not None and elapsed:
+            found.append(requests / elapsed)
+    return tuple(found)
+
+
+def side(entry: Entry, metric: str) -> ordering.Side:
+    """One server's repetitions as the ordering judge reads them (a report without
+    repetitions gives its one figure: a single unit, never ranked)."""
+    reps = [r for r in repetitions(entry) if _rep_value(r, metric) is not None]
+    name = str(entry.get("server"))
+    if not reps:
+        value = _value(entry, metric)
+        return ordering.Side(name, () if value is None else (value,))
+    instances = [r.get("instance") for r in reps]
+    return ordering.Side(
+        name,
+        tuple(float(_rep_value(r, metric) or 0.0) for r in reps),
+        tuple(i if isinstance(i, int) and not isinstance(i, bool) else None for i in instances),
+        tuple(_series(r) for r in reps),
+        sum(1 for r in reps if r.get("generator_bound") is True),
+    )
+
+
+def _counted_times(entry: Entry) -> list[float]:
+    """The time taken by each counted repetition (``requests=N``) of an entry."""
+    return [
+        t
+        for r in repetitions(entry)
+        if number(r.get("requests_asked")) is not None
+        for t in [number(r.get("time_taken_s")) or number(r.get("duration_s"))]
+        if t is not None
+    ]
+
+
 def _offered(entry: Entry) -> float | None:
     """A paced entry's offered rate (users / interval), requests per second."""
     workload = entry.get("workload")
@@ -169,23 +227,35 @@ def _nearest(groups: Sequence[Figures], path: str | None, users: int) -> Figures
     return min(fitting, key=lambda g: abs(math.log(users / g.users)))
 
 
-def compare(entries: Sequence[Entry]) -> list[dict[str, Any]]:
+def compare(
+    entries: Sequence[Entry],
+    placement: Mapping[str, Any] | None = None,
+    cores: int | None = None,
+) -> list[dict[str, Any]]:
     """One comparison per workload and number of users this run measured in a study's
-    suite: this run's figure per server beside the study's nearest group, and whether
-    the study's ordering held."""
+    suite: this run's figure per server beside the study's nearest group, and the
+    study's ordering judged here pair by pair (``ordering.judge``). ``placement`` and
+    ``cores`` (the report's) say whether server and generator shared the cores."""
     found = []
     for study in STUDIES:
         mine = [e for e in entries if _test_of(str(e.get("nodeid", ""))) == study.test]
         runs: dict[tuple[str | None, int], dict[str, float]] = {}
+        sides: dict[tuple[str | None, int], dict[str, ordering.Side]] = {}
+        counted: dict[tuple[str | None, int], dict[str, list[float]]] = {}
         kept: dict[tuple[str | None, int], list[bool]] = {}
         for e in mine:
             value = _value(e, study.metric)
             users = int(number(e.get("concurrency")) or 0)
-            if value is not None:
-                runs.setdefault((_path(e), users), {}).setdefault(str(e.get("server")), value)
+            key = (_path(e), users)
+            server = str(e.get("server"))
+            if value is not None and server not in runs.get(key, {}):
+                runs.setdefault(key, {})[server] = value
+                sides.setdefault(key, {})[server] = side(e, study.metric)
+                counted.setdefault(key, {})[server] = _counted_times(e)
                 offered = _offered(e)
                 if offered is not None:
-                    kept.setdefault((_path(e), users), []).append(value >= KEPT * offered)
+                    kept.setdefault(key, []).append(value >= KEPT * offered)
+        shared = ordering.shared_cores(placement, cores)
         for (path, users), here in runs.items():
             group = _nearest(study.groups, path, users)
             if group is None:
@@ -193,9 +263,22 @@ def compare(entries: Sequence[Entry]) -> list[dict[str, Any]]:
             ranked = [s for s in group.ranking if s in here]
             if len(ranked) < 2:
                 continue
-            ordering = sorted(ranked, key=lambda s: -here[s])
+            order_here = sorted(ranked, key=lambda s: -here[s])
             # paced load that every server kept up with ranks nothing: they all did
             all_kept = bool(kept.get((path, users))) and all(kept[(path, users)])
+            pairs = (
+                []
+                if all_kept
+                else ordering.judge_ranking(
+                    [sides[(path, users)][s] for s in ranked],
+                    [group.ratio(a, b) for a, b in itertools.pairwise(ranked)],
+                )
+            )
+            status = ordering.NOT_RANKED if all_kept else ordering.overall(pairs)
+            short = ordering.short_counted(
+                {s: counted[(path, users)][s] for s in ranked if counted[(path, users)][s]}
+            )
+            notes = [n for n in (short, "" if all_kept else shared) if n]
             found.append(
                 {
                     "seed": study.seed,
@@ -209,15 +292,58 @@ def compare(entries: Sequence[Entry]) -> list[dict[str, Any]]:
                     "here": {s: here[s] for s in ranked},
                     "study": {s: group.values.get(s) for s in ranked},
                     "study_ranking": ranked,
-                    "ranking": ordering,
-                    "holds": None if all_kept else ordering == ranked,
+                    "ranking": order_here,
+                    "status": status,
+                    "pairs": [p.to_dict() for p in pairs],
+                    "kept": all_kept,
+                    "notes": notes,
+                    "holds": None
+                    if status in (ordering.NOT_RANKED, ordering.NOT_SEPARATED)
+                    else status == ordering.HOLDS,
                 }
             )
     return found
 
 
+def of_report(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``compare`` on a whole report: its tests, its placement and its machine's cores."""
+    tests = report.get("tests")
+    machine = report.get("machine")
+    cores = number(machine.get("cores")) if isinstance(machine, Mapping) else None
+    placement = report.get("placement")
+    return compare(
+        [t for t in tests if isinstance(t, Mapping)] if isinstance(tests, list) else [],
+        placement if isinstance(placement, Mapping) else None,
+        None if cores is None else int(cores),
+    )
+
+
+def pair_text(pair: Mapping[str, Any]) -> str:
+    """``nginx-cache/varnish 1.09x, 95% CI 0.97..1.22: not separated (why)``."""
+    return ordering.Ordering(
+        str(pair.get("first")),
+        str(pair.get("second")),
+        number(pair.get("ratio")),
+        number(pair.get("low")),
+        number(pair.get("high")),
+        str(pair.get("status")),
+        str(pair.get("why") or ""),
+        number(pair.get("confidence")) or ordering.CONFIDENCE,
+    ).text()
+
+
+def verdict_text(c: Mapping[str, Any]) -> str:
+    """The study line's conclusion, in words."""
+    if c.get("kept"):
+        return "every server kept the offered rate: no ranking at this load"
+    study = " > ".join(c["study_ranking"])
+    pairs = "; ".join(pair_text(p) for p in c.get("pairs", ()))
+    return f"{pairs}; the study's {study}: {c.get('status')}"
+
+
 def lines(comparisons: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The comparisons as terminal lines: one per study group, under one heading."""
+    """The comparisons as terminal lines: one per study group, under one heading, each
+    note indented under its line."""
     if not comparisons:
         return []
     out = ["webperf: the studies' figures beside this run's (their hardware, not ours)"]
@@ -229,15 +355,10 @@ def lines(comparisons: Sequence[Mapping[str, Any]]) -> list[str]:
             for s in c["servers"]
         )
         where = f" {c['path']}" if c["path"] else ""
-        if c["holds"] is None:
-            verdict = "every server kept the offered rate: no ranking at this load"
-        elif c["holds"]:
-            verdict = "the study's ordering holds"
-        else:
-            verdict = "differs from the study's " + " > ".join(c["study_ranking"])
         out.append(
             f"  seed {c['seed']}{where}, {fmt(c['users'])} users here "
             f"({fmt(c['study_users'])} in the study), {c['label']}: {figures}; "
-            f"here {' > '.join(c['ranking'])}: {verdict}"
+            f"{verdict_text(c)}"
         )
+        out += [f"    note: {n}" for n in c.get("notes", ())]
     return out

@@ -19,6 +19,7 @@ Entry = Mapping[str, Any]  # one item of the report's "tests"
 Column = tuple[str, Callable[[Entry], str]]
 
 MISSING = "-"
+SHORT = "short count:"  # a counted repetition's note (measure.short_count), shown on its line
 
 
 def number(value: object) -> float | None:
@@ -355,6 +356,9 @@ def counted_lines(entries: Sequence[Entry]) -> list[str]:
                 f"{fmt(number(rep.get('time_per_request_all_ms')), 3)} ms (mean, across all "
                 f"concurrent requests); transfer rate {fmt(number(rep.get('transfer_kb_s')), 2)} "
                 "KB/s"
+                + "".join(
+                    f"; {note}" for note in rep.get("notes") or () if str(note).startswith(SHORT)
+                )
             )
     return lines
 

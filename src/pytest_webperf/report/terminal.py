@@ -88,6 +88,6 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         + mqtt_lines(entries)
         + paced_lines(entries)
         + counted_lines(entries)
-        + studies.lines(studies.compare(entries))
+        + studies.lines(studies.of_report(report))
         + verdict_lines(entries)
     )
