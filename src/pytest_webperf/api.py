@@ -28,11 +28,13 @@ from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.checks import DEFAULT_CHECKS, DEFAULT_MQTT_CHECKS, Check
 from pytest_webperf.config import RunConfig, parse_concurrency, parse_duration
+from pytest_webperf.errors import OptionError
 from pytest_webperf.gitref import map_command
 from pytest_webperf.measure import (
     HttpRequests,
     Label,
     LoadKind,
+    LocustUsers,
     MonitorFactory,
     RunPlan,
     TargetDied,
@@ -44,7 +46,9 @@ from pytest_webperf.mqtt.run import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.scaleout import remote_of
+from pytest_webperf.swarm import userspec
 from pytest_webperf.swarm.hotloop import resolve_user
+from pytest_webperf.swarm.userspec import is_custom
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
@@ -225,8 +229,53 @@ class Webperf:
         )
         if workload.requests:
             plan = dataclasses.replace(plan, warmup_s=0.0)  # ab measures from the first request
+        if is_custom(user_class):  # what ran is named, not a path it never sent
+            userspec.check_once(user_class, what="--webperf-user")
+            workload = dataclasses.replace(
+                workload, path="", method="", body=b"", headers=(), users=user_class
+            )
         kind = HttpRequests(workload, user_class=user_class)
         return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
+
+    def locust(
+        self,
+        target: Target,
+        locustfile: str | os.PathLike[str],
+        *,
+        users: int | None = None,
+        user_class: str | Sequence[str] | None = None,
+        duration: str | float | None = None,
+        warmup: str | float | None = None,
+        repeat: int | None = None,
+        name: str | None = None,
+    ) -> Measurement:
+        """Run the locustfile's Locust users (all its User classes, or ``user_class=``:
+        one name or several) against ``target``, all repetitions, judged: their host is
+        the target's URL, each request name an endpoint, ``wait_time`` as written
+        (``constant_pacing``/``constant_throughput`` timed from each task's intended
+        start), a task's exception a failed request. With --webperf-against the base
+        runs the same path in the base's tree (this one if it is not there)."""
+        path = userspec.locustfile_path(locustfile)
+        classes = userspec.class_names(user_class)
+        if users is not None and (
+            isinstance(users, bool) or not isinstance(users, int) or users < 1
+        ):
+            raise OptionError(f"users={users!r}: the number of Locust users, an int >= 1")
+        change = userspec.file_spec(path, classes)
+        checked = userspec.check(change)
+        plan = self._plan(
+            target, concurrency=users, duration=duration, warmup=warmup, repeat=repeat
+        )
+        base, base_spec = None, None
+        if isinstance(target, PairedTarget) and target.base is not None:
+            assert self._against is not None
+            base = target.base
+            base_spec = userspec.file_spec(self._against().tree.map(path) or path, classes)
+            if base_spec != change:
+                userspec.check(base_spec, what=f"the locustfile at {self._against().tree.ref}")
+        workload = Workload(path="", method="", users=userspec.label(change, checked.classes))
+        kind = LocustUsers(workload, change, base=base, base_user_class=base_spec)
+        return self._measure(target, kind, plan, name or workload.users, workload)
 
     def mqtt(
         self,

@@ -21,6 +21,9 @@ class Workload:
     # > 0: this many requests per second in total, due whatever the responses do, each
     # taken by an idle user (k6's constant arrival rate; the users are the cap)
     arrival_rate: float = 0.0
+    # a user's own Locust users ran instead of the request shape above (what ran: the
+    # locustfile and its classes, or module:Class); "" for webperf's own users
+    users: str = ""
 
     def __post_init__(self) -> None:
         if self.interval_s < 0:
@@ -39,6 +42,7 @@ class Workload:
             **({"interval_s": self.interval_s} if self.interval_s else {}),
             **({"requests": self.requests} if self.requests else {}),
             **({"arrival_rate": self.arrival_rate} if self.arrival_rate else {}),
+            **({"users": self.users} if self.users else {}),
         }
 
     @classmethod
@@ -51,6 +55,7 @@ class Workload:
             interval_s=float(data.get("interval_s", 0.0)),
             requests=int(data.get("requests", 0)),
             arrival_rate=float(data.get("arrival_rate", 0.0)),
+            users=str(data.get("users", "")),
         )
 
 
@@ -134,7 +139,10 @@ def http_workload(
 
 
 def http_name(workload: Workload, rate: float | None = None) -> str:
-    """A measurement's default name: ``GET /path``, with its pacing or count."""
+    """A measurement's default name: ``GET /path``, with its pacing or count; a user's
+    own Locust users are named by what ran (``locustfile.py: A, B``, ``module:Class``)."""
+    if workload.users:
+        return workload.users
     name = f"{workload.method} {workload.path}"
     if rate is not None:
         return f"{name} at {rate:,g}/s"

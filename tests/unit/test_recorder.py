@@ -128,8 +128,12 @@ def test_a_locust_error_event_leaves_its_status_and_reason_as_the_example() -> N
         status_code, reason = 503, "Service Unavailable"
 
     recorder = Recorder()
-    recorder.on_request(1.5, 10, exception=RuntimeError("bad"), response=Response())
-    recorder.on_request(1.5, 0, exception=ConnectionResetError(104, "reset by peer"))
+    recorder.on_request(
+        response_time=1.5, response_length=10, exception=RuntimeError("bad"), response=Response()
+    )
+    recorder.on_request(
+        response_time=1.5, response_length=0, exception=ConnectionResetError(104, "reset by peer")
+    )
     assert recorder.roll().error_examples == {
         "http_503": "HTTP 503 Service Unavailable",
         "reset": "ConnectionResetError(104, 'reset by peer')",

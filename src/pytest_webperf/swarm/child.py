@@ -27,7 +27,6 @@ cumulative CPU seconds in ``measure-start``, every ``interval`` and ``done``
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import resource
@@ -40,6 +39,7 @@ from typing import IO, Any
 
 from pytest_webperf.swarm.recorder import Interval, Recorder
 from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.userspec import is_custom, label
 
 Emit = Callable[..., None]
 Process = dict[str, Any]  # {"pid", "role", "cpus", "cpu_s"}
@@ -153,7 +153,7 @@ def users_of(spec: SwarmSpec, index: int) -> int:
 
 
 def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
-    """The spec's user class, built here (a remote worker knows nothing else);
+    """The spec's built-in user class, built here (a remote worker knows nothing else);
     ``index``: this generator process's worker index (MQTT client ids)."""
     if spec.user_class == "fast":
         from pytest_webperf.swarm import fast
@@ -171,34 +171,54 @@ def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
         from pytest_webperf.swarm import native
 
         return native.make_user(spec, index)
-    module_name, _, class_name = spec.user_class.partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    if not getattr(cls, "host", None):
-        cls.host = spec.host
-    return cls  # type: ignore[no-any-return]
+    return load_user_classes(spec, index)[0]
 
 
-def environment_for(spec: SwarmSpec, index: int = 0) -> tuple[Any, Recorder]:
+def load_user_classes(spec: SwarmSpec, index: int = 0) -> list[type[Any]]:
+    """The spec's user classes: the built-in one, or the user's own (``module:Class``,
+    ``file:/path.py[:A,B]``: ``swarm/locustfile.py``)."""
+    if not is_custom(spec.user_class):
+        return [load_user_class(spec, index)]
+    from pytest_webperf.swarm import locustfile
+
+    try:
+        return locustfile.load(spec.user_class)
+    except locustfile.LoadFailed as exc:
+        raise RuntimeError(str(exc)) from None
+
+
+def environment_for(
+    spec: SwarmSpec, index: int = 0, emit: Emit | None = None
+) -> tuple[Any, Recorder]:
     """A Locust environment whose requests land in a fresh recorder."""
     from locust.env import Environment
 
     environment = Environment(user_classes=[], host=spec.host)
-    return environment, equip(environment, spec, index)
+    return environment, equip(environment, spec, index, emit)
 
 
-def equip(environment: Any, spec: SwarmSpec, index: int = 0) -> Recorder:
-    """Give ``environment`` the spec's user class and a fresh recorder its requests land in."""
+def equip(environment: Any, spec: SwarmSpec, index: int = 0, emit: Emit | None = None) -> Recorder:
+    """Give ``environment`` the spec's user classes and a fresh recorder their requests
+    land in: users that record themselves feed Locust's stats from it, the others'
+    Locust ``request`` events land in it (one channel per request name), and the
+    user's own classes' task exceptions too."""
     from pytest_webperf.swarm import locust_stats
 
-    user_class = load_user_class(spec, index)
-    environment.user_classes = [user_class]
+    classes = load_user_classes(spec, index)
+    environment.user_classes = classes
     environment.host = spec.host
     recorder = Recorder()
     environment.webperf_recorder = recorder  # users record here
-    if getattr(user_class, "webperf_records_itself", False):
+    if any(getattr(cls, "webperf_records_itself", False) for cls in classes):
         locust_stats.attach(environment, recorder)  # Locust's stats from our intervals
-    else:
+    if not all(getattr(cls, "webperf_records_itself", False) for cls in classes):
         environment.events.request.add_listener(recorder.on_request)
+    if is_custom(spec.user_class):
+        from pytest_webperf.swarm import locustfile
+
+        note = emit or (lambda *a, **k: None)
+        locustfile.equip_users(classes, recorder, spec.host, lambda m: note("note", message=m))
+        environment.events.user_error.add_listener(recorder.on_user_error)
     return recorder
 
 
@@ -209,7 +229,7 @@ class LocalSwarm:
         self.spec = spec
         self.cpus = place(spec.cpus)
         raise_open_files(spec.users, emit)
-        self.environment, self.recorder = environment_for(spec)
+        self.environment, self.recorder = environment_for(spec, emit=emit)
         self.runner = self.environment.create_local_runner()
 
     def start(self) -> list[Process]:
@@ -297,6 +317,9 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
             tickets.open(spec.workload.requests)  # ab's -n: exactly this many, from now
             done = lambda: tickets.finished  # noqa: E731
         last = tick_for(spec.duration_s, "measure", first, done)
+        if is_custom(spec.user_class) and isinstance(swarm, LocalSwarm):
+            names = ", ".join(f"{m} {n}".strip() for m, n in swarm.recorder.channels)
+            emit("note", message=f"{label(spec.user_class)}: requests named {names or '(none)'}")
         emit(
             "done",
             duration_s=last.at - first.at,
@@ -321,7 +344,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--farewell", metavar="HOST:PORT", help="tell remote workers it is over")
     parser.add_argument("--count", type=int, default=1)
     parser.add_argument("--wait", type=float, default=10.0)
+    parser.add_argument("--inspect", metavar="USER_CLASS", help="check a user's own classes")
     args = parser.parse_args(argv)
+    if args.inspect is not None:
+        from pytest_webperf.swarm.locustfile import inspect_main
+
+        signal.alarm(300)
+        print(json.dumps(inspect_main(args.inspect)), flush=True)
+        return 0
     if args.farewell is not None:
         from pytest_webperf.swarm.master import farewell
 
