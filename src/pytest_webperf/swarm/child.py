@@ -318,7 +318,7 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
             done = lambda: tickets.finished  # noqa: E731
         last = tick_for(spec.duration_s, "measure", first, done)
         if is_custom(spec.user_class) and isinstance(swarm, LocalSwarm):
-            names = ", ".join(f"{m} {n}".strip() for m, n in swarm.recorder.channels)
+            names = ", ".join(sorted(f"{m} {n}".strip() for m, n in swarm.recorder.channels))
             emit("note", message=f"{label(spec.user_class)}: requests named {names or '(none)'}")
         emit(
             "done",
