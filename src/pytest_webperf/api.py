@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -54,7 +55,7 @@ from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.paired import PairedTarget
 from pytest_webperf.targets.process import ProcessTarget
-from pytest_webperf.workload import Workload, http_name, http_workload
+from pytest_webperf.workload import Request, Workload, http_name, http_workload, request
 
 
 class Judge(Protocol):
@@ -188,14 +189,42 @@ class Webperf:
         base = start(argv, str(mapped) if mapped is not None else cwd, environ)
         return PairedTarget(change, base, changed=changed)
 
-    def http(
+    def request(
         self,
-        target: Target,
-        path: str = "/hello",
+        path: str,
         *,
         method: str = "GET",
         body: bytes | str = b"",
         headers: Mapping[str, str] | None = None,
+        weight: float = 1,
+        name: str | None = None,
+        expect_status: int | set[int] | frozenset[int] | range | None = None,
+        expect_body: str | bytes | re.Pattern[str] | re.Pattern[bytes] | None = None,
+    ) -> Request:
+        """One entry of ``http(target, mix=[...])``: a request shape, its ``weight``
+        (share of the mix), its ``name`` (default: the path) and its response checks."""
+        return request(
+            path,
+            method=method,
+            body=body,
+            headers=headers,
+            weight=weight,
+            name=name,
+            expect_status=expect_status,
+            expect_body=expect_body,
+        )
+
+    def http(
+        self,
+        target: Target,
+        path: str | None = None,
+        *,
+        method: str | None = None,
+        body: bytes | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        mix: Sequence[Request] | None = None,
+        expect_status: int | set[int] | frozenset[int] | range | None = None,
+        expect_body: str | bytes | re.Pattern[str] | re.Pattern[bytes] | None = None,
         name: str | None = None,
         concurrency: int | None = None,
         duration: str | float | None = None,
@@ -209,7 +238,9 @@ class Webperf:
     ) -> Measurement:
         """Load ``target`` with an HTTP swarm; all repetitions, judged: a closed loop, paced
         (``interval=`` per user, ``rate=`` over all, ``arrival_rate=`` sent by idle users),
-        or ``requests=N`` then stop, as ``ab -n`` (see ``workload.http_workload``)."""
+        or ``requests=N`` then stop, as ``ab -n`` (see ``workload.http_workload``).
+        ``mix=[self.request(...), ...]`` sends several request shapes by weight;
+        ``expect_status=``/``expect_body=`` are what a response must be to count."""
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
@@ -226,15 +257,39 @@ class Webperf:
             rate=rate,
             requests=self.config.requests if requests is None else requests,
             arrival_rate=arrival_rate,
+            mix=mix,
+            expect_status=expect_status,
+            expect_body=expect_body,
         )
         if workload.requests:
             plan = dataclasses.replace(plan, warmup_s=0.0)  # ab measures from the first request
+        note = None
+        if user_class == "native" and workload.regex:
+            user_class = "lean"  # the native loop checks substrings only
+            note = (
+                "a regular-expression expect_body is checked by the lean user: it sends this load"
+            )
         if is_custom(user_class):  # what ran is named, not a path it never sent
-            userspec.check_once(user_class, what="--webperf-user")
+            given = [
+                k
+                for k, v in (
+                    ("path", path),
+                    ("method", method),
+                    ("body", body),
+                    ("headers", headers),
+                )
+                if v is not None
+            ]
+            if user is not None and given:  # a test's own contradiction (not the option's)
+                raise OptionError(
+                    f"{given[0]}= is not sent by user={user!r}: your user class sends its own "
+                    "requests; drop it (or use webperf.locust(target, 'locustfile.py'))"
+                )
+            userspec.check_once(user_class, what="user=" if user else "--webperf-user")
             workload = dataclasses.replace(
                 workload, path="", method="", body=b"", headers=(), users=user_class
             )
-        kind = HttpRequests(workload, user_class=user_class)
+        kind = HttpRequests(workload, user_class=user_class, note=note)
         return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
 
     def locust(

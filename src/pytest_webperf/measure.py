@@ -17,14 +17,20 @@ a layer above ``run_repetition``, not a copy of it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds, own_tree_seconds
 from pytest_webperf.errors import TargetError
-from pytest_webperf.models import GeneratorSample, Latency, ResourceSample, RunResult
+from pytest_webperf.models import (
+    EndpointResult,
+    GeneratorSample,
+    Latency,
+    ResourceSample,
+    RunResult,
+)
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
 from pytest_webperf.resources import generator_bound, remote_bound
 from pytest_webperf.sampler import RunMonitor
@@ -122,9 +128,10 @@ class LoadKind(Protocol):
 @dataclass(frozen=True)
 class _HttpRound:
     spec: SwarmSpec
+    note: str | None = None
 
     def account(self, result: RunResult) -> RunResult:
-        return result
+        return result if self.note is None else replace(result, notes=(*result.notes, self.note))
 
 
 @dataclass(frozen=True)
@@ -134,13 +141,15 @@ class HttpRequests:
 
     workload: Workload
     user_class: str = "lean"
+    note: str | None = None  # said in every repetition's notes (a fallback to the lean user)
 
     def check(self, target: Target) -> None:
         pass
 
     @contextmanager
     def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:
-        yield _HttpRound(plan.swarm(target.url, workload=self.workload, user_class=self.user_class))
+        spec = plan.swarm(target.url, workload=self.workload, user_class=self.user_class)
+        yield _HttpRound(spec, self.note)
 
 
 @dataclass(frozen=True)
@@ -186,11 +195,14 @@ def run_result(
     interval_s: float = 0.0,
     requests_asked: int = 0,
     arrival_rate: float = 0.0,
+    weights: Mapping[tuple[str, str], float] | None = None,
 ) -> RunResult:
     """One repetition's result from what its swarm measured and the monitor sampled;
     ``interval_s``: the users' pacing (0: a closed loop); ``requests_asked``: a fixed
     request count (0: the run lasted its duration); ``arrival_rate``: requests due per
-    second in total (0: not an arrival-rate run)."""
+    second in total (0: not an arrival-rate run); ``weights``: a request mix's entries,
+    (method, name) -> share asked (every entry an endpoint, even one that never
+    completed a request)."""
     total = outcome.total
     resources = tuple(monitor.resource_samples()) if monitor else ()
     generator = tuple(monitor.generator_samples()) if monitor else ()
@@ -253,7 +265,36 @@ def run_result(
         requests_asked=requests_asked or None,
         users_peak=sum(total.users_busy.values()) if total.users_busy else None,
         users_opened=sum(total.users_opened.values()) if total.users_opened else None,
+        endpoints=endpoint_results(total, outcome.duration_s, weights or {}),
     )
+
+
+def endpoint_results(
+    total: Interval, duration_s: float, weights: Mapping[tuple[str, str], float]
+) -> dict[str, EndpointResult]:
+    """Each endpoint's figures over the measured phase, by name (``METHOD name`` where
+    two methods share a name): every recorder channel when there were several, every
+    entry of a mix (``weights``) whether or not it completed a request."""
+    parts = {key: total.endpoints.get(key, Interval()) for key in weights}
+    parts.update(total.endpoints)
+    names = [name for _, name in parts]
+    results = {}
+    for (method, name), part in parts.items():
+        key = name if names.count(name) == 1 else f"{method} {name}"
+        results[key] = EndpointResult(
+            name=name,
+            method=method,
+            requests=part.requests,
+            errors=part.errors,
+            bytes=part.bytes,
+            duration_s=duration_s,
+            latency=Latency.of(part.histogram),
+            histogram=part.histogram,
+            error_kinds=dict(part.error_kinds),
+            error_examples=dict(part.error_examples),
+            weight=weights.get((method, name)),
+        )
+    return results
 
 
 def usable_cores(
@@ -420,6 +461,7 @@ def run_repetition(
                 interval_s=round_.spec.workload.interval_s,
                 requests_asked=round_.spec.workload.requests,
                 arrival_rate=round_.spec.workload.arrival_rate,
+                weights=round_.spec.workload.weights(),
             )
         )
     if progress is not None:

@@ -1,10 +1,133 @@
-"""What an HTTP swarm sends: one request shape, closed loop, paced, arriving or counted."""
+"""What an HTTP swarm sends: one request shape or a weighted mix of them (``Request``),
+each with its response checks; closed loop, paced, arriving or counted."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+import bisect
+import math
+import random
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, NoReturn
+
+BodyCheck = bytes | re.Pattern[str] | re.Pattern[bytes]  # a substring, or a regex searched
+MAX_NEEDLE = 1024  # a body substring check: at most this many bytes (the native loop's)
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP method (RFC 9110 token)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One entry of a request mix (``webperf.request``): a request shape, its share of
+    the mix (``weight``), the name its figures are kept under, and what a response must
+    be to count as a success (else ``unexpected_status``/``unexpected_body``)."""
+
+    path: str
+    method: str = "GET"
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    weight: float = 1.0
+    name: str = ""  # "": the path
+    expect_status: frozenset[int] | None = None  # None: any status below 400
+    expect_body: BodyCheck | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.path)
+
+    def accepts(self, status: int) -> bool:
+        """Whether ``status`` counts as a success (before the body check)."""
+        return status < 400 if self.expect_status is None else status in self.expect_status
+
+    def body_matches(self, body: bytes) -> bool:
+        check = self.expect_body
+        if check is None:
+            return True
+        if isinstance(check, bytes):
+            return check in body
+        if isinstance(check.pattern, bytes):
+            return check.search(body) is not None
+        return check.search(body.decode("utf-8", "replace")) is not None
+
+    @property
+    def regex(self) -> bool:
+        """Whether the body check is a regular expression (the lean user checks it)."""
+        return self.expect_body is not None and not isinstance(self.expect_body, bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "method": self.method,
+            "body": self.body.decode("latin-1"),
+            "headers": [list(h) for h in self.headers],
+            "weight": self.weight,
+            "name": self.name,
+            **_expect_to_dict(self.expect_status, self.expect_body),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Request:
+        status, body = _expect_from_dict(data)
+        return cls(
+            path=str(data["path"]),
+            method=str(data.get("method", "GET")),
+            body=str(data.get("body", "")).encode("latin-1"),
+            headers=tuple((str(k), str(v)) for k, v in data.get("headers", ())),
+            weight=float(data.get("weight", 1.0)),
+            name=str(data.get("name") or data["path"]),
+            expect_status=status,
+            expect_body=body,
+        )
+
+
+def _expect_to_dict(status: frozenset[int] | None, body: BodyCheck | None) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if status is not None:
+        data["expect_status"] = sorted(status)
+    if isinstance(body, bytes):
+        data["expect_body"] = body.decode("latin-1")
+    elif body is not None:
+        raw = body.pattern
+        binary = isinstance(raw, bytes)
+        pattern = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+        data["expect_body_regex"] = {"pattern": pattern, "flags": body.flags, "bytes": binary}
+    return data
+
+
+def _expect_from_dict(data: Mapping[str, Any]) -> tuple[frozenset[int] | None, BodyCheck | None]:
+    status = data.get("expect_status")
+    body: BodyCheck | None = None
+    if data.get("expect_body") is not None:
+        body = str(data["expect_body"]).encode("latin-1")
+    elif data.get("expect_body_regex"):
+        regex = data["expect_body_regex"]
+        pattern, flags = str(regex["pattern"]), int(regex.get("flags", 0))
+        if regex.get("bytes"):
+            body = re.compile(pattern.encode("latin-1"), flags)
+        else:
+            body = re.compile(pattern, flags)
+    return (None if status is None else frozenset(int(s) for s in status)), body
+
+
+class WeightedChoice:
+    """Picks items by weight: cumulative weights, one ``random()`` and a bisection."""
+
+    __slots__ = ("cumulative", "items", "total")
+
+    def __init__(self, items: Sequence[Any], weights: Sequence[float]) -> None:
+        if not items or len(items) != len(weights) or not all(w > 0 for w in weights):
+            raise ValueError("a weighted choice needs items with weights > 0")
+        self.items = list(items)
+        self.cumulative: list[float] = []
+        running = 0.0
+        for weight in weights:
+            running += weight
+            self.cumulative.append(running)
+        self.total = running
+
+    def pick(self, uniform: Callable[[], float] = random.random) -> Any:
+        index = bisect.bisect_right(self.cumulative, uniform() * self.total)
+        return self.items[min(index, len(self.items) - 1)]
 
 
 @dataclass(frozen=True)
@@ -24,6 +147,36 @@ class Workload:
     # a user's own Locust users ran instead of the request shape above (what ran: the
     # locustfile and its classes, or module:Class); "" for webperf's own users
     users: str = ""
+    # a request mix: each request picks one of these by weight (path, method, body and
+    # headers above are then unused); empty: the one request shape above
+    mix: tuple[Request, ...] = ()
+    expect_status: frozenset[int] | None = None  # the one shape's checks (a mix: each entry's)
+    expect_body: BodyCheck | None = field(default=None)
+
+    def entries(self) -> tuple[Request, ...]:
+        """What the users send: the mix, or the one request shape as a mix of one."""
+        if self.mix:
+            return self.mix
+        return (
+            Request(
+                self.path,
+                self.method,
+                self.body,
+                self.headers,
+                expect_status=self.expect_status,
+                expect_body=self.expect_body,
+            ),
+        )
+
+    def weights(self) -> dict[tuple[str, str], float]:
+        """A mix's entries, (method, name) -> share of the requests asked (empty: no mix)."""
+        total = sum(r.weight for r in self.mix)
+        return {(r.method, r.name): r.weight / total for r in self.mix}
+
+    @property
+    def regex(self) -> bool:
+        """Whether a body check is a regular expression (checked by the lean user only)."""
+        return any(r.regex for r in self.entries())
 
     def __post_init__(self) -> None:
         if self.interval_s < 0:
@@ -34,11 +187,19 @@ class Workload:
             raise ValueError(f"a request count is >= 0, not {self.requests}")
 
     def to_dict(self) -> dict[str, Any]:
+        shape: dict[str, Any] = (
+            {"mix": [r.to_dict() for r in self.mix]}
+            if self.mix
+            else {
+                "path": self.path,
+                "method": self.method,
+                "body": self.body.decode("latin-1"),
+                "headers": [list(h) for h in self.headers],
+                **_expect_to_dict(self.expect_status, self.expect_body),
+            }
+        )
         return {
-            "path": self.path,
-            "method": self.method,
-            "body": self.body.decode("latin-1"),
-            "headers": [list(h) for h in self.headers],
+            **shape,
             **({"interval_s": self.interval_s} if self.interval_s else {}),
             **({"requests": self.requests} if self.requests else {}),
             **({"arrival_rate": self.arrival_rate} if self.arrival_rate else {}),
@@ -47,6 +208,7 @@ class Workload:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Workload:
+        status, body = _expect_from_dict(data)
         return cls(
             path=str(data.get("path", "/hello")),
             method=str(data.get("method", "GET")),
@@ -56,17 +218,172 @@ class Workload:
             requests=int(data.get("requests", 0)),
             arrival_rate=float(data.get("arrival_rate", 0.0)),
             users=str(data.get("users", "")),
+            mix=tuple(Request.from_dict(r) for r in data.get("mix") or ()),
+            expect_status=status,
+            expect_body=body,
         )
 
 
 SCHEDULED = ("native", "lean")  # the users that pace and count requests
+MIX_EXAMPLE = 'mix=[webperf.request("/a", weight=3), webperf.request("/b", weight=1)]'
+
+
+def _fail(message: str) -> NoReturn:
+    from pytest_webperf.errors import OptionError
+
+    raise OptionError(message)
+
+
+def check_path(path: object, where: str = "path=") -> str:
+    """``path`` if it is a request path (``/...``), else an ``OptionError`` saying what is."""
+    if isinstance(path, list | tuple | set | frozenset | dict):
+        _fail(f"{where} is one path, not {path!r}: for several use {MIX_EXAMPLE}")
+    if not isinstance(path, str):
+        _fail(f"{where}{path!r}: a path is a str starting with '/' (e.g. '/hello')")
+    if "://" in path or path.startswith("//"):
+        _fail(
+            f"{where}{path!r}: a path is a path; the target is the target: give the path "
+            "alone (e.g. '/hello'), the server is webperf.http's target (for HTTPS, start "
+            "the target with tls=True)"
+        )
+    if not path.startswith("/"):
+        _fail(f"{where}{path!r}: a path starts with '/' (e.g. '/hello')")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in path):
+        _fail(f"{where}{path!r}: a path has no spaces or control characters (percent-encode them)")
+    return path
+
+
+def check_method(method: object, where: str = "method=") -> str:
+    if not isinstance(method, str) or not _TOKEN.fullmatch(method):
+        _fail(f"{where}{method!r}: a method is an HTTP method name such as 'GET' or 'POST'")
+    return method.upper()
+
+
+def check_body(body: object, where: str = "body=") -> bytes:
+    if not isinstance(body, bytes | str):
+        _fail(f"{where}{body!r}: a body is bytes or a str (sent as UTF-8)")
+    return body.encode() if isinstance(body, str) else bytes(body)
+
+
+def check_headers(headers: object, where: str = "headers=") -> tuple[tuple[str, str], ...]:
+    if headers is None:
+        return ()
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        _fail(f"{where}{headers!r}: headers are a dict of str names to str values")
+    for name, value in headers.items():
+        if not _TOKEN.fullmatch(name) or "\r" in value or "\n" in value:
+            _fail(f"{where}{{{name!r}: {value!r}}}: a header is a name token and a one-line value")
+    return tuple(headers.items())
+
+
+def check_status(expect: object, where: str = "expect_status=") -> frozenset[int] | None:
+    """The statuses that count as success: an int, a set of ints or a range (100-999)."""
+    if expect is None:
+        return None
+    what = "an int (e.g. 200), a set of ints ({200, 201}) or a range (range(200, 300))"
+    if isinstance(expect, bool):
+        _fail(f"{where}{expect!r}: {what}")
+    if isinstance(expect, int):
+        statuses = frozenset({expect})
+    elif isinstance(expect, set | frozenset | range):
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in expect):
+            _fail(f"{where}{expect!r}: {what}")
+        statuses = frozenset(expect)
+    else:
+        _fail(f"{where}{expect!r}: {what}")
+    if not statuses or not all(100 <= s <= 999 for s in statuses):
+        _fail(f"{where}{expect!r}: HTTP statuses from 100 to 999, at least one")
+    return statuses
+
+
+def check_body_expectation(expect: object, where: str = "expect_body=") -> BodyCheck | None:
+    """A substring the body must contain (str as UTF-8, or bytes), or a compiled regex."""
+    if expect is None:
+        return None
+    if isinstance(expect, re.Pattern):
+        return expect
+    if not isinstance(expect, str | bytes):
+        _fail(
+            f"{where}{expect!r}: a substring the body contains (str or bytes) or a "
+            "re.compile(...) pattern"
+        )
+    needle = expect.encode() if isinstance(expect, str) else bytes(expect)
+    if not needle or len(needle) > MAX_NEEDLE:
+        _fail(
+            f"{where}{expect!r}: a substring of 1 to {MAX_NEEDLE} bytes "
+            "(for more, a re.compile(...) pattern)"
+        )
+    return needle
+
+
+def request(
+    path: str,
+    *,
+    method: str = "GET",
+    body: bytes | str = b"",
+    headers: Mapping[str, str] | None = None,
+    weight: float = 1,
+    name: str | None = None,
+    expect_status: int | set[int] | frozenset[int] | range | None = None,
+    expect_body: str | bytes | re.Pattern[str] | re.Pattern[bytes] | None = None,
+) -> Request:
+    """``webperf.request``: one entry of a mix, validated (an ``OptionError`` naming the
+    parameter otherwise)."""
+    where = "webperf.request"
+    path = check_path(path, f"{where}(path=")
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        _fail(f"{where}({path!r}, weight={weight!r}): a weight is a number > 0")
+    if not (math.isfinite(weight) and weight > 0):
+        _fail(f"{where}({path!r}, weight={weight!r}): a weight is a number > 0")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        _fail(f"{where}({path!r}, name={name!r}): a name is a non-empty str (default: the path)")
+    return Request(
+        path=path,
+        method=check_method(method, f"{where}({path!r}, method="),
+        body=check_body(body, f"{where}({path!r}, body="),
+        headers=check_headers(headers, f"{where}({path!r}, headers="),
+        weight=float(weight),
+        name=name or path,
+        expect_status=check_status(expect_status, f"{where}({path!r}, expect_status="),
+        expect_body=check_body_expectation(expect_body, f"{where}({path!r}, expect_body="),
+    )
+
+
+def check_mix(
+    mix: object,
+    expect_status: frozenset[int] | None,
+    expect_body: BodyCheck | None,
+) -> tuple[Request, ...]:
+    """A mix's entries (``webperf.http``'s checks the default of each entry's own)."""
+    if not isinstance(mix, list | tuple) or not mix:
+        _fail(f"mix={mix!r}: a list of webperf.request(...) values, e.g. {MIX_EXAMPLE}")
+    entries = []
+    for item in mix:
+        entry = item
+        if not isinstance(entry, Request):
+            _fail(f"mix=: {entry!r} is not a webperf.request(...): e.g. {MIX_EXAMPLE}")
+        if entry.expect_status is None and expect_status is not None:
+            entry = replace(entry, expect_status=expect_status)
+        if entry.expect_body is None and expect_body is not None:
+            entry = replace(entry, expect_body=expect_body)
+        entries.append(entry)
+    names = [e.name for e in entries]
+    for name in names:
+        if names.count(name) > 1:
+            _fail(
+                f"mix=: {names.count(name)} entries named {name!r}: give each its own "
+                "name= (a name defaults to the path)"
+            )
+    return tuple(entries)
 
 
 def http_workload(
-    path: str,
+    path: str | None,
     *,
-    method: str,
-    body: bytes | str,
+    method: str | None,
+    body: bytes | str | None,
     headers: Mapping[str, str] | None,
     user_class: str,
     workers: int,
@@ -75,6 +392,9 @@ def http_workload(
     rate: float | None = None,
     requests: int = 0,
     arrival_rate: float | None = None,
+    mix: Sequence[Request] | None = None,
+    expect_status: int | set[int] | frozenset[int] | range | None = None,
+    expect_body: str | bytes | re.Pattern[str] | re.Pattern[bytes] | None = None,
 ) -> Workload:
     """``webperf.http``'s arguments as a workload, or an ``OptionError`` saying why not.
 
@@ -84,9 +404,23 @@ def http_workload(
     of requests due whatever the responses do, each sent by whichever user is idle (k6's
     constant arrival rate: the users are the cap, their connections opened as needed).
     Pacing, arrivals and counts are the native and lean users' (``user_class`` is
-    resolved: not ``auto``); a count runs in one process."""
+    resolved: not ``auto``); a count runs in one process. ``mix`` is several request
+    shapes by weight (instead of ``path``, ``method``, ``body`` and ``headers``);
+    ``expect_status``/``expect_body`` what a response must be (a mix: each entry's
+    default). Request shapes are checked first, each mistake one line."""
     from pytest_webperf.config import parse_duration
     from pytest_webperf.errors import OptionError
+
+    shape = http_shape(
+        path,
+        method=method,
+        body=body,
+        headers=headers,
+        mix=mix,
+        expect_status=expect_status,
+        expect_body=expect_body,
+        user_class=user_class,
+    )
 
     if arrival_rate is not None:
         given = [f"{k}=" for k, v in (("interval", interval), ("rate", rate)) if v is not None]
@@ -127,23 +461,78 @@ def http_workload(
             "in a closed loop: not with interval= or rate=, another user or "
             "--webperf-workers > 1"
         )
-    return Workload(
-        path=path,
-        method=method.upper(),
-        body=body.encode() if isinstance(body, str) else body,
-        headers=tuple((headers or {}).items()),
+    return replace(
+        shape,
         interval_s=interval_s,
         requests=requests,
         arrival_rate=float(arrival_rate or 0.0),
     )
 
 
+def http_shape(
+    path: str | None,
+    *,
+    method: str | None,
+    body: bytes | str | None,
+    headers: Mapping[str, str] | None,
+    mix: Sequence[Request] | None,
+    expect_status: int | set[int] | frozenset[int] | range | None,
+    expect_body: str | bytes | re.Pattern[str] | re.Pattern[bytes] | None,
+    user_class: str,
+) -> Workload:
+    """What ``webperf.http`` sends (one request shape or a mix, and the checks of its
+    responses), validated: an ``OptionError`` naming the parameter otherwise."""
+    from pytest_webperf.errors import OptionError
+
+    statuses = check_status(expect_status)
+    body_check = check_body_expectation(expect_body)
+    entries: tuple[Request, ...] = ()
+    if mix is not None:
+        given = [
+            f"{k}="
+            for k, v in (("path", path), ("method", method), ("body", body), ("headers", headers))
+            if v is not None
+        ]
+        if given:
+            raise OptionError(
+                f"mix= carries each request's path, method, body and headers: not with "
+                f"{given[0]} (give it to each webperf.request(...))"
+            )
+        entries = check_mix(mix, statuses, body_check)
+        path, method, body = "/hello", "GET", b""
+    path = check_path("/hello" if path is None else path)
+    method = check_method("GET" if method is None else method)
+    body = check_body(b"" if body is None else body)
+    header_pairs = check_headers(headers)
+    checked = statuses is not None or body_check is not None
+    if (entries or checked) and user_class not in SCHEDULED:
+        what = "mix=" if entries else "expect_status=" if statuses is not None else "expect_body="
+        raise OptionError(
+            f"{what} is the native and lean users', not {user_class!r}: drop user= / "
+            "--webperf-user (or give 'lean')"
+        )
+
+    return Workload(
+        path=path,
+        method=method,
+        body=body,
+        headers=header_pairs if not entries else (),
+        mix=entries,
+        expect_status=None if entries else statuses,
+        expect_body=None if entries else body_check,
+    )
+
+
 def http_name(workload: Workload, rate: float | None = None) -> str:
-    """A measurement's default name: ``GET /path``, with its pacing or count; a user's
-    own Locust users are named by what ran (``locustfile.py: A, B``, ``module:Class``)."""
+    """A measurement's default name: ``GET /path`` (``mix of 2 (GET /a 3, POST create
+    1)``), with its pacing or count; a user's own Locust users are named by what ran
+    (``locustfile.py: A, B``, ``module:Class``)."""
     if workload.users:
         return workload.users
     name = f"{workload.method} {workload.path}"
+    if workload.mix:
+        parts = ", ".join(f"{r.method} {r.name} {r.weight:g}" for r in workload.mix)
+        name = f"mix of {len(workload.mix)} ({parts})"
     if rate is not None:
         return f"{name} at {rate:,g}/s"
     if workload.arrival_rate:

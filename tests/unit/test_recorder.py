@@ -216,3 +216,33 @@ def test_a_long_exception_message_keeps_its_location() -> None:
     assert len(described) <= EXAMPLE_CHARS
     assert described.startswith("ValueError: xxx")
     assert re.search(r"\.\.\. \(test_recorder\.py:\d+\)$", described), described
+
+
+@given(st.lists(st.tuples(events, events), min_size=1, max_size=3))
+def test_several_channels_roll_their_parts_as_endpoints_that_merge_exactly(
+    batches: list[tuple[list[Event], list[Event]]],
+) -> None:
+    """Each process's roll carries every channel's part; workers' rolls merged through
+    the wire (as the distributed master merges them) equal one process recording all."""
+    merged, whole = Interval(), Recorder()
+    for a_batch, b_batch in batches:
+        worker = Recorder()
+        for recorder in (worker, whole):
+            replay(recorder.channel("GET", "/a").current, a_batch)
+            replay(recorder.channel("POST", "create").current, b_batch)
+        merged.merge(Interval.from_dict(worker.roll().to_dict()))
+    expected = whole.roll()
+    assert merged.to_dict() == expected.to_dict()
+    parts = list(expected.endpoints.values())
+    assert sum(p.requests for p in parts) == expected.requests
+    assert sum(p.histogram.count for p in parts) == expected.histogram.count
+    assert set(expected.endpoints) <= {("GET", "/a"), ("POST", "create")}
+
+
+def test_one_channel_has_no_endpoints_unless_split() -> None:
+    recorder = Recorder()
+    recorder.channel("GET", "/hello").record(100, 1)
+    assert recorder.roll().endpoints == {}
+    recorder.split = True  # a mix of one entry is still a mix
+    recorder.channel("GET", "/hello").record(100, 1)
+    assert list(recorder.roll().endpoints) == [("GET", "/hello")]

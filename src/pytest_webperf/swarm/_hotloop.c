@@ -22,6 +22,12 @@
  * recorded beside it; a late schedule is never skipped), counted (a shared number of
  * tickets opened by Python; the phase is finished when every ticket's request
  * completed).
+ *
+ * A request mix (set_mix, before the first add): several payloads by weight, each
+ * request of a connection picks one (cumulative weights, the thread's xorshift RNG);
+ * each entry has its own statistics (take() returns them by entry), its accepted
+ * statuses (a bitmap; none given: any below 400) and a body substring it must contain
+ * (searched across reads, the last needle-length - 1 bytes kept between them).
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -88,7 +94,12 @@ static inline void hist_record(hist_t *h, uint64_t v) {
 #define EXAMPLE_BYTES 160
 
 /* kinds of failure (an example is kept for the first of each kind and key) */
-enum { K_HTTP = 1, K_CLOSED, K_PROTOCOL, K_TIMEOUT, K_CONNECT_TIMEOUT, K_CONNECT_ERRNO, K_IO_ERRNO };
+enum { K_HTTP = 1, K_CLOSED, K_PROTOCOL, K_TIMEOUT, K_CONNECT_TIMEOUT, K_CONNECT_ERRNO, K_IO_ERRNO,
+       K_UNEXPECTED_STATUS, K_UNEXPECTED_BODY };
+#define MAX_ENTRIES 32       /* a mix's entries */
+#define MAX_NEEDLE 1024      /* a body substring check (workload.MAX_NEEDLE) */
+#define EXAMPLE_LINE 60      /* an unexpected body's example: its status line, then */
+#define EXAMPLE_BODY 100     /* the body's first bytes */
 
 typedef struct {
     int kind, key;       /* key: the status, errno or protocol/closed code */
@@ -100,6 +111,7 @@ typedef struct {
 typedef struct {
     uint64_t ok, bytes;
     uint64_t timeouts, connect_timeouts, closed, protocol;
+    uint64_t unexpected_status, unexpected_body;
     uint32_t http[MAX_STATUS];
     uint32_t connect_errno[ERRNO_SLOTS];
     uint32_t io_errno[ERRNO_SLOTS];
@@ -111,6 +123,7 @@ typedef struct {
 
 static void stats_clear(stats_t *s) {
     s->ok = s->bytes = s->timeouts = s->connect_timeouts = s->closed = s->protocol = 0;
+    s->unexpected_status = s->unexpected_body = 0;
     memset(s->http, 0, sizeof s->http);
     memset(s->connect_errno, 0, sizeof s->connect_errno);
     memset(s->io_errno, 0, sizeof s->io_errno);
@@ -172,7 +185,24 @@ typedef struct {
     size_t nleft, capleft;
     char status_line[EXAMPLE_BYTES];
     int status_len;
+    /* a mix: the entry of the request in flight; a body check: found yet, the last bytes
+       (a needle across two reads), the body's first bytes (the example) */
+    int entry, found;
+    size_t ntail;
+    int body_head_len;
+    char body_head[EXAMPLE_BODY];
+    char tail[MAX_NEEDLE];
 } conn_t;
+
+typedef struct {
+    char *payload;
+    size_t payload_len;
+    int head_only;
+    double cumulative;  /* sum of the weights up to this entry */
+    uint8_t *statuses;  /* MAX_STATUS flags, or NULL: any status below 400 */
+    char *needle;       /* NULL: no body check */
+    size_t needle_len;
+} entry_t;
 
 typedef struct { int op; long long arg; double fraction; } command_t;
 enum { OP_ADD = 1, OP_REMOVE, OP_WAKE_PARKED, OP_QUIT };
@@ -193,7 +223,10 @@ typedef struct {
     pthread_mutex_t lock; /* commands, statistics swap, tickets */
     command_t *commands;
     size_t ncommands, capcommands;
-    stats_t *cur, *spare;
+    stats_t *cur, *spare; /* one per entry: the request mix's (one without a mix) */
+    entry_t entries[MAX_ENTRIES];
+    int nentries;
+    uint64_t rng; /* the loop thread's xorshift state */
     /* arrival rate: slot s is due at s * arrival_ns / arrival_num ns (pacing.ArrivalSchedule);
        this process takes the slots s = index (mod processes) */
     uint64_t arrival_num, arrival_ns;
@@ -319,17 +352,29 @@ static void keep_left(conn_t *c, const char *data, size_t n) {
 
 static void record_done(Engine *e, conn_t *c, uint64_t done) {
     pthread_mutex_lock(&e->lock);
-    stats_t *s = e->cur;
+    stats_t *s = &e->cur[c->entry];
+    entry_t *x = &e->entries[c->entry];
     uint64_t latency, from = c->started;
     if (SCHEDULED(e) && c->intended < from) from = c->intended;
     latency = (done - from) / 1000;
     hist_record(&s->latency, latency);
     s->bytes += c->body_bytes;
-    if (c->status < 400) {
-        s->ok++;
-    } else {
+    if (x->statuses && !x->statuses[c->status < MAX_STATUS ? c->status : MAX_STATUS - 1]) {
+        s->unexpected_status++;
+        stats_example(s, K_UNEXPECTED_STATUS, 0, 0, 0, c->status_line, (size_t)c->status_len);
+    } else if (!x->statuses && c->status >= 400) {
         s->http[c->status < MAX_STATUS ? c->status : MAX_STATUS - 1]++;
         stats_example(s, K_HTTP, c->status, 0, 0, c->status_line, (size_t)c->status_len);
+    } else if (x->needle && !c->found) {
+        char raw[EXAMPLE_LINE + EXAMPLE_BODY];
+        size_t line = (size_t)c->status_len < EXAMPLE_LINE ? (size_t)c->status_len : EXAMPLE_LINE;
+        memcpy(raw, c->status_line, line);
+        memcpy(raw + line, c->body_head, (size_t)c->body_head_len);
+        s->unexpected_body++;
+        stats_example(s, K_UNEXPECTED_BODY, 0, (int64_t)line, 0, raw,
+                      line + (size_t)c->body_head_len);
+    } else {
+        s->ok++;
     }
     if (SCHEDULED(e)) {
         hist_record(&s->service, (done - c->started) / 1000);
@@ -338,10 +383,10 @@ static void record_done(Engine *e, conn_t *c, uint64_t done) {
     pthread_mutex_unlock(&e->lock);
 }
 
-static void record_failure(Engine *e, int kind, int key, int64_t a, int64_t b, const char *raw,
-                           size_t len) {
+static void record_failure(Engine *e, int entry, int kind, int key, int64_t a, int64_t b,
+                           const char *raw, size_t len) {
     pthread_mutex_lock(&e->lock);
-    stats_t *s = e->cur;
+    stats_t *s = &e->cur[entry];
     switch (kind) {
     case K_TIMEOUT: s->timeouts++; break;
     case K_CONNECT_TIMEOUT: s->connect_timeouts++; break;
@@ -463,7 +508,7 @@ static void next(Engine *e, conn_t *c, uint64_t now, int failed, int connect_fai
 static void fail(Engine *e, conn_t *c, uint64_t now, int kind, int key, int64_t a, int64_t b,
                  const char *raw, size_t len) {
     int connecting = c->connecting;
-    record_failure(e, kind, key, a, b, raw, len);
+    record_failure(e, c->entry, kind, key, a, b, raw, len);
     conn_close(e, c);
     next(e, c, now, 1, connecting); /* connect errors and timeouts come while connecting */
 }
@@ -479,6 +524,53 @@ static void begin_response(conn_t *c) {
     c->remaining = 0;
     c->body_bytes = 0;
     c->status_len = 0;
+    c->found = 0;
+    c->ntail = 0;
+    c->body_head_len = 0;
+}
+
+/* the entry of a connection's next request: by weight (one entry: the one) */
+static int pick_entry(Engine *e) {
+    if (e->nentries <= 1) return 0;
+    uint64_t x = e->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    e->rng = x;
+    double u = (double)(x >> 11) * 0x1.0p-53 * e->entries[e->nentries - 1].cumulative;
+    for (int i = 0; i < e->nentries - 1; i++)
+        if (u < e->entries[i].cumulative) return i;
+    return e->nentries - 1;
+}
+
+/* body bytes as they arrive: the needle searched across reads, the first bytes kept */
+static void body_chunk(Engine *e, conn_t *c, const char *p, size_t n) {
+    entry_t *x = &e->entries[c->entry];
+    if (!x->needle || !n) return;
+    if (c->body_head_len < EXAMPLE_BODY) {
+        size_t room = (size_t)(EXAMPLE_BODY - c->body_head_len), m = n < room ? n : room;
+        memcpy(c->body_head + c->body_head_len, p, m);
+        c->body_head_len += (int)m;
+    }
+    if (c->found) return;
+    size_t k = x->needle_len, keep = k - 1;
+    if (c->ntail) { /* a needle that starts in the last read and ends in this one */
+        char window[2 * MAX_NEEDLE];
+        size_t m = n < keep ? n : keep;
+        memcpy(window, c->tail, c->ntail);
+        memcpy(window + c->ntail, p, m);
+        if (memmem(window, c->ntail + m, x->needle, k)) { c->found = 1; return; }
+    }
+    if (memmem(p, n, x->needle, k)) { c->found = 1; return; }
+    if (n >= keep) {
+        memcpy(c->tail, p + n - keep, keep);
+        c->ntail = keep;
+    } else {
+        size_t old = c->ntail < keep - n ? c->ntail : keep - n;
+        memmove(c->tail, c->tail + c->ntail - old, old);
+        memcpy(c->tail + old, p, n);
+        c->ntail = old + n;
+    }
 }
 
 static int feed(Engine *e, conn_t *c, const char *data, size_t n, uint64_t now);
@@ -515,6 +607,7 @@ static void start_request(Engine *e, conn_t *c, uint64_t now) {
         if (t <= 0) { park(e, c); return; } /* not open yet, or none left */
         c->ticket = 1;
     }
+    c->entry = pick_entry(e);
     c->intended = SCHEDULED(e) ? c->due : now;
     c->started = now;
     c->deadline = now + e->timeout_ns;
@@ -543,8 +636,9 @@ static void on_writable(Engine *e, conn_t *c, uint64_t now) {
         c->state = S_WRITING;
     }
     if (c->state != S_WRITING) return;
-    while (c->wpos < e->payload_len) {
-        ssize_t n = send(c->fd, e->payload + c->wpos, e->payload_len - c->wpos, MSG_NOSIGNAL);
+    entry_t *x = &e->entries[c->entry];
+    while (c->wpos < x->payload_len) {
+        ssize_t n = send(c->fd, x->payload + c->wpos, x->payload_len - c->wpos, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) { c->blocked = 1; return; } /* EPOLLOUT resumes */
             if (errno == EINTR) continue;
@@ -624,7 +718,8 @@ static int on_head(Engine *e, conn_t *c, const char *h, size_t n, int *code, con
         return 0; /* interim: the real response follows */
     }
     c->status = status;
-    if (status >= 400) {
+    entry_t *x = &e->entries[c->entry];
+    if (status >= 400 || x->statuses || x->needle) {
         const char *eol = find_crlf(h, h + n);
         size_t len = eol ? (size_t)(eol - h) : n;
         if (len > EXAMPLE_BYTES) len = EXAMPLE_BYTES;
@@ -638,7 +733,7 @@ static int on_head(Engine *e, conn_t *c, const char *h, size_t n, int *code, con
         c->keep_alive = has_connection && contains_ci(v, vlen, "keep-alive");
     else
         c->keep_alive = !has_connection || !contains_ci(v, vlen, "close");
-    if (e->head_only || status == 204 || status == 304) { c->ps = P_DONE; return 0; }
+    if (x->head_only || status == 204 || status == 304) { c->ps = P_DONE; return 0; }
     if (header(h, n, "\r\ntransfer-encoding:", &v, &vlen)) {
         const char *last = v + vlen, *p = last;
         while (p > v && p[-1] != ',') p--;
@@ -716,6 +811,7 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
         case P_CHUNK_DATA: {
             uint64_t take = (uint64_t)(end - at);
             if (take > c->remaining) take = c->remaining;
+            body_chunk(e, c, at, (size_t)take);
             c->body_bytes += take;
             c->remaining -= take;
             pos += take;
@@ -775,6 +871,7 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
             break;
         }
         case P_UNTIL_CLOSE:
+            body_chunk(e, c, at, (size_t)(end - at));
             c->body_bytes += (uint64_t)(end - at);
             return 0;
         }
@@ -1047,6 +1144,8 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     e->payload = malloc(payload.len ? (size_t)payload.len : 1);
     e->cur = calloc(1, sizeof(stats_t));
     e->spare = calloc(1, sizeof(stats_t));
+    e->nentries = 1;
+    e->rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid() ^ now_ns();
     e->rbuf = malloc(RBUF_SIZE);
     if (!e->payload || !e->cur || !e->spare || !e->rbuf) {
         PyBuffer_Release(&payload);
@@ -1059,6 +1158,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     stats_clear(e->cur);
     stats_clear(e->spare);
     e->head_only = head_only;
+    e->entries[0] = (entry_t){e->payload, e->payload_len, head_only, 1.0, NULL, NULL, 0};
     e->mode = mode;
     e->timeout_ns = (uint64_t)(timeout_s * 1e9);
     e->period_ns = (uint64_t)(period_s * 1e9);
@@ -1118,6 +1218,11 @@ static void Engine_dealloc(Engine *e) {
     engine_stop(e);
     if (e->epfd >= 0) close(e->epfd);
     if (e->evfd >= 0) close(e->evfd);
+    for (int i = 0; i < e->nentries; i++) {
+        if (e->entries[i].payload != e->payload) free(e->entries[i].payload);
+        free(e->entries[i].statuses);
+        free(e->entries[i].needle);
+    }
     free(e->payload);
     free(e->cur);
     free(e->spare);
@@ -1221,7 +1326,10 @@ static int put_object(PyObject *dict, const char *key, PyObject *value) {
     return r;
 }
 
-/* take(): what completed since the last take, as plain Python values */
+/* take(): what completed since the last take, as plain Python values: one dict per
+   entry of the mix (one without a mix); the arrival rate's users in the first */
+static PyObject *stats_dict(Engine *e, stats_t *s);
+
 static PyObject *Engine_take(Engine *e, PyObject *unused) {
     pthread_mutex_lock(&e->lock);
     stats_t *s = e->cur;
@@ -1230,6 +1338,22 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
     e->cur->users_busy = e->busy; /* the next interval starts with those still busy */
     e->cur->users_opened = e->opened;
     pthread_mutex_unlock(&e->lock);
+    PyObject *list = PyList_New(0);
+    if (!list) return NULL;
+    for (int i = 0; i < e->nentries; i++) {
+        PyObject *d = stats_dict(e, &s[i]);
+        if (!d || PyList_Append(list, d) < 0) {
+            Py_XDECREF(d);
+            Py_DECREF(list);
+            for (int j = i + 1; j < e->nentries; j++) stats_clear(&s[j]);
+            return NULL;
+        }
+        Py_DECREF(d);
+    }
+    return list;
+}
+
+static PyObject *stats_dict(Engine *e, stats_t *s) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     PyObject *examples = PyList_New(0);
@@ -1245,6 +1369,8 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
         put_int(d, "bytes", s->bytes) < 0 || put_int(d, "timeouts", s->timeouts) < 0 ||
         put_int(d, "connect_timeouts", s->connect_timeouts) < 0 ||
         put_int(d, "closed", s->closed) < 0 || put_int(d, "protocol", s->protocol) < 0 ||
+        put_int(d, "unexpected_status", s->unexpected_status) < 0 ||
+        put_int(d, "unexpected_body", s->unexpected_body) < 0 ||
         put_counts(d, "http", s->http, MAX_STATUS) < 0 ||
         put_counts(d, "connect_errno", s->connect_errno, ERRNO_SLOTS) < 0 ||
         put_counts(d, "io_errno", s->io_errno, ERRNO_SLOTS) < 0 ||
@@ -1261,6 +1387,102 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
     }
     stats_clear(s);
     return d;
+}
+
+/* set_mix([(payload, head_only, weight, statuses or None, needle or None), ...]): the
+   request mix, before the first add() */
+static PyObject *Engine_set_mix(Engine *e, PyObject *arg) {
+    if (e->started || e->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "set_mix comes before the first add()");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(arg, "set_mix takes a list of entries");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > MAX_ENTRIES) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "a mix has 1 to %d entries", MAX_ENTRIES);
+        return NULL;
+    }
+    entry_t entries[MAX_ENTRIES];
+    memset(entries, 0, sizeof entries);
+    double total = 0;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *statuses, *needle;
+        Py_buffer payload;
+        int head_only;
+        double weight;
+        if (!PyArg_ParseTuple(item, "y*pdOO", &payload, &head_only, &weight, &statuses, &needle))
+            goto fail;
+        entry_t *x = &entries[i];
+        x->payload = malloc(payload.len ? (size_t)payload.len : 1);
+        if (!x->payload) { PyBuffer_Release(&payload); PyErr_NoMemory(); goto fail; }
+        memcpy(x->payload, payload.buf, (size_t)payload.len);
+        x->payload_len = (size_t)payload.len;
+        PyBuffer_Release(&payload);
+        x->head_only = head_only;
+        if (!(weight > 0)) { PyErr_SetString(PyExc_ValueError, "a weight is > 0"); goto fail; }
+        total += weight;
+        x->cumulative = total;
+        if (statuses != Py_None) {
+            x->statuses = calloc(MAX_STATUS, 1);
+            PyObject *it = x->statuses ? PyObject_GetIter(statuses) : NULL, *v;
+            if (!it) { if (!x->statuses) PyErr_NoMemory(); goto fail; }
+            while ((v = PyIter_Next(it))) {
+                long status = PyLong_AsLong(v);
+                Py_DECREF(v);
+                if (status < 100 || status >= MAX_STATUS) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_ValueError, "a status is from 100 to 999");
+                    break;
+                }
+                x->statuses[status] = 1;
+            }
+            Py_DECREF(it);
+            if (PyErr_Occurred()) goto fail;
+        }
+        if (needle != Py_None) {
+            char *bytes;
+            Py_ssize_t len;
+            if (PyBytes_AsStringAndSize(needle, &bytes, &len) < 0) goto fail;
+            if (len < 1 || len > MAX_NEEDLE) {
+                PyErr_Format(PyExc_ValueError, "a body needle has 1 to %d bytes", MAX_NEEDLE);
+                goto fail;
+            }
+            x->needle = malloc((size_t)len);
+            if (!x->needle) { PyErr_NoMemory(); goto fail; }
+            memcpy(x->needle, bytes, (size_t)len);
+            x->needle_len = (size_t)len;
+        }
+    }
+    stats_t *cur = calloc((size_t)n, sizeof(stats_t)), *spare = calloc((size_t)n, sizeof(stats_t));
+    if (!cur || !spare) { free(cur); free(spare); PyErr_NoMemory(); i = n; goto fail; }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        stats_clear(&cur[j]);
+        stats_clear(&spare[j]);
+    }
+    for (int j = 0; j < e->nentries; j++) {
+        if (e->entries[j].payload != e->payload) free(e->entries[j].payload);
+        free(e->entries[j].statuses);
+        free(e->entries[j].needle);
+    }
+    free(e->cur);
+    free(e->spare);
+    e->cur = cur;
+    e->spare = spare;
+    memcpy(e->entries, entries, sizeof entries);
+    e->nentries = (int)n;
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+fail:
+    for (Py_ssize_t j = 0; j <= i && j < n; j++) {
+        free(entries[j].payload);
+        free(entries[j].statuses);
+        free(entries[j].needle);
+    }
+    Py_DECREF(seq);
+    return NULL;
 }
 
 static PyObject *Engine_close(Engine *e, PyObject *unused) {
@@ -1286,7 +1508,11 @@ static PyMethodDef Engine_methods[] = {
      "whether every ticket's request has completed"},
     {"stop_sending", (PyCFunction)Engine_stop_sending, METH_NOARGS,
      "no request is started after this returns (those in flight complete)"},
-    {"take", (PyCFunction)Engine_take, METH_NOARGS, "the figures since the last take"},
+    {"take", (PyCFunction)Engine_take, METH_NOARGS,
+     "the figures since the last take: a list, one dict per entry of the mix"},
+    {"set_mix", (PyCFunction)Engine_set_mix, METH_O,
+     "set_mix([(payload, head_only, weight, statuses or None, needle or None), ...]): the "
+     "request mix (before the first add)"},
     {"close", (PyCFunction)Engine_close, METH_NOARGS, "stop the thread, close every connection"},
     {NULL, NULL, 0, NULL}};
 

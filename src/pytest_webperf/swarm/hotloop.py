@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_webperf.errors import OptionError
@@ -24,9 +24,12 @@ from pytest_webperf.swarm.recorder import (
     EXAMPLE_CHARS,
     PROTOCOL,
     TIMEOUT,
+    UNEXPECTED_BODY,
+    UNEXPECTED_STATUS,
     Interval,
     classify,
 )
+from pytest_webperf.workload import Request
 
 try:
     from pytest_webperf.swarm import _hotloop  # type: ignore[attr-defined]
@@ -38,6 +41,7 @@ else:
 
 # the C side's kinds of failure and codes (_hotloop.c: K_*, E_*, C_*)
 K_HTTP, K_CLOSED, K_PROTOCOL = 1, 2, 3
+K_UNEXPECTED_STATUS, K_UNEXPECTED_BODY = 8, 9
 PROTOCOL_MESSAGES: dict[int, Callable[[bytes], str]] = {
     1: wire.bad_status_line,
     2: lambda raw: wire.SWITCHING_PROTOCOLS,
@@ -113,6 +117,8 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     add(CONNECT, data["connect_timeouts"], no_answer)
     add(CLOSED, data["closed"])
     add(PROTOCOL, data["protocol"])
+    add(UNEXPECTED_STATUS, data.get("unexpected_status", 0))
+    add(UNEXPECTED_BODY, data.get("unexpected_body", 0))
     for number, n in data["connect_errno"].items():
         error = socket_error(number)
         add("emfile" if number == errno.EMFILE else CONNECT, n, str(error))
@@ -126,6 +132,11 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
             examples.setdefault(CLOSED, closed_message(key, a, b))
         elif kind == K_PROTOCOL:
             examples.setdefault(PROTOCOL, PROTOCOL_MESSAGES[key](raw))
+        elif kind == K_UNEXPECTED_STATUS:
+            examples.setdefault(UNEXPECTED_STATUS, raw.decode("latin-1"))
+        elif kind == K_UNEXPECTED_BODY:  # the status line (a bytes of it), the body's start
+            line = raw[:a].decode("latin-1")
+            examples.setdefault(UNEXPECTED_BODY, wire.unexpected_body(line, raw[a:]))
     errors = sum(kinds.values())
     interval = Interval(
         requests=data["ok"] + errors,
@@ -149,9 +160,38 @@ def closed_message(code: int, got: int, total: int) -> str:
     return wire.closed_in_chunks(got)
 
 
+def mix_entry(entry: Request, payload: bytes) -> tuple[bytes, bool, float, Any, bytes | None]:
+    """One entry of ``Engine.set_mix``: its payload, weight and checks (a substring body
+    check only: a regex is the lean user's)."""
+    needle = entry.expect_body if isinstance(entry.expect_body, bytes) else None
+    statuses = None if entry.expect_status is None else sorted(entry.expect_status)
+    return (payload, entry.method == "HEAD", entry.weight, statuses, needle)
+
+
+class EntryParts:
+    """One ``take`` of the loop shared by its entries' channels: the first channel asked
+    at a roll takes every entry's part, the others get theirs."""
+
+    def __init__(self, take: Callable[[], list[Interval]]) -> None:
+        self._take = take
+        self._pending: list[Interval | None] = []
+
+    def source(self, index: int) -> Callable[[], Interval]:
+        def part() -> Interval:
+            if index >= len(self._pending) or self._pending[index] is None:
+                self._pending = list(self._take())
+            interval = self._pending[index]
+            self._pending[index] = None
+            assert interval is not None
+            return interval
+
+        return part
+
+
 class NativeLoop:
     """One generator process's native loop: connections added and removed by Locust's
-    users, every request sent and framed by the C thread; ``take`` is an Interval."""
+    users, every request sent and framed by the C thread; ``take`` is an Interval per
+    entry of the mix (``mix``: ``Engine.set_mix``'s entries, see ``mix_entry``)."""
 
     def __init__(
         self,
@@ -164,6 +204,7 @@ class NativeLoop:
         interval_s: float = 0.0,
         counted: bool = False,
         arrivals: ArrivalSchedule | None = None,
+        mix: Sequence[tuple[bytes, bool, float, Any, bytes | None]] = (),
     ) -> None:
         if _hotloop is None:
             raise RuntimeError(unavailable())
@@ -189,6 +230,8 @@ class NativeLoop:
             processes,
             index,
         )
+        if mix:
+            self.engine.set_mix(list(mix))
 
     def add(self, fraction: float = 0.0) -> int:
         """A new connection (a user); paced: its first request at ``fraction`` of a period."""
@@ -208,12 +251,15 @@ class NativeLoop:
     def stop_sending(self) -> None:
         self.engine.stop_sending()
 
-    def take(self) -> Interval:
-        data = self.engine.take()
-        interval = interval_from(data, self.timeout_s)
-        if "users_busy" in data:  # arrival rate: users busy at most, ever opened
-            interval.note_users(self.process, data["users_busy"], data["users_opened"])
-        return interval
+    def take(self) -> list[Interval]:
+        """What each entry completed since the last take (one entry without a mix)."""
+        parts = []
+        for data in self.engine.take():
+            interval = interval_from(data, self.timeout_s)
+            if "users_busy" in data:  # arrival rate: users busy at most, ever opened
+                interval.note_users(self.process, data["users_busy"], data["users_opened"])
+            parts.append(interval)
+        return parts
 
     def close(self) -> None:
         self.engine.close()

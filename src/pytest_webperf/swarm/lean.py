@@ -46,9 +46,25 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from pytest_webperf.swarm.arrival import Arrivals, arrivals_for
 from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.pacing import Tickets, first_due, timing
-from pytest_webperf.swarm.recorder import CLOSED, CONNECT, PROTOCOL, TIMEOUT, Channel, classify
+from pytest_webperf.swarm.recorder import (
+    CLOSED,
+    CONNECT,
+    PROTOCOL,
+    TIMEOUT,
+    UNEXPECTED_BODY,
+    UNEXPECTED_STATUS,
+    Channel,
+    classify,
+)
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.swarm.wire import ProtocolError, ResponseParser, encode_request, split_host
+from pytest_webperf.swarm.wire import (
+    ProtocolError,
+    ResponseParser,
+    encode_request,
+    split_host,
+    unexpected_body,
+)
+from pytest_webperf.workload import Request, WeightedChoice
 
 RECV_SIZE = 64 * 1024
 
@@ -99,7 +115,12 @@ class Connection:
         self._waiting: Any = None  # the greenlet parked in _wait
 
     def exchange(
-        self, payload: bytes, *, head_only: bool = False, keep_body: bool = False
+        self,
+        payload: bytes,
+        *,
+        head_only: bool = False,
+        keep_body: bool = False,
+        keep_head: bool = False,
     ) -> ResponseParser:
         """Send one request, read its response; raises RequestFailed (connection closed).
 
@@ -107,7 +128,7 @@ class Connection:
         error, not retried: a load generator counts what the server did."""
         self.timer.again(self._on_timer_callback)  # the request's deadline
         try:
-            return self._attempt(payload, head_only, keep_body)
+            return self._attempt(payload, head_only, keep_body, keep_head)
         except RequestFailed:
             self.close()
             raise
@@ -140,10 +161,12 @@ class Connection:
         self.timer.stop()
         self.timer.close()
 
-    def _attempt(self, payload: bytes, head_only: bool, keep_body: bool) -> ResponseParser:
+    def _attempt(
+        self, payload: bytes, head_only: bool, keep_body: bool, keep_head: bool = False
+    ) -> ResponseParser:
         sock = self.sock if self.sock is not None else self._connect()
         parser = self.parser
-        parser.begin(head_only=head_only, keep_body=keep_body)
+        parser.begin(head_only=head_only, keep_body=keep_body, keep_head=keep_head)
         self._send(sock, payload)
         done = False
         if self.rest:
@@ -218,16 +241,27 @@ class Connection:
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """A request encoded once, with the channel its results are recorded in."""
+    """A request encoded once, with the channel its results are recorded in and, if
+    its response is checked, the entry whose checks apply (``check``)."""
 
     method: str
     name: str
     payload: bytes
     channel: Channel
+    check: Request | None = None
 
     @property
     def head_only(self) -> bool:
         return self.method == "HEAD"
+
+    @property
+    def keep_body(self) -> bool:
+        """Whether the body is kept: only for a body check."""
+        return self.check is not None and self.check.expect_body is not None
+
+    @property
+    def keep_head(self) -> bool:
+        return self.check is not None
 
 
 @dataclass(frozen=True)
@@ -291,17 +325,20 @@ class LeanHttpUser(User):
         body: bytes = b"",
         headers: Iterable[tuple[str, str]] | Mapping[str, str] = (),
         name: str | None = None,
+        check: Request | None = None,
     ) -> PreparedRequest:
-        """Encode a request once (cached per user); ``name`` groups it in the stats."""
+        """Encode a request once (cached per user); ``name`` groups it in the stats;
+        ``check``: a mix entry whose response checks apply (``expect_status``, ...)."""
         pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
-        key = (method, path, body, pairs, name)
+        key = (method, path, body, pairs, name, check)
         prepared = self._prepared.get(key)
         if prepared is None:
             method = method.upper()
             host_header = self._target[2]
             payload = encode_request(method, path, host_header, body=body, headers=pairs)
             label = name or path
-            prepared = PreparedRequest(method, label, payload, self.recorder.channel(method, label))
+            channel = self.recorder.channel(method, label)
+            prepared = PreparedRequest(method, label, payload, channel, check)
             self._prepared[key] = prepared
         return prepared
 
@@ -331,7 +368,10 @@ class LeanHttpUser(User):
         started = time.perf_counter_ns()
         try:
             parser = connection.exchange(
-                prepared.payload, head_only=prepared.head_only, keep_body=keep_body
+                prepared.payload,
+                head_only=prepared.head_only,
+                keep_body=keep_body or prepared.keep_body,
+                keep_head=prepared.keep_head,
             )
         except RequestFailed as failure:
             self._failed(prepared, failure)
@@ -348,8 +388,11 @@ class LeanHttpUser(User):
             status, parser.body_bytes, latency, error, parser.body if keep_body else b""
         )
 
-    def closed_loop(self, prepared: PreparedRequest) -> None:
-        """Send ``prepared`` back to back until the user is stopped (the swarm's default task)."""
+    def closed_loop(self, prepared: PreparedRequest, mix: WeightedChoice | None = None) -> None:
+        """Send ``prepared`` back to back until the user is stopped (the swarm's default
+        task); ``mix``: each request one of its ``PreparedRequest`` by weight instead."""
+        if mix is not None or prepared.check is not None:
+            return self._checked_closed_loop(prepared, mix)
         connection = self._connection or self._open()
         exchange = connection.exchange
         channel = prepared.channel
@@ -368,7 +411,37 @@ class LeanHttpUser(User):
             else:
                 self._record(prepared, parser, (clock() - started) // 1000)
 
-    def paced_loop(self, prepared: PreparedRequest, interval_s: float) -> None:
+    def _checked_closed_loop(self, prepared: PreparedRequest, mix: WeightedChoice | None) -> None:
+        """The closed loop of a mix, or of a request whose response is checked."""
+        connection = self._connection or self._open()
+        clock = time.perf_counter_ns
+        while self._state != LOCUST_STATE_STOPPING:
+            if mix is not None:
+                prepared = mix.pick()
+            started = clock()
+            try:
+                parser = connection.exchange(
+                    prepared.payload,
+                    head_only=prepared.head_only,
+                    keep_body=prepared.keep_body,
+                    keep_head=prepared.keep_head,
+                )
+            except RequestFailed as failure:
+                self._failed(prepared, failure)
+                continue
+            self._record(prepared, parser, (clock() - started) // 1000)
+
+    def _exchange(self, connection: Connection, prepared: PreparedRequest) -> ResponseParser:
+        return connection.exchange(
+            prepared.payload,
+            head_only=prepared.head_only,
+            keep_body=prepared.keep_body,
+            keep_head=prepared.keep_head,
+        )
+
+    def paced_loop(
+        self, prepared: PreparedRequest, interval_s: float, mix: WeightedChoice | None = None
+    ) -> None:
         """Send ``prepared`` once every ``interval_s`` until the user is stopped (open
         model per user). Latency counts from each request's intended start, so a server
         that stalls is charged for the requests it delayed (coordinated omission
@@ -376,8 +449,6 @@ class LeanHttpUser(User):
         send was are recorded beside it. A late schedule is never skipped ahead: every
         intended request is sent."""
         connection = self._connection or self._open()
-        exchange = connection.exchange
-        payload, head_only = prepared.payload, prepared.head_only
         clock = time.perf_counter_ns
         period = max(1, int(interval_s * 1e9))
         intended = first_due(clock(), period, random.random())
@@ -387,9 +458,11 @@ class LeanHttpUser(User):
                 gevent.sleep(wait / 1e9)
                 if self._state == LOCUST_STATE_STOPPING:
                     break
+            if mix is not None:
+                prepared = mix.pick()
             sent = clock()
             try:
-                parser = exchange(payload, head_only=head_only)
+                parser = self._exchange(connection, prepared)
             except RequestFailed as failure:
                 self._failed(prepared, failure)
                 intended += period
@@ -399,15 +472,19 @@ class LeanHttpUser(User):
             prepared.channel.current.record_schedule(times.service_us, times.lag_us)
             intended += period
 
-    def arrival_loop(self, prepared: PreparedRequest, arrivals: Arrivals) -> None:
+    def arrival_loop(
+        self, prepared: PreparedRequest, arrivals: Arrivals, mix: WeightedChoice | None = None
+    ) -> None:
         """Send ``prepared`` whenever ``arrivals`` hands this user a due request (k6's constant
         arrival rate), recorded as in ``paced_loop``; the connection opens with the first."""
         clock, stopped = time.perf_counter_ns, lambda: self._state == LOCUST_STATE_STOPPING
         while (intended := arrivals.take(self, stopped, prepared.channel)) is not None:
             connection = self._connection or self._open()
+            if mix is not None:
+                prepared = mix.pick()
             sent = clock()
             try:
-                parser = connection.exchange(prepared.payload, head_only=prepared.head_only)
+                parser = self._exchange(connection, prepared)
             except RequestFailed as failure:
                 self._failed(prepared, failure)
                 continue
@@ -415,11 +492,11 @@ class LeanHttpUser(User):
             self._record(prepared, parser, times.latency_us)
             prepared.channel.current.record_schedule(times.service_us, times.lag_us)
 
-    def counted_loop(self, prepared: PreparedRequest, tickets: Tickets) -> None:
+    def counted_loop(
+        self, prepared: PreparedRequest, tickets: Tickets, mix: WeightedChoice | None = None
+    ) -> None:
         """Send ``prepared`` back to back while ``tickets`` last (ab's ``-n``), then stop."""
         connection = self._connection or self._open()
-        exchange = connection.exchange
-        payload, head_only = prepared.payload, prepared.head_only
         clock = time.perf_counter_ns
         while self._state != LOCUST_STATE_STOPPING:
             ticket = tickets.take()
@@ -428,9 +505,11 @@ class LeanHttpUser(User):
                 continue
             if not ticket:
                 break
+            if mix is not None:
+                prepared = mix.pick()
             started = clock()
             try:
-                parser = exchange(payload, head_only=head_only)
+                parser = self._exchange(connection, prepared)
             except RequestFailed as failure:
                 self._failed(prepared, failure)
             else:
@@ -454,13 +533,24 @@ class LeanHttpUser(User):
         self, prepared: PreparedRequest, parser: ResponseParser, latency_us: int
     ) -> str | None:
         status, nbytes, interval = parser.status, parser.body_bytes, prepared.channel.current
-        if status < 400:
+        check = prepared.check
+        if check is None:
+            if status < 400:
+                interval.record(latency_us, nbytes)
+                return None
+            kind = f"http_{status}"
+        elif not check.accepts(status):
+            kind = UNEXPECTED_STATUS
+        elif check.expect_body is not None and not check.body_matches(parser.body):
+            kind = UNEXPECTED_BODY
+        else:
             interval.record(latency_us, nbytes)
             return None
-        kind = f"http_{status}"
         example = None
         if interval.wants_example(kind):
             example = parser.status_line.decode("latin-1")
+            if kind == UNEXPECTED_BODY:
+                example = unexpected_body(example, parser.body)
         interval.record_error(kind, latency_us, nbytes, example)
         return kind
 
@@ -481,22 +571,28 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[LeanHttpUser]:
 
         @task
         def loop(self) -> None:
-            prepared = self.prepare(
-                workload.method,
-                workload.path,
-                body=workload.body,
-                headers=workload.headers,
-                name=workload.path,
-            )
+            entries = workload.entries()
+            checked = [
+                e if e.expect_status is not None or e.expect_body is not None else None
+                for e in entries
+            ]
+            prepared_all = [
+                self.prepare(e.method, e.path, body=e.body, headers=e.headers, name=e.name, check=c)
+                for e, c in zip(entries, checked, strict=True)
+            ]
+            prepared, mix = prepared_all[0], None
+            if workload.mix:
+                self.recorder.split = True  # every entry an endpoint, even a mix of one
+                mix = WeightedChoice(prepared_all, [e.weight for e in entries])
             if workload.requests > 0:
-                self.counted_loop(prepared, TICKETS)
+                self.counted_loop(prepared, TICKETS, mix)
             elif workload.arrival_rate > 0:
                 self.arrival_loop(
-                    prepared, arrivals_for(workload.arrival_rate, spec.processes, index)
+                    prepared, arrivals_for(workload.arrival_rate, spec.processes, index), mix
                 )
             elif workload.interval_s > 0:
-                self.paced_loop(prepared, workload.interval_s)
+                self.paced_loop(prepared, workload.interval_s, mix)
             else:
-                self.closed_loop(prepared)
+                self.closed_loop(prepared, mix)
 
     return WebperfLeanHttpUser

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from gevent.event import Event
 from locust import User, constant, task
 
-from pytest_webperf.swarm.hotloop import NativeLoop
+from pytest_webperf.swarm.hotloop import EntryParts, NativeLoop, mix_entry
 from pytest_webperf.swarm.locust_stats import recorder_for
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -39,15 +39,19 @@ class NativeHttpUser(User):
     wait_time = constant(0)
     loop: ClassVar[NativeLoop]
     stopping: ClassVar[Event]
-    method: ClassVar[str]
-    name: ClassVar[str]
+    endpoints: ClassVar[tuple[tuple[str, str], ...]]  # each entry's (method, name)
+    mix: ClassVar[bool] = False  # a request mix: every entry an endpoint, even one
     attached: ClassVar[bool] = False
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         cls = type(self)
         if not cls.attached:  # the loop's figures join the recorder at every roll
-            recorder_for(environment).channel(cls.method, cls.name).sources.append(cls.loop.take)
+            recorder = recorder_for(environment)
+            recorder.split = recorder.split or cls.mix
+            parts = EntryParts(cls.loop.take)
+            for index, (method, name) in enumerate(cls.endpoints):
+                recorder.channel(method, name).sources.append(parts.source(index))
             cls.attached = True
 
     @classmethod
@@ -73,22 +77,26 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[NativeHttpUser]:
     """The swarm's user for ``spec.workload`` (``--webperf-user=native``, or ``auto``)."""
     workload = spec.workload
     host, port, host_header = split_host(spec.host)
-    method = workload.method.upper()
-    payload = encode_request(
-        method, workload.path, host_header, body=workload.body, headers=workload.headers
-    )
+    entries = workload.entries()
+    payloads = [
+        encode_request(e.method, e.path, host_header, body=e.body, headers=e.headers)
+        for e in entries
+    ]
+    checked = any(e.expect_status is not None or e.expect_body is not None for e in entries)
+    mix = [mix_entry(e, p) for e, p in zip(entries, payloads, strict=True)]
     arrivals = None
     if workload.arrival_rate > 0:  # this process's share: as the lean user's (arrival.py)
         arrivals = ArrivalSchedule(workload.arrival_rate, spec.processes, index)
     loop = NativeLoop(
         host,
         port,
-        payload,
-        head_only=method == "HEAD",
+        payloads[0],
+        head_only=entries[0].method == "HEAD",
         timeout_s=spec.timeout_s,
         interval_s=workload.interval_s,
         counted=workload.requests > 0,
         arrivals=arrivals,
+        mix=mix if workload.mix or checked else (),
     )
     atexit.register(loop.close)
 
@@ -98,6 +106,6 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[NativeHttpUser]:
     WebperfNativeHttpUser.host = spec.host
     WebperfNativeHttpUser.loop = loop
     WebperfNativeHttpUser.stopping = Event()
-    WebperfNativeHttpUser.method = method
-    WebperfNativeHttpUser.name = workload.path
+    WebperfNativeHttpUser.endpoints = tuple((e.method, e.name) for e in entries)
+    WebperfNativeHttpUser.mix = bool(workload.mix)
     return WebperfNativeHttpUser

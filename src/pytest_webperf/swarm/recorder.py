@@ -23,6 +23,8 @@ CONNECT = "connect"
 CLOSED = "closed"  # the server closed the connection before the response was complete
 PROTOCOL = "protocol"  # a response we could not frame
 USER_EXCEPTION = "user_exception"  # an exception raised in a user's own task
+UNEXPECTED_STATUS = "unexpected_status"  # a status the request's expect_status does not allow
+UNEXPECTED_BODY = "unexpected_body"  # a body without the request's expect_body
 EXAMPLE_CHARS = 120  # an example of a failed response is a hint, not a log
 
 
@@ -47,6 +49,9 @@ class Interval:
     # the sum over its processes (of peaks: at most what was busy at once)
     users_busy: dict[str, int] = field(default_factory=dict)
     users_opened: dict[str, int] = field(default_factory=dict)
+    # a run of several request names (a mix's entries): what each (method, name) did,
+    # the parts of this interval's figures (``Recorder.roll`` fills it, merge adds it)
+    endpoints: dict[tuple[str, str], Interval] = field(default_factory=dict)
 
     def note_users(self, process: str, busy: int, opened: int) -> None:
         """How many of the process's arrival-rate users are busy, and have ever been."""
@@ -106,6 +111,8 @@ class Interval:
         ):
             for process, n in theirs.items():
                 mine[process] = max(n, mine.get(process, 0))
+        for key, part in other.endpoints.items():
+            self.endpoints.setdefault(key, Interval()).merge(part)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +132,16 @@ class Interval:
                 if self.users_busy or self.users_opened
                 else {}
             ),
+            **(
+                {
+                    "endpoints": [
+                        {"method": method, "name": name, **part.to_dict()}
+                        for (method, name), part in sorted(self.endpoints.items())
+                    ]
+                }
+                if self.endpoints
+                else {}
+            ),
         }
 
     @classmethod
@@ -140,6 +157,10 @@ class Interval:
             lag=Histogram.from_dict(data["lag"]) if "lag" in data else None,
             users_busy={str(k): int(v) for k, v in data.get("users_busy", {}).items()},
             users_opened={str(k): int(v) for k, v in data.get("users_opened", {}).items()},
+            endpoints={
+                (str(part["method"]), str(part["name"])): cls.from_dict(part)
+                for part in data.get("endpoints", ())
+            },
         )
 
 
@@ -227,12 +248,15 @@ class Recorder:
     """Counts completions; ``roll()`` hands over the interval and starts a new one.
 
     ``roll()`` also folds every channel in and tells the roll listeners (the
-    Locust stats feed) what each request name did in the interval.
+    Locust stats feed) what each request name did in the interval. With two or more
+    channels (or ``split`` set: a request mix, whatever its size) the interval also
+    carries each channel's part in ``endpoints``.
     """
 
     def __init__(self) -> None:
         self.current = Interval()
         self.channels: dict[tuple[str, str], Channel] = {}
+        self.split = False  # every channel an endpoint, even a single one (a mix)
         self.roll_listeners: list[RollListener] = []
         self.rolled_requests = 0  # every request ever handed over, for consistency checks
         # a user's own paced users (``swarm/locustfile.py``): how late the task of the
@@ -306,6 +330,7 @@ class Recorder:
 
     def roll(self) -> Interval:
         interval, self.current = self.current, Interval()
+        split = self.split or len(self.channels) > 1
         for channel in self.channels.values():
             part = channel.take()
             if not part.requests:
@@ -313,6 +338,8 @@ class Recorder:
                     interval.merge(part)
                 continue
             interval.merge(part)
+            if split:
+                interval.endpoints[(channel.method, channel.name)] = part
             if channel.locust_logged:
                 continue  # Locust's stats logged each of these requests already
             for listener in self.roll_listeners:

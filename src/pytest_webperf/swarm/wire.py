@@ -62,6 +62,11 @@ def closed_in_chunks(got: int) -> str:
     return f"connection closed after {got} body bytes (chunked)"
 
 
+def unexpected_body(status_line: str, body: bytes) -> str:
+    """A response whose body failed its check: its status line and the body's first bytes."""
+    return f"{status_line}: {body[:100]!r}"
+
+
 def split_host(url: str) -> tuple[str, int, str]:
     """(host, port, Host header value) of an ``http://`` URL."""
     parts = urlsplit(url)
@@ -128,6 +133,7 @@ class ResponseParser:
         "head_only",
         "keep_alive",
         "keep_body",
+        "keep_head",
         "rest",
         "status",
         "status_line",
@@ -136,12 +142,16 @@ class ResponseParser:
     def __init__(self) -> None:
         self.begin()
 
-    def begin(self, *, head_only: bool = False, keep_body: bool = False) -> None:
-        """Ready for the next response (``head_only``: it answers a HEAD request)."""
+    def begin(
+        self, *, head_only: bool = False, keep_body: bool = False, keep_head: bool = False
+    ) -> None:
+        """Ready for the next response (``head_only``: it answers a HEAD request;
+        ``keep_head``: keep its status line whatever the status, for a status check)."""
         self.head_only = head_only
         self.keep_body = keep_body
+        self.keep_head = keep_head
         self.status = 0
-        self.status_line = b""  # kept for error statuses (>= 400) only
+        self.status_line = b""  # kept for error statuses (>= 400), or if asked
         self.keep_alive = True
         self.body_bytes = 0
         self.rest = b""
@@ -263,7 +273,8 @@ class ResponseParser:
                 raise ProtocolError(SWITCHING_PROTOCOLS)
             return  # an interim response: the real one follows
         self.status = status
-        self.status_line = head.split(b"\r\n", 1)[0] if status >= 400 else b""
+        keep = status >= 400 or self.keep_head
+        self.status_line = head.split(b"\r\n", 1)[0] if keep else b""
         lower = head.lower()
         connection = _header(lower, _CONNECTION)
         if head[7:8] == b"0":  # HTTP/1.0 closes unless asked to keep alive
