@@ -109,11 +109,17 @@ def test_a_locustfile_with_two_names_is_gated_against_its_base(
     assert cpu["outcome"] == "fail" and cpu["current"] > 1.5 * cpu["baseline"], cpu
     assert found["against"]["pairs"] >= 3
     assert len(found["base_repetitions"]) == len(found["repetitions"])
-    for run in found["repetitions"]:
-        assert "locustfile.py: requests named GET page, POST checkout" in run["notes"]
-        assert run["errors"] == 0 and run["requests"] > 0
-    for run in found["base_repetitions"]:
-        assert "locustfile.py: requests named GET page, POST cart" in run["notes"]
+    for side, runs, other in (
+        ("B", found["repetitions"], "checkout"),
+        ("A", found["base_repetitions"], "cart"),
+    ):
+        for run in runs:  # Locust's request names are the endpoints, each side its own file
+            assert f"locustfile.py: requests named GET page, POST {other}" in run["notes"]
+            endpoints = run["endpoints"]
+            assert set(endpoints) == {"page", other}, (side, endpoints)
+            assert endpoints[other]["method"] == "POST" and run["errors"] == 0
+            assert sum(e["requests"] for e in endpoints.values()) == run["requests"]
+            assert endpoints["page"]["requests"] > endpoints[other]["requests"]  # 3:1 tasks
 
 
 @pytest.mark.parametrize(
@@ -226,6 +232,8 @@ class Shop(LeanHttpUser):
     (run,) = entry(pytester)["repetitions"]
     assert run["errors"] == 0 and run["requests"] > 50, run
     assert "locustfile.py: requests named GET page, POST /cart" in run["notes"]
+    assert set(run["endpoints"]) == {"page", "/cart"}
+    assert sum(e["requests"] for e in run["endpoints"].values()) == run["requests"]
 
 
 def test_a_paced_locust_user_is_charged_for_a_stall_from_the_intended_start(
@@ -269,3 +277,39 @@ def test_paced(webperf):
     result.stdout.fnmatch_lines(
         ["*[[]locustfile.py: Paced[]] rep 1: paced: p99 * ms from the intended start*"]
     )
+
+
+def test_a_custom_user_class_is_labelled_by_what_ran_never_by_an_unsent_path(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        server=SERVER,
+        shop_users=SHOP,
+        test_custom="""
+import sys
+
+
+def test_option(webperf):
+    target = webperf.process([sys.executable, "server.py"], name="shop")
+    result = webperf.http(target, "/work")  # a test written for webperf's own users
+    assert result.name == "shop_users:Shop"
+
+
+def test_both(webperf):
+    target = webperf.process([sys.executable, "server.py"], name="shop")
+    webperf.http(target, "/work", user="shop_users:Shop")
+""",
+    )
+    (pytester.path / "work.txt").write_text("1")
+    result = pytester.runpytest_subprocess(
+        *RUN[:-2], "--webperf-repeat=1", RUN[-1], "--webperf-user=shop_users:Shop", timeout=120
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*path= is not sent by user='shop_users:Shop': your user class sends its own requests*"]
+    )
+    found = entry(pytester)
+    assert found["name"] == "shop_users:Shop"
+    assert found["workload"]["users"] == "shop_users:Shop" and found["workload"]["path"] == ""
+    (run,) = found["repetitions"]
+    assert set(run["endpoints"]) == {"page", "cart"}  # what was sent, never "/work"
