@@ -215,6 +215,8 @@ from pytest_webperf.swarm.lean import LeanHttpUser
 
 
 class Shop(LeanHttpUser):
+    host = "http://192.0.2.1:8080"  # not loopback: the target gets the load instead
+
     @task(3)
     def browse(self):
         page = self.get("/page", name="page", keep_body=True)
@@ -232,6 +234,10 @@ class Shop(LeanHttpUser):
     (run,) = entry(pytester)["repetitions"]
     assert run["errors"] == 0 and run["requests"] > 50, run
     assert "locustfile.py: requests named GET page, POST /cart" in run["notes"]
+    assert any(
+        n.startswith("Shop.host 'http://192.0.2.1:8080' is not used: the load goes to")
+        for n in run["notes"]
+    ), run["notes"]
     assert set(run["endpoints"]) == {"page", "/cart"}
     assert sum(e["requests"] for e in run["endpoints"].values()) == run["requests"]
 
