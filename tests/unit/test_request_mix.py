@@ -1,4 +1,4 @@
-"""Request mixes: the weighted choice, what ``webperf.request``/``webperf.http`` refuse
+"""Request mixes (unit): the weighted choice, what ``webperf.request``/``webperf.http`` refuse
 (one line naming the parameter), and the workload's round trip (old JSON still loads)."""
 
 from __future__ import annotations
