@@ -153,8 +153,18 @@ def test_a_locustfile_with_two_names_is_gated_against_its_base(
             'webperf.locust(target, "locustfile.py", user_class="Nope")',
             "*user_class=Nope: not a User class of */locustfile.py (it has Shop)",
         ),
+        (
+            SHOP,
+            'webperf.locust(target, "locustfile.py", users=0)',
+            "*users=0: the number of Locust users, an int >= 1",
+        ),
+        (
+            SHOP,
+            'webperf.locust(target, "locustfile.py", user_class=["Shop", 3])',
+            "*user_class=[[]'Shop', 3[]]: the name of a User class of the locustfile*",
+        ),
     ],
-    ids=["shape", "import-error", "no-user", "missing", "unknown-class"],
+    ids=["shape", "import-error", "no-user", "missing", "unknown-class", "users", "class-type"],
 )
 def test_a_locustfile_that_cannot_run_is_one_line_before_any_load(
     pytester: pytest.Pytester, locustfile: str, call: str, message: str
