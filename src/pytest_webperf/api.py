@@ -36,6 +36,7 @@ from pytest_webperf.measure import (
     HttpRequests,
     Label,
     LoadKind,
+    LocustUsers,
     MonitorFactory,
     RunPlan,
     TargetDied,
@@ -47,7 +48,9 @@ from pytest_webperf.mqtt_telemetry import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.scaleout import remote_of
+from pytest_webperf.swarm import userspec
 from pytest_webperf.swarm.hotloop import resolve_user, user_for_url
+from pytest_webperf.swarm.userspec import is_custom
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
@@ -304,10 +307,70 @@ class Webperf:
             note = (
                 "a regular-expression expect_body is checked by the lean user: it sends this load"
             )
+        if is_custom(user_class):  # what ran is named, not a path it never sent
+            given = [
+                k
+                for k, v in (
+                    ("path", path),
+                    ("method", method),
+                    ("body", body),
+                    ("headers", headers),
+                )
+                if v is not None
+            ]
+            if user is not None and given:  # a test's own contradiction (not the option's)
+                raise OptionError(
+                    f"{given[0]}= is not sent by user={user!r}: your user class sends its own "
+                    "requests; drop it (or use webperf.locust(target, 'locustfile.py'))"
+                )
+            userspec.check_once(user_class, what="user=" if user else "--webperf-user")
+            workload = dataclasses.replace(
+                workload, path="", method="", body=b"", headers=(), users=user_class
+            )
         kind = HttpRequests(
             workload, user_class=user_class, note=note, tls_ca=ca_file, tls_resume=tls_resume
         )
         return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
+
+    def locust(
+        self,
+        target: Target,
+        locustfile: str | os.PathLike[str],
+        *,
+        users: int | None = None,
+        user_class: str | Sequence[str] | None = None,
+        duration: str | float | None = None,
+        warmup: str | float | None = None,
+        repeat: int | None = None,
+        name: str | None = None,
+    ) -> Measurement:
+        """Run the locustfile's Locust users (all its User classes, or ``user_class=``:
+        one name or several) against ``target``, all repetitions, judged: their host is
+        the target's URL, each request name an endpoint, ``wait_time`` as written
+        (``constant_pacing``/``constant_throughput`` timed from each task's intended
+        start), a task's exception a failed request. With --webperf-against the base
+        runs the same path in the base's tree (this one if it is not there)."""
+        path = userspec.locustfile_path(locustfile)
+        classes = userspec.class_names(user_class)
+        if users is not None and (
+            isinstance(users, bool) or not isinstance(users, int) or users < 1
+        ):
+            raise OptionError(f"users={users!r}: the number of Locust users, an int >= 1")
+        change = userspec.file_spec(path, classes)
+        checked = userspec.check(change)
+        plan = self._plan(
+            target, concurrency=users, duration=duration, warmup=warmup, repeat=repeat
+        )
+        base, base_spec = None, None
+        if isinstance(target, PairedTarget) and target.base is not None:
+            assert self._against is not None
+            base = target.base
+            base_spec = userspec.file_spec(self._against().tree.map(path) or path, classes)
+            if base_spec != change:
+                userspec.check(base_spec, what=f"the locustfile at {self._against().tree.ref}")
+        workload = Workload(path="", method="", users=userspec.label(change, checked.classes))
+        kind = LocustUsers(workload, change, base=base, base_user_class=base_spec)
+        return self._measure(target, kind, plan, name or workload.users, workload)
 
     def requests_lasting(
         self,

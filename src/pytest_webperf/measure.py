@@ -160,6 +160,31 @@ class HttpRequests:
         yield _HttpRound(spec, self.note)
 
 
+@dataclass(frozen=True)
+class LocustUsers:
+    """A user's own Locust users (``webperf.locust``): ``user_class`` names them
+    (``file:/path.py[:A,B]``, ``swarm/userspec.py``); the base of an A/B run (the target
+    ``base``) runs ``base_user_class``, the same locustfile in the base's tree."""
+
+    workload: Workload
+    user_class: str
+    base: Target | None = None
+    base_user_class: str | None = None
+
+    def check(self, target: Target) -> None:
+        pass
+
+    def user_class_for(self, target: Target) -> str:
+        if self.base is not None and target is self.base and self.base_user_class:
+            return self.base_user_class
+        return self.user_class
+
+    @contextmanager
+    def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:
+        user_class = self.user_class_for(target)
+        yield _HttpRound(plan.swarm(target.url, workload=self.workload, user_class=user_class))
+
+
 class TargetDied(TargetError):
     """The target died during a measurement; ``runs`` are the repetitions measured before."""
 

@@ -147,6 +147,9 @@ class Workload:
     # > 0: this many requests per second in total, due whatever the responses do, each
     # taken by an idle user (k6's constant arrival rate; the users are the cap)
     arrival_rate: float = 0.0
+    # a user's own Locust users ran instead of the request shape above (what ran: the
+    # locustfile and its classes, or module:Class); "" for webperf's own users
+    users: str = ""
     # a request mix: each request picks one of these by weight (path, method, body and
     # headers above are then unused); empty: the one request shape above
     mix: tuple[Request, ...] = ()
@@ -203,6 +206,7 @@ class Workload:
             **({"interval_s": self.interval_s} if self.interval_s else {}),
             **({"requests": self.requests} if self.requests else {}),
             **({"arrival_rate": self.arrival_rate} if self.arrival_rate else {}),
+            **({"users": self.users} if self.users else {}),
         }
 
     @classmethod
@@ -216,6 +220,7 @@ class Workload:
             interval_s=float(data.get("interval_s", 0.0)),
             requests=int(data.get("requests", 0)),
             arrival_rate=float(data.get("arrival_rate", 0.0)),
+            users=str(data.get("users", "")),
             mix=tuple(Request.from_dict(r) for r in data.get("mix") or ()),
             expect_status=status,
             expect_body=body,
@@ -520,7 +525,10 @@ def http_shape(
 
 def http_name(workload: Workload, rate: float | None = None) -> str:
     """A measurement's default name: ``GET /path`` (``mix of 2 (GET /a 3, POST create
-    1)``), with its pacing or count."""
+    1)``), with its pacing or count; a user's own Locust users are named by what ran
+    (``locustfile.py: A, B``, ``module:Class``)."""
+    if workload.users:
+        return workload.users
     name = f"{workload.method} {workload.path}"
     if workload.mix:
         parts = ", ".join(f"{r.method} {r.name} {r.weight:g}" for r in workload.mix)

@@ -85,6 +85,17 @@ CONTRACT: dict[str, tuple[str, str]] = {
         "locust.exception.StopUser",
         "lean, fast, mqtt",
     ),
+    "user_files": (
+        "constant_pacing(p) and constant_throughput(r) are closures named "
+        "'constant_pacing.<locals>.wait_time_func' holding the period in cell 'wait_time'; "
+        "a task's wait calls the User's wait_time() after every task, on_start() first, "
+        "all in the user's own greenlet, as the request event fires; a task's exception "
+        "fires events.user_error(user_instance=, exception=, tb=) and the user goes on; "
+        "the request event carries request_type=, name=, response_time= (ms); "
+        "LoadTestShape subclasses are not abstract",
+        "locustfile.pacing_period, locustfile.Pacer, locustfile.shape_classes, "
+        "recorder.on_request, recorder.on_user_error",
+    ),
     "gevent_loop": (
         "gevent.get_hub().loop.io(fd, events) and loop.timer(after, repeat).again(callback)",
         "lean.Connection",
@@ -331,6 +342,64 @@ def check_user_classes() -> None:
     assert isinstance(FastHttpUser.connection_timeout, float)
     assert constant(0)(None) == 0
     assert callable(task) and issubclass(StopUser, Exception)
+
+
+def check_user_files() -> None:
+    import gevent
+    from locust import LoadTestShape, User, constant_pacing, constant_throughput, task
+    from locust.env import Environment
+
+    from pytest_webperf.swarm.locustfile import pacing_period
+
+    class Ramp(LoadTestShape):
+        def tick(self) -> None:
+            return None
+
+    assert not getattr(Ramp, "abstract", True)
+    seen: list[tuple[str, Any]] = []
+    requests: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+
+    class Paced(User):
+        host = "http://127.0.0.1:9"
+        wait_time = constant_pacing(0.01)
+
+        def on_start(self) -> None:
+            seen.append(("start", gevent.getcurrent()))
+
+        @task
+        def work(self) -> None:
+            seen.append(("task", gevent.getcurrent()))
+            self.environment.events.request.fire(
+                request_type="GET",
+                name="/x",
+                response_time=1.5,
+                response_length=0,
+                exception=None,
+                context={},
+            )
+            raise AttributeError("boom")
+
+    assert pacing_period(Paced) == 0.01
+    assert pacing_period(type("T", (User,), {"wait_time": constant_throughput(4)})) == 0.25
+    original = Paced.wait_time
+
+    def wait_time(user: Any) -> float:
+        seen.append(("wait", gevent.getcurrent()))
+        return float(original(user))
+
+    Paced.wait_time = wait_time  # type: ignore[method-assign,assignment]
+    environment = Environment(user_classes=[Paced])
+    environment.events.request.add_listener(lambda **kw: requests.append(kw))
+    environment.events.user_error.add_listener(lambda **kw: errors.append(kw))
+    runner = environment.create_local_runner()
+    runner.start(1, spawn_rate=100)
+    _wait_until(lambda: len(errors) >= 3)
+    runner.quit()
+    assert seen[0][0] == "start" and [k for k, _ in seen[1:4]] == ["task", "wait", "task"]
+    assert len({id(g) for _, g in seen}) == 1  # one greenlet: the user's
+    assert {"request_type", "name", "response_time"} <= set(requests[0])
+    assert isinstance(errors[0]["exception"], AttributeError) and "tb" in errors[0]
 
 
 def check_gevent_loop() -> None:

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import errno
+import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval, Recorder, classify
+from pytest_webperf.swarm.recorder import (
+    CONNECT,
+    EXAMPLE_CHARS,
+    TIMEOUT,
+    USER_EXCEPTION,
+    Interval,
+    Recorder,
+    classify,
+    describe_exception,
+)
 
 Event = tuple[str, int, int]  # (error kind or "", latency us, bytes)
 events = st.lists(
@@ -128,12 +140,82 @@ def test_a_locust_error_event_leaves_its_status_and_reason_as_the_example() -> N
         status_code, reason = 503, "Service Unavailable"
 
     recorder = Recorder()
-    recorder.on_request(1.5, 10, exception=RuntimeError("bad"), response=Response())
-    recorder.on_request(1.5, 0, exception=ConnectionResetError(104, "reset by peer"))
+    recorder.on_request(
+        response_time=1.5, response_length=10, exception=RuntimeError("bad"), response=Response()
+    )
+    recorder.on_request(
+        response_time=1.5, response_length=0, exception=ConnectionResetError(104, "reset by peer")
+    )
     assert recorder.roll().error_examples == {
         "http_503": "HTTP 503 Service Unavailable",
         "reset": "ConnectionResetError(104, 'reset by peer')",
     }
+
+
+def test_locust_request_events_land_in_their_names_channels() -> None:
+    recorder = Recorder()
+    heard: list[tuple[str, str, int]] = []
+    recorder.roll_listeners.append(lambda method, name, part: heard.append((method, name, 0)))
+    recorder.on_request(request_type="GET", name="page", response_time=1.0, response_length=5)
+    recorder.on_request(request_type="GET", name="page", response_time=3.0, response_length=5)
+    recorder.on_request(
+        request_type="POST",
+        name="cart",
+        response_time=2.0,
+        response_length=0,
+        exception=TimeoutError(),
+    )
+    assert set(recorder.channels) == {("GET", "page"), ("POST", "cart")}
+    assert recorder.channels["GET", "page"].current.requests == 2
+    interval = recorder.roll()
+    assert (interval.requests, interval.errors, interval.error_kinds) == (3, 1, {TIMEOUT: 1})
+    assert heard == []  # Locust's own stats logged these: not fed a second time
+
+
+def test_a_paced_request_counts_from_its_task_s_intended_start() -> None:
+    recorder = Recorder()
+    lags = iter([250_000, None])
+    recorder.pacing = lambda service_us: next(lags)
+    recorder.on_request(request_type="GET", name="/a", response_time=2.0, response_length=1)
+    recorder.on_request(request_type="GET", name="/a", response_time=3.0, response_length=1)
+    interval = recorder.roll()
+    assert interval.histogram.maximum == 252_000  # 2 ms answered 250 ms after it was due
+    assert interval.histogram.minimum == 3_000  # not from a paced user: as measured
+    assert interval.service is not None and interval.lag is not None
+    assert interval.service.count == 1 and interval.service.maximum == 2_000
+    assert interval.lag.maximum == 250_000
+
+
+def test_a_task_exception_is_an_error_with_where_it_was_raised(tmp_path: Path) -> None:
+    source = tmp_path / "locustfile.py"
+    source.write_text("def task(user):\n    return user.client\n")
+    code = compile(source.read_text(), str(source), "exec")
+    scope: dict[str, Any] = {}
+    exec(code, scope)
+    recorder = Recorder()
+    recorder.user_files = (str(source),)
+    for _ in range(3):
+        try:
+            scope["task"](object())
+        except AttributeError as exc:
+            recorder.on_user_error(user_instance=None, exception=exc, tb=exc.__traceback__)
+    interval = recorder.roll()
+    assert (interval.requests, interval.errors) == (3, 3)
+    assert interval.error_kinds == {USER_EXCEPTION: 3}
+    assert interval.error_examples == {
+        USER_EXCEPTION: "AttributeError: 'object' object has no attribute 'client' "
+        "(locustfile.py:2)"
+    }
+
+
+def test_a_long_exception_message_keeps_its_location() -> None:
+    try:
+        raise ValueError("x" * 500)
+    except ValueError as exc:
+        described = describe_exception(exc)
+    assert len(described) <= EXAMPLE_CHARS
+    assert described.startswith("ValueError: xxx")
+    assert re.search(r"\.\.\. \(test_recorder\.py:\d+\)$", described), described
 
 
 @given(st.lists(st.tuples(events, events), min_size=1, max_size=3))

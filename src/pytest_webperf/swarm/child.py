@@ -27,7 +27,6 @@ cumulative CPU seconds in ``measure-start``, every ``interval`` and ``done``
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import resource
@@ -41,6 +40,7 @@ from typing import IO, Any
 
 from pytest_webperf.swarm.recorder import Interval, Recorder
 from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.userspec import is_custom, label, user_failure
 
 Emit = Callable[..., None]
 Process = dict[str, Any]  # {"pid", "role", "cpus", "cpu_s"}
@@ -147,37 +147,6 @@ def tickets_of(environment: Any) -> Any:
     return None
 
 
-def user_failure(what: str, exc: BaseException, *, anywhere: bool = False) -> str:
-    """One line for an exception raised by the user's own code: ``importing 'mymod'
-    failed: ImportError: no module named x (at /src/mymod.py:3)``, the place being the
-    deepest frame in neither Python's library, the installed packages nor webperf
-    (``anywhere``: failing that, the deepest frame at all)."""
-    import sysconfig
-
-    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    libraries = {
-        os.path.abspath(p) + os.sep
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-        if (p := sysconfig.get_paths().get(key))
-    }
-    frames = traceback.extract_tb(exc.__traceback__)
-    theirs = [
-        f
-        for f in frames
-        if not f.filename.startswith("<")
-        and not os.path.abspath(f.filename).startswith((ours, *libraries))
-    ]
-    where = ""
-    if theirs or (anywhere and frames):
-        frame = (theirs or frames)[-1]
-        name = os.path.abspath(frame.filename)
-        shown = os.path.relpath(name) if name.startswith(os.getcwd() + os.sep) else name
-        where = f" (at {shown}:{frame.lineno})"
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    said = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    return f"{what} failed: {said}{where}"
-
-
 def users_of(spec: SwarmSpec, index: int) -> int:
     """About how many users worker ``index`` gets (Locust distributes them evenly)."""
     share, extra = divmod(spec.users, spec.processes)
@@ -185,7 +154,7 @@ def users_of(spec: SwarmSpec, index: int) -> int:
 
 
 def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
-    """The spec's user class, built here (a remote worker knows nothing else);
+    """The spec's built-in user class, built here (a remote worker knows nothing else);
     ``index``: this generator process's worker index (MQTT client ids)."""
     if spec.user_class == "fast":
         from pytest_webperf.swarm import fast
@@ -203,46 +172,54 @@ def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
         from pytest_webperf.swarm import native
 
         return native.make_user(spec, index)
-    module_name, _, class_name = spec.user_class.partition(":")
+    return load_user_classes(spec, index)[0]
+
+
+def load_user_classes(spec: SwarmSpec, index: int = 0) -> list[type[Any]]:
+    """The spec's user classes: the built-in one, or the user's own (``module:Class``,
+    ``file:/path.py[:A,B]``: ``swarm/locustfile.py``)."""
+    if not is_custom(spec.user_class):
+        return [load_user_class(spec, index)]
+    from pytest_webperf.swarm import locustfile
+
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module: its error, in one line
-        raise RuntimeError(user_failure(f"importing {module_name!r}", exc)) from None
-    cls = getattr(module, class_name, None)
-    from locust import User
-
-    if not (isinstance(cls, type) and issubclass(cls, User)):
-        found = f"has no {class_name!r}" if cls is None else f"gives {cls!r} as {class_name}"
-        raise RuntimeError(
-            f"the user class {spec.user_class!r}: module {module_name!r} {found}, not a "
-            "Locust User class (module:UserClass names a subclass of locust.User)"
-        )
-    if not getattr(cls, "host", None):
-        cls.host = spec.host
-    return cls
+        return locustfile.load(spec.user_class)
+    except locustfile.LoadFailed as exc:
+        raise RuntimeError(str(exc)) from None
 
 
-def environment_for(spec: SwarmSpec, index: int = 0) -> tuple[Any, Recorder]:
+def environment_for(
+    spec: SwarmSpec, index: int = 0, emit: Emit | None = None
+) -> tuple[Any, Recorder]:
     """A Locust environment whose requests land in a fresh recorder."""
     from locust.env import Environment
 
     environment = Environment(user_classes=[], host=spec.host)
-    return environment, equip(environment, spec, index)
+    return environment, equip(environment, spec, index, emit)
 
 
-def equip(environment: Any, spec: SwarmSpec, index: int = 0) -> Recorder:
-    """Give ``environment`` the spec's user class and a fresh recorder its requests land in."""
+def equip(environment: Any, spec: SwarmSpec, index: int = 0, emit: Emit | None = None) -> Recorder:
+    """Give ``environment`` the spec's user classes and a fresh recorder their requests
+    land in: users that record themselves feed Locust's stats from it, the others'
+    Locust ``request`` events land in it (one channel per request name), and the
+    user's own classes' task exceptions too."""
     from pytest_webperf.swarm import locust_stats
 
-    user_class = load_user_class(spec, index)
-    environment.user_classes = [user_class]
+    classes = load_user_classes(spec, index)
+    environment.user_classes = classes
     environment.host = spec.host
     recorder = Recorder()
     environment.webperf_recorder = recorder  # users record here
-    if getattr(user_class, "webperf_records_itself", False):
+    if any(getattr(cls, "webperf_records_itself", False) for cls in classes):
         locust_stats.attach(environment, recorder)  # Locust's stats from our intervals
-    else:
+    if not all(getattr(cls, "webperf_records_itself", False) for cls in classes):
         environment.events.request.add_listener(recorder.on_request)
+    if is_custom(spec.user_class):
+        from pytest_webperf.swarm import locustfile
+
+        note = emit or (lambda *a, **k: None)
+        locustfile.equip_users(classes, recorder, spec.host, lambda m: note("note", message=m))
+        environment.events.user_error.add_listener(recorder.on_user_error)
     return recorder
 
 
@@ -253,7 +230,7 @@ class LocalSwarm:
         self.spec = spec
         self.cpus = place(spec.cpus)
         raise_open_files(spec.users, emit)
-        self.environment, self.recorder = environment_for(spec)
+        self.environment, self.recorder = environment_for(spec, emit=emit)
         self.runner = self.environment.create_local_runner()
 
     def start(self) -> list[Process]:
@@ -345,6 +322,9 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
             tickets.open(spec.workload.requests)  # ab's -n: exactly this many, from now
             done = lambda: tickets.finished  # noqa: E731
         last = tick_for(spec.duration_s, "measure", first, done)
+        if is_custom(spec.user_class) and isinstance(swarm, LocalSwarm):
+            names = ", ".join(sorted(f"{m} {n}".strip() for m, n in swarm.recorder.channels))
+            emit("note", message=f"{label(spec.user_class)}: requests named {names or '(none)'}")
         emit(
             "done",
             duration_s=last.at - first.at,
@@ -369,7 +349,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--farewell", metavar="HOST:PORT", help="tell remote workers it is over")
     parser.add_argument("--count", type=int, default=1)
     parser.add_argument("--wait", type=float, default=10.0)
+    parser.add_argument("--inspect", metavar="USER_CLASS", help="check a user's own classes")
     args = parser.parse_args(argv)
+    if args.inspect is not None:
+        from pytest_webperf.swarm.locustfile import inspect_main
+
+        signal.alarm(300)
+        print(json.dumps(inspect_main(args.inspect)), flush=True)
+        return 0
     if args.farewell is not None:
         from pytest_webperf.swarm.master import farewell
 

@@ -503,6 +503,11 @@ class LeanHttpUser(User):
             return Response(0, 0, 0, failure.kind)
         latency = (time.perf_counter_ns() - started) // 1000
         status = parser.status
+        pacing = self.recorder.pacing  # a paced subclass: latency from its task's due time
+        lag = pacing(latency) if pacing is not None else None
+        if lag is not None:
+            prepared.channel.current.record_schedule(latency, lag)
+            latency += lag
         error = self._record(prepared, parser, latency)
         return Response(
             status, parser.body_bytes, latency, error, parser.body if keep_body else b""

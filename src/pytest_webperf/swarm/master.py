@@ -44,12 +44,12 @@ from pytest_webperf.swarm.child import (
     quick_stop,
     raise_open_files,
     stop_sending,
-    user_failure,
     users_of,
     worker_cpus,
 )
 from pytest_webperf.swarm.recorder import Interval, Recorder
 from pytest_webperf.swarm.spec import SwarmSpec, split_address
+from pytest_webperf.swarm.userspec import user_failure
 
 ROLL = "webperf_roll"
 INTERVAL = "webperf_interval"

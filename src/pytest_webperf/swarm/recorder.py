@@ -9,8 +9,10 @@ stats once per interval), or the child feeds Locust's request events through
 from __future__ import annotations
 
 import errno
+import os
 import socket
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ TIMEOUT = "timeout"
 CONNECT = "connect"
 CLOSED = "closed"  # the server closed the connection before the response was complete
 PROTOCOL = "protocol"  # a response we could not frame
+USER_EXCEPTION = "user_exception"  # an exception raised in a user's own task
 UNEXPECTED_STATUS = "unexpected_status"  # a status the request's expect_status does not allow
 UNEXPECTED_BODY = "unexpected_body"  # a body without the request's expect_body
 TLS = "tls"  # the TLS handshake failed or the certificate was refused (https targets)
@@ -185,19 +188,44 @@ def classify(exception: BaseException | str | None, status: int | None = None) -
     return type(exception).__name__ if exception is not None else "failure"
 
 
+def where(exception: BaseException, files: Iterable[str] = ()) -> str:
+    """``file.py:LINE`` of the innermost frame of ``exception``'s traceback inside
+    ``files`` (the user's own code), else of the innermost frame; "" without one."""
+    frames = traceback.extract_tb(exception.__traceback__)
+    wanted = {os.path.realpath(f) for f in files}
+    mine = [f for f in frames if os.path.realpath(f.filename) in wanted]
+    if not frames:
+        return ""
+    frame = (mine or frames)[-1]
+    return f"{os.path.basename(frame.filename)}:{frame.lineno}"
+
+
+def describe_exception(exception: BaseException, files: Iterable[str] = ()) -> str:
+    """``Kind: message (file.py:LINE)`` (``where``), within ``EXAMPLE_CHARS``."""
+    at = where(exception, files)
+    at = f" ({at})" if at else ""
+    message = str(exception).splitlines()[0] if str(exception) else ""
+    head = f"{type(exception).__name__}: {message}" if message else type(exception).__name__
+    room = EXAMPLE_CHARS - len(at)
+    if len(head) > room:
+        head = head[: room - 3] + "..."
+    return head + at
+
+
 class Channel:
     """The hot-path accumulator of one request name (method, name) in one process.
 
     ``sources`` are recorders outside Python's reach (the native loop's thread): each
     hands over what it completed since it was last asked, at every ``take``."""
 
-    __slots__ = ("current", "method", "name", "sources")
+    __slots__ = ("current", "locust_logged", "method", "name", "sources")
 
     def __init__(self, method: str, name: str) -> None:
         self.method = method
         self.name = name
         self.current = Interval()
         self.sources: list[Callable[[], Interval]] = []
+        self.locust_logged = False  # fed from Locust's request events: its stats have them
 
     def record(self, latency_us: int, nbytes: int) -> None:
         self.current.record(latency_us, nbytes)
@@ -232,6 +260,10 @@ class Recorder:
         self.split = False  # every channel an endpoint, even a single one (a mix)
         self.roll_listeners: list[RollListener] = []
         self.rolled_requests = 0  # every request ever handed over, for consistency checks
+        # a user's own paced users (``swarm/locustfile.py``): how late the task of the
+        # request being recorded started (us), given its response time; None: not paced
+        self.pacing: Callable[[int], int | None] | None = None
+        self.user_files: tuple[str, ...] = ()  # where a user's own classes are defined
 
     def channel(self, method: str, name: str) -> Channel:
         key = (method, name)
@@ -250,25 +282,52 @@ class Recorder:
 
     def on_request(
         self,
-        response_time: float,
-        response_length: int | None,
+        *,
+        request_type: str = "",
+        name: str = "",
+        response_time: float = 0.0,
+        response_length: int | None = None,
         exception: BaseException | str | None = None,
         response: Any = None,
         **_: Any,
     ) -> None:
-        """A Locust ``request`` event listener (response_time in ms)."""
+        """A Locust ``request`` event listener (response_time in ms): recorded in the
+        channel of its request name, so a locustfile's names are the run's endpoints.
+        A paced user's request counts its latency from its task's intended start
+        (``pacing``), with its service time and lag beside it."""
+        channel = self.channel(str(request_type), str(name))
+        channel.locust_logged = True
+        interval = channel.current
         status = getattr(response, "status_code", None)
-        if exception is None:
-            self.record(int(response_time * 1000), response_length or 0)
+        service_us = int(response_time * 1000)
+        kind = None
+        if exception is not None:
+            kind = classify(exception, status if isinstance(status, int) and status else None)
+        answered = kind is None or kind.startswith("http_")
+        latency_us = service_us
+        if answered and self.pacing is not None:
+            lag_us = self.pacing(service_us)
+            if lag_us is not None:
+                interval.record_schedule(service_us, lag_us)
+                latency_us += lag_us
+        if kind is None:
+            interval.record(latency_us, response_length or 0)
             return
-        kind = classify(exception, status if isinstance(status, int) and status else None)
-        latency = int(response_time * 1000) if kind.startswith("http_") else None
         example = None
-        if self.current.wants_example(kind):
+        if interval.wants_example(kind):
             reason = getattr(response, "reason", None) or ""
             example = f"HTTP {status} {reason}".strip() if kind.startswith("http_") else None
             example = example or repr(exception)
-        self.record_error(kind, latency, response_length or 0, example)
+        interval.record_error(kind, latency_us if answered else None, response_length or 0, example)
+
+    def on_user_error(self, exception: BaseException, tb: Any = None, **_: Any) -> None:
+        """A Locust ``user_error`` event listener: an exception raised in a user's task
+        counts as a failed request of kind ``user_exception``, the first of each interval
+        kept as the example (``AttributeError: ... (locustfile.py:12)``)."""
+        example = None
+        if self.current.wants_example(USER_EXCEPTION):
+            example = describe_exception(exception, self.user_files)
+        self.record_error(USER_EXCEPTION, example=example)
 
     def roll(self) -> Interval:
         interval, self.current = self.current, Interval()
@@ -282,6 +341,8 @@ class Recorder:
             interval.merge(part)
             if split:
                 interval.endpoints[(channel.method, channel.name)] = part
+            if channel.locust_logged:
+                continue  # Locust's stats logged each of these requests already
             for listener in self.roll_listeners:
                 listener(channel.method, channel.name, part)
         self.rolled_requests += interval.requests
