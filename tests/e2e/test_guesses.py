@@ -97,13 +97,13 @@ GUESSES = {
     ),
     "user_missing": (
         'webperf.http(target, user="users:Missing")',
-        "*SwarmError: the user class 'users:Missing': module 'users' has no 'Missing', not a "
+        "*Error: the user class 'users:Missing': module 'users' has no 'Missing', not a "
         "Locust User class*",
     ),
     "user_import_fails": (
         'webperf.http(target, user="broken_import:Anything")',
-        "*SwarmError: importing 'broken_import' failed: ImportError: this module cannot be "
-        "imported (at broken_import.py:1)",
+        "*Error: importing 'broken_import' failed: ImportError: this module cannot be "
+        "imported (at *broken_import.py:1)",
     ),
 }
 

@@ -156,5 +156,5 @@ def test_check_names_the_classes_a_file_has(tmp_path: Path) -> None:
 def test_check_of_a_missing_file_or_module(tmp_path: Path) -> None:
     with pytest.raises(OptionError, match="no such file"):
         check(file_spec(tmp_path / "gone.py"))
-    with pytest.raises(OptionError, match="module 'no_such_users' does not import"):
+    with pytest.raises(OptionError, match="importing 'no_such_users' failed: ModuleNotFoundError"):
         check("no_such_users:Shop")
