@@ -238,6 +238,8 @@ def run_result(
         requests_asked=requests_asked or None,
         users_peak=sum(total.users_busy.values()) if total.users_busy else None,
         users_opened=sum(total.users_opened.values()) if total.users_opened else None,
+        connect=Latency.of(total.connect) if total.connect is not None else None,
+        tls_handshake=Latency.of(total.handshake) if total.handshake is not None else None,
     )
 
 

@@ -45,6 +45,20 @@ class Interval:
     # the sum over its processes (of peaks: at most what was busy at once)
     users_busy: dict[str, int] = field(default_factory=dict)
     users_opened: dict[str, int] = field(default_factory=dict)
+    # a new connection per request (keepalive=False) only: each connection's TCP connect
+    # time (from the request's start), and its TLS handshake's (from connected)
+    connect: Histogram | None = None
+    handshake: Histogram | None = None
+
+    def record_setup(self, connect_us: int, handshake_us: int | None = None) -> None:
+        """A new connection's connect time, and its TLS handshake's (https)."""
+        if self.connect is None:
+            self.connect = Histogram()
+        self.connect.record(max(0, connect_us))
+        if handshake_us is not None:
+            if self.handshake is None:
+                self.handshake = Histogram()
+            self.handshake.record(max(0, handshake_us))
 
     def note_users(self, process: str, busy: int, opened: int) -> None:
         """How many of the process's arrival-rate users are busy, and have ever been."""
@@ -104,6 +118,14 @@ class Interval:
         ):
             for process, n in theirs.items():
                 mine[process] = max(n, mine.get(process, 0))
+        if other.connect is not None:
+            if self.connect is None:
+                self.connect = Histogram()
+            self.connect += other.connect
+        if other.handshake is not None:
+            if self.handshake is None:
+                self.handshake = Histogram()
+            self.handshake += other.handshake
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +145,8 @@ class Interval:
                 if self.users_busy or self.users_opened
                 else {}
             ),
+            **({"connect": self.connect.to_dict()} if self.connect is not None else {}),
+            **({"handshake": self.handshake.to_dict()} if self.handshake is not None else {}),
         }
 
     @classmethod
@@ -138,6 +162,8 @@ class Interval:
             lag=Histogram.from_dict(data["lag"]) if "lag" in data else None,
             users_busy={str(k): int(v) for k, v in data.get("users_busy", {}).items()},
             users_opened={str(k): int(v) for k, v in data.get("users_opened", {}).items()},
+            connect=Histogram.from_dict(data["connect"]) if "connect" in data else None,
+            handshake=Histogram.from_dict(data["handshake"]) if "handshake" in data else None,
         )
 
 
