@@ -285,6 +285,8 @@ def run_result(
         users_peak=sum(total.users_busy.values()) if total.users_busy else None,
         users_opened=sum(total.users_opened.values()) if total.users_opened else None,
         endpoints=endpoint_results(total, outcome.duration_s, weights or {}),
+        connect=Latency.of(total.connect) if total.connect is not None else None,
+        tls_handshake=Latency.of(total.handshake) if total.handshake is not None else None,
     )
 
 

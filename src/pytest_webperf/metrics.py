@@ -75,6 +75,14 @@ def _lag_p99(run: RunResult) -> float | None:
     return None if run.schedule_lag is None else run.schedule_lag.p99_ms
 
 
+def _connect_p99(run: RunResult) -> float | None:
+    return None if run.connect is None else run.connect.p99_ms
+
+
+def _tls_p99(run: RunResult) -> float | None:
+    return None if run.tls_handshake is None else run.tls_handshake.p99_ms
+
+
 def _tps(run: RunResult) -> float | None:
     return run.mqtt.tps if run.mqtt is not None and run.mqtt.tps is not None else run.rps
 
@@ -341,6 +349,16 @@ METRICS: Mapping[str, Metric] = {
             load_sensitive=True,
         ),
         Metric("lag_p99", "ms", "up", _lag_p99, aliases=("lag_p99_ms",), load_sensitive=True),
+        # a new connection per request (keepalive=False): TCP connect and TLS handshake
+        Metric(
+            "connect_p99",
+            "ms",
+            "up",
+            _connect_p99,
+            aliases=("connect_p99_ms",),
+            load_sensitive=True,
+        ),
+        Metric("tls_p99", "ms", "up", _tls_p99, aliases=("tls_p99_ms",), load_sensitive=True),
         # an arrival rate: the most users (connections) busy at once, what the pace needed
         Metric(
             "users_used",

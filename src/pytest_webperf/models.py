@@ -392,6 +392,10 @@ class RunResult:
     # processes), and how many ever took a request (the connections the pace needed)
     users_peak: int | None = None
     users_opened: int | None = None
+    # a new connection per request (keepalive=False) only: TCP connect time, and the TLS
+    # handshake's (https), per connection
+    connect: Latency | None = None
+    tls_handshake: Latency | None = None
     # which process instance of the target ran it, counting restarts (0, 1, ...): runs on
     # one instance share its bias, so the gate's unit of evidence is the instance. None:
     # not recorded (runs stored before it was), each run then counts as its own instance.
@@ -503,6 +507,8 @@ class RunResult:
             requests_asked=data.get("requests_asked"),
             users_peak=data.get("users_peak"),
             users_opened=data.get("users_opened"),
+            connect=_latency_or_none(data.get("connect")),
+            tls_handshake=_latency_or_none(data.get("tls_handshake")),
             instance=data.get("instance"),
             endpoints={
                 str(n): EndpointResult.from_dict(e)
@@ -525,6 +531,10 @@ def _schedule_and_count(run: RunResult) -> dict[str, Any]:
         extra["schedule_lag"] = run.schedule_lag.to_dict()
     if run.users_peak is not None:
         extra.update(users_peak=run.users_peak, users_opened=run.users_opened)
+    if run.connect is not None:
+        extra["connect"] = run.connect.to_dict()
+    if run.tls_handshake is not None:
+        extra["tls_handshake"] = run.tls_handshake.to_dict()
     if run.requests_asked:
         per_all = run.duration_s * 1000 / run.requests if run.requests else None
         extra.update(requests_asked=run.requests_asked, time_taken_s=run.duration_s)

@@ -121,6 +121,11 @@ def test_a_new_connection_per_request_and_its_tls_session(
         assert server.counts.resumed >= server.counts.connections - 2 * 4
     else:
         assert server.counts.resumed == 0
+    # every measured connection's connect and handshake timed (the request's share of it)
+    assert total.connect is not None and total.handshake is not None
+    assert total.requests - 4 <= total.connect.count <= total.requests + 4
+    assert total.connect.count - 4 <= total.handshake.count <= total.connect.count + 4
+    assert 0 < total.handshake.percentile(50) < total.histogram.percentile(99)
 
 
 def test_an_unknown_certificate_passes_unverified_and_fails_against_another_ca(
@@ -262,7 +267,9 @@ def test_an_https_target_url_is_loaded_by_every_user(
 CLOSE_TEST = """
 import pytest
 
-@pytest.mark.webperf(concurrency=3, repeat=1, duration="1s", warmup="0.3s")
+@pytest.mark.webperf(
+    concurrency=3, repeat=1, duration="1s", warmup="0.3s", compare_fail="tls_p99<60000"
+)
 def test_close(webperf):
     webperf.http(webperf.server("nginx"), path="/hello", keepalive=False, tls_resume=True)
 """
@@ -278,9 +285,14 @@ def test_keepalive_false_with_tls_resume_in_a_test(
             "no:locust",
             f"--webperf-target-url={server.url}",
             f"--webperf-user={user}",
+            "--webperf-json=out.json",
             timeout=180,
         )
         result.assert_outcomes(passed=1)
+    (entry,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    (rep,) = entry["repetitions"]
+    assert rep["connect"]["p99_ms"] > 0 and rep["tls_handshake"]["p99_ms"] > 0
+    assert any(c["metric"] == "tls_p99" for c in entry["verdict"]["checks"])
     # every request said Connection: close, the server closed, each new one resumed
     assert server.counts.connections >= server.counts.responses > 10
     assert server.counts.resumed >= server.counts.connections - 2 * 3 - 1

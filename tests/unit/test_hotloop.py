@@ -175,3 +175,21 @@ def test_use_tls_comes_before_the_first_connection() -> None:
             loop.use_tls("localhost")
     finally:
         loop.close()
+
+
+def test_setup_times_of_a_new_connection_per_request_join_the_interval() -> None:
+    interval = interval_from(
+        take(
+            ok=2,
+            latency=histogram(900, 1000),
+            connect=histogram(100, 120),
+            handshake=histogram(500, 600),
+        ),
+        timeout_s=10,
+    )
+    assert interval.connect is not None and interval.connect.count == 2
+    assert interval.handshake is not None and interval.handshake.maximum == 600
+    plain = interval_from(take(ok=1, latency=histogram(5), connect=histogram(3)), timeout_s=10)
+    assert plain.connect is not None and plain.handshake is None
+    none = interval_from(take(ok=1, latency=histogram(5), connect=histogram()), timeout_s=10)
+    assert none.connect is None  # nothing connected in this interval

@@ -101,3 +101,24 @@ def test_endpoints_round_trip():
     assert clone.endpoints["create"].histogram.to_dict() == histogram.to_dict()
     assert "endpoints" not in run_result().to_dict()  # a single request shape: none
     assert RunResult.from_dict(run_result().to_dict()).endpoints == {}
+
+
+def test_connection_setup_times_round_trip_and_are_checkable() -> None:
+    from pytest_webperf.checks import parse_checks
+    from pytest_webperf.metrics import METRICS
+
+    connect, handshake = Histogram(), Histogram()
+    connect.record_many([100, 200, 300])
+    handshake.record_many([2000, 4000, 8000])
+    run = dataclasses.replace(
+        run_result(), connect=Latency.of(connect), tls_handshake=Latency.of(handshake)
+    )
+    data = run.to_dict()
+    assert data["connect"]["p99_ms"] == run.connect.p99_ms  # type: ignore[union-attr]
+    assert RunResult.from_dict(data) == run
+    assert "connect" not in run_result().to_dict()  # keep-alive runs: no such figures
+    assert METRICS["connect_p99"].per_run(run) == run.connect.p99_ms  # type: ignore[union-attr]
+    assert METRICS["tls_p99"].per_run(run) == run.tls_handshake.p99_ms  # type: ignore[union-attr]
+    assert METRICS["tls_p99"].per_run(run_result()) is None
+    checks = parse_checks("tls_p99:20%,connect_p99<50")
+    assert [c.metric for c in checks] == ["tls_p99", "connect_p99"]

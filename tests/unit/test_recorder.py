@@ -246,3 +246,37 @@ def test_one_channel_has_no_endpoints_unless_split() -> None:
     recorder.split = True  # a mix of one entry is still a mix
     recorder.channel("GET", "/hello").record(100, 1)
     assert list(recorder.roll().endpoints) == [("GET", "/hello")]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10**7), st.none() | st.integers(0, 10**7)),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(0, 40),
+)
+def test_connection_setup_times_merge_exactly_and_travel(
+    setups: list[tuple[int, int | None]], cut: int
+) -> None:
+    whole, first, second = Interval(), Interval(), Interval()
+    for i, (connect_us, handshake_us) in enumerate(setups):
+        whole.record_setup(connect_us, handshake_us)
+        (first if i < cut else second).record_setup(connect_us, handshake_us)
+    merged = Interval()
+    merged.merge(first)
+    merged.merge(second)
+    assert merged.connect is not None and whole.connect is not None
+    assert merged.connect.counts == whole.connect.counts
+    assert merged.connect.count == len(setups)
+    handshakes = [h for _, h in setups if h is not None]
+    if handshakes:
+        assert merged.handshake is not None and whole.handshake is not None
+        assert merged.handshake.counts == whole.handshake.counts
+        assert merged.handshake.count == len(handshakes)
+    else:
+        assert merged.handshake is None
+    back = Interval.from_dict(merged.to_dict())
+    assert back.connect is not None and back.connect.counts == merged.connect.counts
+    assert (back.handshake is None) == (merged.handshake is None)
+    assert "connect" not in Interval().to_dict()  # keep-alive runs carry no setup times

@@ -131,6 +131,7 @@ typedef struct {
     int n_examples;
     example_t examples[MAX_EXAMPLES];
     hist_t latency, service, lag;
+    hist_t connect, handshake; /* close_each(): per connection, TCP connect and TLS handshake */
     long long users_busy, users_opened, dispatched; /* arrival rate: peak busy, ever used */
 } stats_t;
 
@@ -146,6 +147,8 @@ static void stats_clear(stats_t *s) {
     hist_clear(&s->latency);
     hist_clear(&s->service);
     hist_clear(&s->lag);
+    hist_clear(&s->connect);
+    hist_clear(&s->handshake);
 }
 
 static void stats_example(stats_t *s, int kind, int key, int64_t a, int64_t b, const char *raw,
@@ -350,6 +353,7 @@ struct tls_conn {
     SSL *ssl;
     int handshaken;
     SSL_SESSION *session; /* resume: the last connection's, for the next one */
+    uint64_t connected;   /* when its TCP connect completed (the handshake's start) */
 };
 
 /* the failure's words into e->tls_message (the verification result first); errno set to
@@ -562,6 +566,13 @@ static void record_failure(Engine *e, int entry, int kind, int key, int64_t a, i
     }
     if (kind == K_CLOSED || kind == K_PROTOCOL || kind == K_TLS)
         stats_example(s, kind, key, a, b, raw, len);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* a new connection's setup time (close_each() only): TCP connect, or the TLS handshake */
+static void record_setup(Engine *e, int handshake, uint64_t ns) {
+    pthread_mutex_lock(&e->lock);
+    hist_record(handshake ? &e->cur->handshake : &e->cur->connect, ns / 1000);
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -803,8 +814,10 @@ static void on_writable(Engine *e, conn_t *c, uint64_t now) {
             if (err) { fail_errno(e, c, now, err); return; }
             int one = 1;
             setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            if (e->close_each) record_setup(e, 0, now - c->started);
 #ifdef WEBPERF_TLS
             if (e->tls_ctx && tls_begin(e, c) < 0) { fail_errno(e, c, now, errno); return; }
+            if (conn_tls(c)) c->tls->connected = now;
 #endif
         }
 #ifdef WEBPERF_TLS
@@ -812,6 +825,7 @@ static void on_writable(Engine *e, conn_t *c, uint64_t now) {
             int r = tls_handshake(e, c);
             if (r < 0) { fail_errno(e, c, now, errno); return; }
             if (r == 0) return;
+            if (e->close_each) record_setup(e, 1, now - c->tls->connected);
         }
 #endif
         c->connecting = 0;
@@ -1571,6 +1585,8 @@ static PyObject *stats_dict(Engine *e, stats_t *s) {
         put_counts(d, "connect_errno", s->connect_errno, ERRNO_SLOTS) < 0 ||
         put_counts(d, "io_errno", s->io_errno, ERRNO_SLOTS) < 0 ||
         put_object(d, "latency", hist_tuple(&s->latency)) < 0 ||
+        (e->close_each && put_object(d, "connect", hist_tuple(&s->connect)) < 0) ||
+        (e->close_each && e->tls_ctx && put_object(d, "handshake", hist_tuple(&s->handshake)) < 0) ||
         (e->mode == MODE_ARRIVAL && s->dispatched &&
          (put_int(d, "users_busy", (unsigned long long)s->users_busy) < 0 ||
           put_int(d, "users_opened", (unsigned long long)s->users_opened) < 0)) ||

@@ -175,6 +175,10 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     if "service" in data:
         interval.service = histogram_from(data["service"])
         interval.lag = histogram_from(data["lag"])
+    if data.get("connect", (0,))[0]:  # a new connection per request: setup times
+        interval.connect = histogram_from(data["connect"])
+    if data.get("handshake", (0,))[0]:
+        interval.handshake = histogram_from(data["handshake"])
     return interval
 
 

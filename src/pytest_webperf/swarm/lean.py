@@ -34,7 +34,7 @@ import os
 import random
 import ssl
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -128,6 +128,8 @@ class Connection:
         self.family, self.address = resolve(host, port)
         self.close_each = False  # the request says Connection: close: never reused
         self._payload = b""
+        # keepalive=False: told each connection's connect and TLS handshake times (us)
+        self.on_setup: Callable[[int, int | None], None] | None = None
         self.host = host  # SNI, and the name a verified certificate must carry
         self.context = tls  # https: each connection's TLS runs over memory BIOs
         self.tls: ssl.SSLObject | None = None
@@ -202,14 +204,14 @@ class Connection:
     def _attempt(
         self, payload: bytes, head_only: bool, keep_body: bool, keep_head: bool = False
     ) -> ResponseParser:
-        sock = self.sock if self.sock is not None else self._connect()
-        parser = self.parser
-        parser.begin(head_only=head_only, keep_body=keep_body, keep_head=keep_head)
         if payload is not self._payload:  # a request says Connection: close: not reused
             self._payload, self.close_each = (
                 payload,
                 _CLOSE in payload.split(b"\r\n\r\n")[0].lower(),
             )
+        sock = self.sock if self.sock is not None else self._connect()
+        parser = self.parser
+        parser.begin(head_only=head_only, keep_body=keep_body, keep_head=keep_head)
         if self.tls is not None:
             return self._attempt_tls(sock, self.tls, parser, payload)
         self._send(sock, payload)
@@ -309,6 +311,7 @@ class Connection:
         return tls
 
     def _connect(self) -> _socket.socket:
+        started = time.perf_counter_ns()
         self.connecting = True
         sock = self.sock = _socket.socket(self.family, _socket.SOCK_STREAM)
         sock.setblocking(False)
@@ -322,9 +325,13 @@ class Connection:
         if error:
             raise OSError(error, os.strerror(error))
         sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        connected = time.perf_counter_ns()
         if self.context is not None:
             self.tls = self._handshake(sock, self.context)
         self.connecting = False
+        if self.close_each and self.on_setup is not None:  # a new connection per request
+            handshake = (time.perf_counter_ns() - connected) // 1000 if self.tls else None
+            self.on_setup((connected - started) // 1000, handshake)
         return sock
 
     def _send(self, sock: _socket.socket, payload: bytes) -> None:
@@ -441,6 +448,7 @@ class LeanHttpUser(User):
         self.recorder = recorder_for(environment)
         self._connection: Connection | None = None
         self._prepared: dict[tuple[Any, ...], PreparedRequest] = {}
+        self._setup_channel: Channel | None = None  # where connection setup times go
 
     def prepare(
         self,
@@ -465,6 +473,7 @@ class LeanHttpUser(User):
             channel = self.recorder.channel(method, label)
             prepared = PreparedRequest(method, label, payload, channel, check)
             self._prepared[key] = prepared
+            self._setup_channel = self._setup_channel or prepared.channel
         return prepared
 
     def request(
@@ -652,7 +661,13 @@ class LeanHttpUser(User):
     def _open(self) -> Connection:
         host, port, _ = self._target
         self._connection = Connection(host, port, self.timeout_s, self._tls, self.tls_resume)
+        self._connection.on_setup = self._record_setup
         return self._connection
+
+    def _record_setup(self, connect_us: int, handshake_us: int | None) -> None:
+        """A new connection's setup times (keepalive=False), in the first request's channel."""
+        if self._setup_channel is not None:
+            self._setup_channel.current.record_setup(connect_us, handshake_us)
 
     def _record(
         self, prepared: PreparedRequest, parser: ResponseParser, latency_us: int

@@ -53,6 +53,20 @@ class Interval:
     # a run of several request names (a mix's entries): what each (method, name) did,
     # the parts of this interval's figures (``Recorder.roll`` fills it, merge adds it)
     endpoints: dict[tuple[str, str], Interval] = field(default_factory=dict)
+    # a new connection per request (keepalive=False) only: each connection's TCP connect
+    # time (from the request's start), and its TLS handshake's (from connected)
+    connect: Histogram | None = None
+    handshake: Histogram | None = None
+
+    def record_setup(self, connect_us: int, handshake_us: int | None = None) -> None:
+        """A new connection's connect time, and its TLS handshake's (https)."""
+        if self.connect is None:
+            self.connect = Histogram()
+        self.connect.record(max(0, connect_us))
+        if handshake_us is not None:
+            if self.handshake is None:
+                self.handshake = Histogram()
+            self.handshake.record(max(0, handshake_us))
 
     def note_users(self, process: str, busy: int, opened: int) -> None:
         """How many of the process's arrival-rate users are busy, and have ever been."""
@@ -114,6 +128,14 @@ class Interval:
                 mine[process] = max(n, mine.get(process, 0))
         for key, part in other.endpoints.items():
             self.endpoints.setdefault(key, Interval()).merge(part)
+        if other.connect is not None:
+            if self.connect is None:
+                self.connect = Histogram()
+            self.connect += other.connect
+        if other.handshake is not None:
+            if self.handshake is None:
+                self.handshake = Histogram()
+            self.handshake += other.handshake
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -143,6 +165,8 @@ class Interval:
                 if self.endpoints
                 else {}
             ),
+            **({"connect": self.connect.to_dict()} if self.connect is not None else {}),
+            **({"handshake": self.handshake.to_dict()} if self.handshake is not None else {}),
         }
 
     @classmethod
@@ -162,6 +186,8 @@ class Interval:
                 (str(part["method"]), str(part["name"])): cls.from_dict(part)
                 for part in data.get("endpoints", ())
             },
+            connect=Histogram.from_dict(data["connect"]) if "connect" in data else None,
+            handshake=Histogram.from_dict(data["handshake"]) if "handshake" in data else None,
         )
 
 
