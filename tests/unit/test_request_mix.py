@@ -224,3 +224,22 @@ def test_the_native_loops_unexpected_responses_are_named_as_the_lean_users() -> 
         "unexpected_status": "HTTP/1.1 302 Found",
         "unexpected_body": "HTTP/1.1 200 OK: b'nope'",
     }
+
+
+def test_a_long_bodys_example_is_cut_alike_on_both_users() -> None:
+    from pytest_webperf.swarm import hotloop
+    from pytest_webperf.swarm.recorder import EXAMPLE_CHARS, Interval
+    from pytest_webperf.swarm.wire import unexpected_body
+
+    line, body = "HTTP/1.1 200 OK", b"z" * 300
+    lean = Interval()
+    lean.record_error("unexpected_body", 10, 300, unexpected_body(line, body))
+    data = {
+        **{k: 0 for k in ("ok", "bytes", "timeouts", "connect_timeouts", "closed", "protocol")},
+        **{"http": {}, "connect_errno": {}, "io_errno": {}, "unexpected_body": 1},
+        "examples": [(hotloop.K_UNEXPECTED_BODY, 0, len(line), 0, line.encode() + body[:100])],
+        "latency": (1, 10, 10, 10, [(10, 1)]),
+    }
+    native = hotloop.interval_from(data, timeout_s=10)
+    assert native.error_examples == lean.error_examples
+    assert len(lean.error_examples["unexpected_body"]) == EXAMPLE_CHARS

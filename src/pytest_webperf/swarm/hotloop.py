@@ -136,7 +136,8 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
             examples.setdefault(UNEXPECTED_STATUS, raw.decode("latin-1"))
         elif kind == K_UNEXPECTED_BODY:  # the status line (a bytes of it), the body's start
             line = raw[:a].decode("latin-1")
-            examples.setdefault(UNEXPECTED_BODY, wire.unexpected_body(line, raw[a:]))
+            example = wire.unexpected_body(line, raw[a:])[:EXAMPLE_CHARS]  # as the lean's
+            examples.setdefault(UNEXPECTED_BODY, example)
     errors = sum(kinds.values())
     interval = Interval(
         requests=data["ok"] + errors,

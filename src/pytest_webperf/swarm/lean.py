@@ -413,23 +413,23 @@ class LeanHttpUser(User):
 
     def _checked_closed_loop(self, prepared: PreparedRequest, mix: WeightedChoice | None) -> None:
         """The closed loop of a mix, or of a request whose response is checked."""
-        connection = self._connection or self._open()
-        clock = time.perf_counter_ns
+        exchange = (self._connection or self._open()).exchange
+        clock, record = time.perf_counter_ns, self._record
+        pick = mix.pick if mix is not None else lambda: prepared
         while self._state != LOCUST_STATE_STOPPING:
-            if mix is not None:
-                prepared = mix.pick()
+            chosen = pick()
             started = clock()
             try:
-                parser = connection.exchange(
-                    prepared.payload,
-                    head_only=prepared.head_only,
-                    keep_body=prepared.keep_body,
-                    keep_head=prepared.keep_head,
+                parser = exchange(
+                    chosen.payload,
+                    head_only=chosen.head_only,
+                    keep_body=chosen.keep_body,
+                    keep_head=chosen.keep_head,
                 )
             except RequestFailed as failure:
-                self._failed(prepared, failure)
+                self._failed(chosen, failure)
                 continue
-            self._record(prepared, parser, (clock() - started) // 1000)
+            record(chosen, parser, (clock() - started) // 1000)
 
     def _exchange(self, connection: Connection, prepared: PreparedRequest) -> ResponseParser:
         return connection.exchange(
