@@ -121,6 +121,24 @@ def socket_error(number: int) -> OSError:
     return OSError(number, os.strerror(number))
 
 
+def example_of(kind: int, key: int, a: int, b: int, raw: bytes) -> tuple[str, str] | None:
+    """(error kind, example) of one of the C side's examples, as the lean user words it."""
+    if kind == K_HTTP:
+        return f"http_{key}", raw.decode("latin-1")
+    if kind == K_CLOSED:
+        return CLOSED, closed_message(key, a, b)
+    if kind == K_PROTOCOL:
+        return PROTOCOL, PROTOCOL_MESSAGES[key](raw)
+    if kind == K_UNEXPECTED_STATUS:
+        return UNEXPECTED_STATUS, raw.decode("latin-1")
+    if kind == K_UNEXPECTED_BODY:  # the status line (``a`` bytes of it), the body's start
+        line = raw[:a].decode("latin-1")
+        return UNEXPECTED_BODY, wire.unexpected_body(line, raw[a:])[:EXAMPLE_CHARS]
+    if kind == K_TLS:
+        return TLS, raw.decode("latin-1")
+    return None
+
+
 def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     """One ``Engine.take()`` as an Interval, each failure named as the lean user names it."""
     kinds: dict[str, int] = {}
@@ -149,20 +167,9 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
         error = socket_error(number)
         add(classify(error), n, str(error))
     for kind, key, a, b, raw in data["examples"]:
-        if kind == K_HTTP:
-            examples.setdefault(f"http_{key}", raw.decode("latin-1"))
-        elif kind == K_CLOSED:
-            examples.setdefault(CLOSED, closed_message(key, a, b))
-        elif kind == K_PROTOCOL:
-            examples.setdefault(PROTOCOL, PROTOCOL_MESSAGES[key](raw))
-        elif kind == K_UNEXPECTED_STATUS:
-            examples.setdefault(UNEXPECTED_STATUS, raw.decode("latin-1"))
-        elif kind == K_UNEXPECTED_BODY:  # the status line (a bytes of it), the body's start
-            line = raw[:a].decode("latin-1")
-            example = wire.unexpected_body(line, raw[a:])[:EXAMPLE_CHARS]  # as the lean's
-            examples.setdefault(UNEXPECTED_BODY, example)
-        elif kind == K_TLS:
-            examples.setdefault(TLS, raw.decode("latin-1"))
+        named = example_of(kind, key, a, b, raw)
+        if named is not None:
+            examples.setdefault(*named)
     errors = sum(kinds.values())
     interval = Interval(
         requests=data["ok"] + errors,
