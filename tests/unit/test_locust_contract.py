@@ -1,10 +1,11 @@
 """The Locust internals the swarm relies on, each checked against the installed Locust.
 
-The swarm (``swarm/child.py``, ``swarm/generator.py``, ``swarm/locust_stats.py``, ``swarm/lean.py``) touches
-parts of Locust that are not its documented API: a user's ``_state``, the runner's
-user greenlets and their ``args``, ``WorkerRunner._send_stats()``, the fields of
-``StatsEntry`` that ``log``/``log_error`` update. A Locust release that renames or
-reshapes one of them fails here, by name, instead of in a swarm. pyproject.toml bounds
+The swarm (``swarm/child.py``, ``swarm/generator.py``, ``swarm/locust_stats.py``,
+``swarm/lean.py``) touches parts of Locust that are not its documented API: a
+user's ``_state``, the runner's user greenlets and their ``args``,
+``WorkerRunner._send_stats()``, the fields of ``StatsEntry`` that ``log``/``log_error``
+update. A Locust release that renames or reshapes one of them fails here, by name,
+instead of in a swarm. pyproject.toml bounds
 locust to the releases these pass against: raise the bound once they pass on the next.
 
 ``import locust`` monkey-patches the whole process with gevent, so it never happens in
