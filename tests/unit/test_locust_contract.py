@@ -1,10 +1,11 @@
 """The Locust internals the swarm relies on, each checked against the installed Locust.
 
-The swarm (``swarm/child.py``, ``swarm/locust_stats.py``, ``swarm/lean.py``) touches
-parts of Locust that are not its documented API: a user's ``_state``, the runner's
-user greenlets and their ``args``, ``WorkerRunner._send_stats()``, the fields of
-``StatsEntry`` that ``log``/``log_error`` update. A Locust release that renames or
-reshapes one of them fails here, by name, instead of in a swarm. pyproject.toml bounds
+The swarm (``swarm/child.py``, ``swarm/generator.py``, ``swarm/locust_stats.py``,
+``swarm/lean.py``) touches parts of Locust that are not its documented API: a
+user's ``_state``, the runner's user greenlets and their ``args``,
+``WorkerRunner._send_stats()``, the fields of ``StatsEntry`` that ``log``/``log_error``
+update. A Locust release that renames or reshapes one of them fails here, by name,
+instead of in a swarm. pyproject.toml bounds
 locust to the releases these pass against: raise the bound once they pass on the next.
 
 ``import locust`` monkey-patches the whole process with gevent, so it never happens in
@@ -29,18 +30,18 @@ CONTRACT: dict[str, tuple[str, str]] = {
     "user_state": (
         "User._state is LOCUST_STATE_RUNNING ('running') while a task runs; setting "
         "LOCUST_STATE_STOPPING ('stopping') ends the user after its task returns",
-        "child.stop_sending, lean.LeanHttpUser.closed_loop and arrival_loop",
+        "generator.stop_sending, lean.LeanHttpUser.closed_loop and arrival_loop",
     ),
     "user_greenlets": (
         "runner.user_greenlets is a gevent Group of one greenlet per user, args[0] the "
         "User; join(timeout=) and kill(block=, timeout=)",
-        "child.stop_sending, child.halt",
+        "generator.stop_sending, generator.halt",
     ),
     "local_runner": (
         "Environment(user_classes=, host=).create_local_runner(); runner.start(n, "
         "spawn_rate=), runner.spawning_greenlet.join(timeout=), runner.user_count, "
         "runner.environment.user_classes, runner.quit()",
-        "child.LocalSwarm, child.quick_stop",
+        "child.LocalSwarm, generator.quick_stop",
     ),
     "distributed": (
         "create_master_runner(host, 0) and master.server.port; create_worker_runner(host, "
@@ -77,7 +78,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
     "events": (
         "environment.events.request, test_stop and test_stopping have add_listener; "
         "environment.stats.total.num_requests / num_failures",
-        "child.environment_for, child.run_swarm, locust_stats.recorder_for, mqtt",
+        "generator.environment_for, child.run_swarm, locust_stats.recorder_for, mqtt",
     ),
     "user_classes": (
         "locust.User (abstract, wait_time, host, __init__(environment)), FastHttpUser "

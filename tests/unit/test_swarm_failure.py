@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_webperf.swarm.child import user_failure
+from pytest_webperf.swarm.userspec import user_failure
 
 
 def _raise_here() -> None:

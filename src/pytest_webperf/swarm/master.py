@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Any
 
-from pytest_webperf.swarm.child import (
+from pytest_webperf.swarm.generator import (
     Emit,
     Process,
     Roll,
