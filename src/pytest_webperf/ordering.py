@@ -239,7 +239,7 @@ def short_counted(durations: Mapping[str, Sequence[float]]) -> str:
     if not named:
         return ""
     return (
-        f"counted repetitions shorter than {MIN_COUNTED_S:.0f} s ({named}) measured "
-        "connection set-up and warm-up more than the server: a larger requests=N "
-        "(--webperf-requests) lasts longer"
+        f"counted repetitions shorter than {MIN_COUNTED_S:.0f} s ({named}): their "
+        "start-up (connections, a cold server) weighs on their figures more than on a "
+        "longer run's; a larger requests=N (--webperf-requests) lasts longer"
     )

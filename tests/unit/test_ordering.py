@@ -107,7 +107,7 @@ def test_short_counted_repetitions_get_a_note() -> None:
     note = ordering.short_counted({"nginx-cache": [0.52, 0.6], "varnish": [6.0, 3.4, 3.6]})
     assert note.startswith(
         "counted repetitions shorter than 5 s (nginx-cache 2 of 2 (shortest 0.5 s), "
-        "varnish 2 of 3 (shortest 3.4 s)) measured connection set-up"
+        "varnish 2 of 3 (shortest 3.4 s)): their start-up (connections, a cold server)"
     )
     assert "--webperf-requests" in note
     assert ordering.short_counted({"varnish": [5.0]}) == ""
