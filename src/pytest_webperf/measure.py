@@ -197,8 +197,9 @@ def short_count(requests: int, seconds: float) -> str:
     """The note of a counted repetition that ended under ``MIN_COUNTED_S``."""
     return (
         f"short count: {requests:,} requests took {seconds:.2f} s, under "
-        f"{MIN_COUNTED_S:.0f} s: it measured connection set-up and warm-up more than the "
-        "server (a larger requests=N, or --webperf-requests, lasts longer)"
+        f"{MIN_COUNTED_S:.0f} s: its start-up (connections, a cold server) weighs on its "
+        "figures more than on a longer run's (a larger requests=N, or --webperf-requests, "
+        "lasts longer)"
     )
 
 

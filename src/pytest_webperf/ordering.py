@@ -228,15 +228,18 @@ def short_counted(durations: Mapping[str, Sequence[float]]) -> str:
     """A note for counted repetitions (``requests=N``) that finished in under
     ``MIN_COUNTED_S``: ``durations`` is each server's counted repetitions' time taken."""
     short = {
-        name: max(times)
+        name: [t for t in times if math.isfinite(t) and t < MIN_COUNTED_S]
         for name, times in durations.items()
-        if times and max(times) < MIN_COUNTED_S and all(math.isfinite(t) for t in times)
     }
-    if not short:
+    named = ", ".join(
+        f"{name} {len(found)} of {len(durations[name])} (shortest {min(found):.1f} s)"
+        for name, found in short.items()
+        if found
+    )
+    if not named:
         return ""
-    named = ", ".join(f"{name} {longest:.1f} s" for name, longest in short.items())
     return (
-        f"counted repetitions shorter than {MIN_COUNTED_S:.0f} s (longest: {named}) measure "
-        "connection set-up and warm-up more than the server: raise requests=N "
-        "(--webperf-requests) so that each lasts longer"
+        f"counted repetitions shorter than {MIN_COUNTED_S:.0f} s ({named}): their "
+        "start-up (connections, a cold server) weighs on their figures more than on a "
+        "longer run's; a larger requests=N (--webperf-requests) lasts longer"
     )

@@ -104,8 +104,11 @@ def test_shared_cores_are_said_with_what_they_do_and_placed_apart_is_not() -> No
 
 
 def test_short_counted_repetitions_get_a_note() -> None:
-    note = ordering.short_counted({"nginx-cache": [0.52, 0.6], "varnish": [6.0, 7.0]})
-    assert note.startswith("counted repetitions shorter than 5 s (longest: nginx-cache 0.6 s)")
+    note = ordering.short_counted({"nginx-cache": [0.52, 0.6], "varnish": [6.0, 3.4, 3.6]})
+    assert note.startswith(
+        "counted repetitions shorter than 5 s (nginx-cache 2 of 2 (shortest 0.5 s), "
+        "varnish 2 of 3 (shortest 3.4 s)): their start-up (connections, a cold server)"
+    )
     assert "--webperf-requests" in note
     assert ordering.short_counted({"varnish": [5.0]}) == ""
     assert ordering.short_counted({}) == ""

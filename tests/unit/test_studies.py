@@ -107,7 +107,7 @@ def test_short_counted_runs_and_shared_cores_are_noted_under_the_line() -> None:
     ]
     shared = {"mode": "auto", "target_cpuset": None, "generator_cpus": []}
     (cache,) = studies.of_report({"tests": entries, "placement": shared, "machine": {"cores": 2}})
-    assert cache["notes"][0].startswith("counted repetitions shorter than 5 s (longest: ")
+    assert cache["notes"][0].startswith("counted repetitions shorter than 5 s (nginx-cache 2 of 2")
     assert cache["notes"][1].startswith("server and generator shared the machine's 2 cores")
     text = studies.lines([cache])
     assert text[2].startswith("    note: counted repetitions") and text[3].startswith("    note: ")
