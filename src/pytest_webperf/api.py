@@ -422,6 +422,7 @@ class Webperf:
                 "stopped": pairs.stopped,
             },
             verdict=verdict(pairs),
+            profile=pairs.profile,
         )
         self.measurements.append(judged)
         return judged
@@ -491,6 +492,7 @@ class Webperf:
             workers=config.workers,
             remote=remote_of(config),
             spawn_rate=config.spawn_rate,
+            profile=config.profile,
             server_cores=cpu_limit(limits),
             generator_cpus=self.placement.generator_cpus,
         )

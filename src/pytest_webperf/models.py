@@ -496,6 +496,7 @@ class Measurement:
     # what the base was (ref, commit, base target, order and instance of each pair)
     base_runs: tuple[RunResult, ...] = ()
     against: Mapping[str, Any] | None = None
+    profile: Mapping[str, Any] | None = None  # A/B runs: the differential CPU profile
 
     @property
     def key(self) -> str:
@@ -536,6 +537,7 @@ class Measurement:
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "base_runs": [r.to_dict() for r in self.base_runs],
             "against": None if self.against is None else dict(self.against),
+            "profile": None if self.profile is None else dict(self.profile),
         }
 
     @classmethod
@@ -552,4 +554,5 @@ class Measurement:
             verdict=None if verdict is None else Verdict.from_dict(verdict),
             base_runs=tuple(RunResult.from_dict(r) for r in data.get("base_runs") or ()),
             against=None if data.get("against") is None else dict(data["against"]),
+            profile=None if data.get("profile") is None else dict(data["profile"]),
         )

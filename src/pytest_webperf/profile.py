@@ -6,7 +6,11 @@ Gregg's ``stackcollapse`` scripts and of py-spy's ``raw`` output): each count is
 of samples, each sample ``period_s`` of CPU time. Divided by the requests the repetition
 served, a function's samples are its CPU time per request: *self* where it is the leaf
 (the CPU spent in its own code), *total* where it is anywhere on the stack (counted once
-per stack, recursion or not).
+per stack, recursion or not). Where the repetition's CPU per request was measured (the
+monitor's CPU time of the target, cgroup or process tree), the samples only share it
+out: a function's cost is its share of the samples times that figure. A sampler that
+also counts time off the CPU (py-spy counts a thread holding the GIL while the machine
+has descheduled it) then still gives each function its part of the CPU actually used.
 
 The diff works on A/B pairs, as the gate does: per pair and function, the change in
 self CPU per request ``B - A`` (µs); over pairs, its mean with a Student-t interval.
@@ -86,11 +90,13 @@ class Cost:
 @dataclass(frozen=True)
 class Sample:
     """One repetition's profile: its stacks, the CPU time one sample stands for, and
-    the requests the repetition served."""
+    the requests the repetition served; with ``cpu_per_request_us`` (the target's CPU
+    time per request as the monitor measured it), the samples only share that out."""
 
     stacks: Stacks
     period_s: float
     requests: int
+    cpu_per_request_us: float | None = None
 
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
         """Per function: samples where it is the leaf (self), and stacks it is on (total)."""
@@ -106,7 +112,11 @@ class Sample:
     @property
     def unit_us(self) -> float:
         """Microseconds of CPU per request that one sample stands for."""
-        return self.period_s * 1e6 / self.requests if self.requests > 0 else 0.0
+        if self.requests <= 0:
+            return 0.0
+        if self.cpu_per_request_us is not None and self.samples > 0:
+            return self.cpu_per_request_us / self.samples
+        return self.period_s * 1e6 / self.requests
 
     @property
     def samples(self) -> int:
