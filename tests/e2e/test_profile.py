@@ -79,9 +79,9 @@ RUN = [
     "-W",
     "error",
     "--webperf-concurrency=2",
-    "--webperf-duration=2s",
+    "--webperf-duration=3s",
     "--webperf-warmup=0.5s",
-    "--webperf-repeat=4",
+    "--webperf-repeat=6",
     "--webperf-against-budget=1s",  # the minimum pairs only
     "--webperf-json=p.json",
 ]
@@ -123,7 +123,7 @@ def test_the_function_made_slower_is_named_first(pytester: pytest.Pytester, repo
     assert "Traceback" not in result.stdout.str()
     profile = entry_of(repo)["profile"]
     assert "why" not in profile, profile
-    assert profile["tools"] == ["py-spy"] and profile["pairs"] == 4
+    assert profile["tools"] == ["py-spy"] and profile["pairs"] == 6
     changes = profile["changes"]
     assert changes and changes[0]["function"] == "beta (server.py)", changes
     assert changes[0]["change_us"] > 0 and changes[0]["low_us"] > 0
