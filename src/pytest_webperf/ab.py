@@ -184,7 +184,7 @@ def run_pairs(
     profiling = plan.profile == "on" or (plan.profile == "auto" and why is None)
     recordings: list[Recording] = []
     if profiling and why is None:
-        monitor_factory = _profiling(monitor_factory, recordings)
+        monitor_factory = profiling_monitors(monitor_factory, recordings)
     started = clock()
     instance = 0
     next_look = schedule.min_pairs
@@ -197,7 +197,7 @@ def run_pairs(
         for letter in order:
             runs = pairs.base if letter == "A" else pairs.change
             try:
-                run = _profiled(
+                run = profiled_repetition(
                     recordings,
                     pairs.captures[letter],
                     partial(
@@ -278,7 +278,7 @@ class _ProfilingMonitor:
         return self.inner.errors if self.inner is not None else []
 
 
-def _profiling(factory: MonitorFactory, recordings: list[Recording]) -> MonitorFactory:
+def profiling_monitors(factory: MonitorFactory, recordings: list[Recording]) -> MonitorFactory:
     """``factory``'s monitors, each recording a profile of the target it watches."""
 
     @contextmanager
@@ -294,7 +294,7 @@ def _profiling(factory: MonitorFactory, recordings: list[Recording]) -> MonitorF
     return monitor
 
 
-def _profiled(
+def profiled_repetition(
     recordings: list[Recording], captures: list[Capture | str], run: Callable[[], RunResult]
 ) -> RunResult:
     """One repetition, and its profile (if one was recorded) added to ``captures``
