@@ -125,8 +125,13 @@ def problem() -> str | None:
 
 
 def header_note(mode: str, against: str | None) -> str | None:
-    """What the run's header says about profiles: only ``auto`` in an A/B run with
-    no profiler that works here."""
+    """What the run's header says about profiles: ``auto`` in an A/B run with no
+    profiler that works here; ``on`` in a run that is not A/B."""
+    if mode == "on" and not against:
+        return (
+            "webperf: --webperf-profile=on profiles A/B runs only (--webperf-against); "
+            "stored baselines carry no profile yet"
+        )
     if mode != "auto" or not against:
         return None
     why = problem()

@@ -1,6 +1,8 @@
 """Differential CPU profiles end to end: a throwaway git repository with a Python server
 whose two handlers' costs are constants in its source; the change makes one of them
 costlier; ``--webperf-against`` profiles both sides of every pair (py-spy) and names it.
+The same for a C server in a container (``tests/servers/costly``, its ``burn`` kept a
+function of its own), the change doubling the work ``burn`` does per request (perf).
 
 Skipped where py-spy cannot attach (it needs root here); a run with no profiler is a
 unit test (``tests/unit/test_profiler.py``).
@@ -10,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_webperf.profiler import py_spy_path
+from pytest_webperf.profiler import perf_problem, py_spy_path
 
 pytest_plugins = ["pytester"]
 
@@ -146,3 +149,50 @@ def test_an_a_a_run_flags_no_function(pytester: pytest.Pytester, repo: Path) -> 
     assert "why" not in profile, profile
     assert profile["tested"] >= 2  # alpha and beta at least were looked at
     assert profile["changes"] == [], profile["changes"]
+
+
+COSTLY = Path(__file__).resolve().parents[1] / "servers" / "costly"
+C_TEST = """
+def test_work(webperf):
+    target = webperf.server("costly")
+    webperf.http(target, path="/work")
+"""
+
+
+def set_cost(repo: Path, cost: int) -> None:
+    toml = repo / "servers" / "costly" / "server.toml"
+    text = toml.read_text()
+    start = text.index('COST_US = "') + len('COST_US = "')
+    toml.write_text(text[:start] + str(cost) + text[text.index('"', start) :])
+
+
+@pytest.mark.skipif(perf_problem() is not None, reason=f"perf cannot sample: {perf_problem()}")
+def test_a_c_function_made_slower_is_named_first(pytester: pytest.Pytester, engine: None) -> None:
+    shutil.copytree(COSTLY, pytester.path / "servers" / "costly")
+    source = pytester.path / "servers" / "costly" / "server.c"
+    text = source.read_text()
+    assert "static void burn(" in text
+    # a function of its own in the profile, not inlined into the request handler
+    source.write_text(
+        text.replace("static void burn(", "__attribute__((noinline)) static void burn(")
+    )
+    set_cost(pytester.path, 300)
+    pytester.makepyfile(test_c=C_TEST)
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-q", "-m", "base")
+    set_cost(pytester.path, 600)
+    git(pytester.path, "commit", "-q", "-am", "burn twice the work")
+    result = pytester.runpytest_subprocess(*RUN, "--webperf-against=HEAD~1", timeout=600)
+    assert "Traceback" not in result.stdout.str()
+    profile = entry_of(pytester.path)["profile"]
+    assert "why" not in profile, profile
+    assert profile["tools"] == ["perf"]
+    changes = profile["changes"]
+    assert changes and changes[0]["function"] == "burn (costly)", changes
+    assert changes[0]["low_us"] > 0
+    # about 300 work units more per request: a few hundred µs, whatever the machine
+    assert 50 < changes[0]["change_us"] < 5000, changes[0]
+    result.stdout.fnmatch_lines(
+        ["*profile (B - A, CPU per request):*", "*+* µs/req  burn (costly)"]
+    )

@@ -69,6 +69,8 @@ def test_no_perf_binary_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
         assert note is not None and note.startswith("webperf: no CPU profiles")
         assert profiler.header_note("off", "origin/main") is None
         assert profiler.header_note("auto", None) is None
+        on = profiler.header_note("on", None)
+        assert on is not None and "A/B runs only" in on
     finally:
         profiler.perf_problem.cache_clear()
 
