@@ -3,6 +3,7 @@ CPU or throughput check, the HTML report's ranked table and folded stacks."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from test_report_ab import a_check, ab_entry, ab_report
@@ -78,3 +79,23 @@ def test_the_html_report_ranks_the_functions_and_offers_the_stacks() -> None:
     page = render_html(ab_report(ab_entry(profile={"why": "perf cannot sample here"})))
     assert "No CPU profile: perf cannot sample here" in page
     assert "CPU profile" not in render_html(ab_report(ab_entry()))
+
+
+def test_the_flame_graph_colours_b_by_its_change_against_a() -> None:
+    from pytest_webperf.report.flame import flame_graph
+
+    svg = flame_graph(
+        "main;grew 10\nmain;shrank 30\nmain;same 20\n",
+        "main;grew 30\nmain;shrank 10\nmain;same 20\nmain;<new> 5\n",
+        1000,
+        1000,
+    )
+    assert svg is not None
+    boxes = dict(re.findall(r"<title>([^:<]+):.*?fill=\"(rgb\([^)]*\))\"", str(svg)))
+    assert boxes["grew"].startswith("rgb(255,") and boxes["grew"] != "rgb(255,255,255)"
+    assert boxes["shrank"].endswith(",255)") and boxes["shrank"] != "rgb(255,255,255)"
+    assert boxes["same"] == "rgb(255,255,255)"
+    assert "&lt;new&gt;" in str(svg) and "<new>" not in str(svg)
+    assert flame_graph("", "", 1000, 1000) is None
+    assert flame_graph("a 1\n", "a 1\n", 0, 1000) is None
+    assert flame_graph("not folded", "a 1\n", 1, 1) is None

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
+from markupsafe import Markup
 
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.report import checks as ab
@@ -38,6 +39,7 @@ from pytest_webperf.report.charts import (
     trend_figures,
     trend_metrics,
 )
+from pytest_webperf.report.flame import flame_graph
 from pytest_webperf.report.svg import colour
 from pytest_webperf.report.table import (
     COLUMNS,
@@ -179,6 +181,7 @@ class Section:
     profile: Table | None = None  # A/B: the functions whose CPU per request changed
     profile_note: str = ""  # what was profiled, or why there is no profile
     folded: Sequence[tuple[str, str]] = ()  # both sides' folded stacks: file name, data URI
+    flame: Markup | None = None  # B's stacks coloured by the change against A
 
 
 # ---------------------------------------------------------------- builders
@@ -301,8 +304,7 @@ def profile_note(entry: Entry) -> str:
         f"({fmt(number(samples.get('A')))} samples of A, {fmt(number(samples.get('B')))} of B); "
         f"{profile.get('tested', MISSING)} functions tested, "
         f"{len(ab.profile_changes(entry))} changed credibly (self CPU per request, "
-        "Bonferroni over the functions tested). No differential flame graph yet: the "
-        "folded stacks below open in any flame graph tool."
+        "Bonferroni over the functions tested)."
     )
     notes = [str(n) for n in profile.get("notes") or ()]
     return " ".join([text, *notes])
@@ -317,6 +319,21 @@ def folded_links(entry: Entry) -> list[tuple[str, str]]:
         for side, key in (("A", "base_folded"), ("B", "change_folded"))
         if profile.get(key)
     ]
+
+
+def profile_flame(entry: Entry) -> Markup | None:
+    profile = ab.profile_of(entry)
+    if profile is None or profile.get("why"):
+        return None
+    found = profile.get("requests")
+    requests: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    a, b = number(requests.get("A")), number(requests.get("B"))
+    return flame_graph(
+        str(profile.get("base_folded") or ""),
+        str(profile.get("change_folded") or ""),
+        int(a or 0),
+        int(b or 0),
+    )
 
 
 def saves_table(entry: Entry) -> Table | None:
@@ -430,6 +447,7 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         profile=profile_table(entry),
         profile_note=profile_note(entry),
         folded=folded_links(entry),
+        flame=profile_flame(entry),
     )
 
 
