@@ -113,11 +113,10 @@ def tree(root: int) -> list[int]:
 
 
 def problem() -> str | None:
-    """Why no target here could be profiled (neither tool works), or None."""
-    if py_spy_path() is not None and os.geteuid() == 0:
-        return None
+    """Why no target here could be profiled (neither tool works), or None. Tries perf
+    once either way, so a repetition never waits for the try."""
     why = perf_problem()
-    if why is None:
+    if why is None or (py_spy_path() is not None and os.geteuid() == 0):
         return None
     if py_spy_path() is None:
         return f"{why}; no py-spy for Python targets (pip install py-spy)"
@@ -243,10 +242,17 @@ class Recording:
                 argv = [perf, "record", "-q", "-e", "cpu-clock", "-F", str(RATE), "-g"]
                 argv += ["-p", ",".join(map(str, pids)), "-o", str(run.output)]
             run.stderr = self.directory / f"{part}.err"
-            with run.stderr.open("wb") as err:
-                run.process = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True
-                )
+            try:  # called from the swarm's events: a profiler that cannot start is a reason
+                with run.stderr.open("wb") as err:
+                    run.process = subprocess.Popen(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=err,
+                        stderr=err,
+                        start_new_session=True,
+                    )
+            except OSError as exc:
+                run.problem = f"{part}: {run.tool} cannot start ({exc})"
 
     def stop(self) -> None:
         for run in self.runs:
