@@ -99,3 +99,11 @@ def test_the_flame_graph_colours_b_by_its_change_against_a() -> None:
     assert flame_graph("", "", 1000, 1000) is None
     assert flame_graph("a 1\n", "a 1\n", 0, 1000) is None
     assert flame_graph("not folded", "a 1\n", 1, 1) is None
+
+
+def test_the_markdown_summary_says_it_under_the_checks() -> None:
+    from pytest_webperf.report.markdown import render_markdown
+
+    text = render_markdown(ab_report(ab_entry(profile=PROFILE)))
+    assert "- profile (B - A, CPU per request):" in text
+    assert "- +31.2 µs/req sha256\\_block\\_data\\_order (libcrypto.so.3)" in text
