@@ -285,8 +285,8 @@ class Recording:
                         "phase were not sampled (perf -p takes the pids at the start)"
                     )
             captures.append((run.part, stacks, period))
-        if problems and not captures:
-            return "; ".join(dict.fromkeys(problems))
+        if not captures:
+            return "; ".join(dict.fromkeys(problems)) or "no process of the target on this host"
         notes += problems
         several = len(captures) > 1
         stacks = merge(

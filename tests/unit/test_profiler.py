@@ -58,6 +58,15 @@ def test_a_target_with_no_process_gives_a_reason() -> None:
         recording.close()
 
 
+def test_a_target_with_no_part_here_gives_a_reason() -> None:
+    recording = Recording({})  # an external target: nothing on this host
+    recording.start()
+    try:
+        assert recording.collect() == "no process of the target on this host"
+    finally:
+        recording.close()
+
+
 def test_no_perf_binary_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
     profiler.perf_problem.cache_clear()
     monkeypatch.setattr(profiler.shutil, "which", lambda name: None)
