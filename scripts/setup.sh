@@ -8,6 +8,8 @@
 #      debootstrap from this machine's own apt sources when no registry answers)
 #   4. the server images of the catalogue (cached by content hash)
 #   5. with WEBPERF_WITH_BROWSER=1 (the test command): headless Chromium
+#   6. perf (Debian's linux-perf) as root, for the CPU profiles of A/B runs; optional:
+#      without it the runs go on and say why there is no profile
 # Every step checks first and does nothing when already done.
 set -euo pipefail
 
@@ -117,6 +119,18 @@ setup_browser() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 }
 
+# perf for the A/B runs' CPU profiles (py-spy, for Python targets, is in the dev extra).
+setup_perf() {
+    if command -v perf >/dev/null; then return; fi
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        log "no perf: A/B runs will have no CPU profiles of native servers (apt-get install linux-perf)"
+        return
+    fi
+    log "installing linux-perf from the distribution's packages (CPU profiles of A/B runs)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null; } \
+        || log "linux-perf did not install: A/B runs will have no CPU profiles of native servers"
+}
+
 setup_images() {
     log "building server images (cached by content hash)"
     .venv/bin/webperf build "$@"
@@ -127,6 +141,7 @@ main() {
     setup_venv
     setup_docker
     setup_base_image
+    setup_perf
     if [ "${WEBPERF_WITH_BROWSER:-0}" = 1 ]; then setup_browser; fi
     [ "${WEBPERF_SKIP_IMAGES:-0}" = 1 ] || setup_images "$@"
 }

@@ -617,6 +617,7 @@ class Webperf:
                 "looks": pairs.looks,
                 "stopped": pairs.stopped,
             },
+            profile=pairs.profile,
         )
         self.measurements.append(result)
         return result
@@ -668,6 +669,7 @@ class Webperf:
             workers=config.workers,
             remote=remote_of(config),
             spawn_rate=config.spawn_rate,
+            profile=config.profile,
             server_cores=cpu_limit(limits),
             generator_cpus=self.placement.generator_cpus,
         )

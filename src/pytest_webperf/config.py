@@ -31,6 +31,7 @@ from pytest_webperf.values import (
     parse_placement,
     parse_positive_duration,
     parse_positive_int,
+    parse_profile,
     parse_rate,
     parse_ref,
     parse_user_class,
@@ -207,6 +208,12 @@ SETTINGS: tuple[Setting, ...] = (
         "while a check is undecided (e.g. 60s)",
     ),
     Setting(
+        "profile",
+        parse_profile,
+        "CPU profiles of both sides of an A/B run, diffed per function per request: auto "
+        "(where perf or py-spy works here), on, off",
+    ),
+    Setting(
         "restart_every",
         parse_count,
         "start targets afresh every N repetitions (A/B: every N pairs), so that results "
@@ -268,6 +275,7 @@ class RunConfig:
     against: str | None = None
     against_always: bool = False
     against_budget: float = 60.0
+    profile: str = "auto"
     restart_every: int = 1
     require_power: bool = False
     max_error_rate: float = 0.01

@@ -87,6 +87,7 @@ class RunPlan:
     server_cores: float | None = None  # the target's CPU limit, for the generator-bound rule
     generator_cpus: tuple[int, ...] = ()  # pin the generator here (split placement)
     remote: Remote | None = None  # generator workers on other machines join each swarm
+    profile: str = "off"  # A/B runs: CPU profiles of both sides (auto, on, off)
 
     def swarm(self, host: str, **load: object) -> SwarmSpec:
         """The swarm of one repetition: this plan's users and times, the kind's load."""

@@ -595,6 +595,7 @@ class Measurement:
     # mqtt; part of the machine id its baseline is kept under. None: not recorded (the
     # run's HTTP user is taken)
     generator: str | None = None
+    profile: Mapping[str, Any] | None = None  # A/B runs: the differential CPU profile
 
     @property
     def key(self) -> str:
@@ -642,6 +643,7 @@ class Measurement:
             "base_runs": [r.to_dict() for r in self.base_runs],
             "against": None if self.against is None else dict(self.against),
             **({"generator": self.generator} if self.generator is not None else {}),
+            "profile": None if self.profile is None else dict(self.profile),
         }
 
     @classmethod
@@ -659,4 +661,5 @@ class Measurement:
             base_runs=tuple(RunResult.from_dict(r) for r in data.get("base_runs") or ()),
             against=None if data.get("against") is None else dict(data["against"]),
             generator=None if data.get("generator") is None else str(data["generator"]),
+            profile=None if data.get("profile") is None else dict(data["profile"]),
         )

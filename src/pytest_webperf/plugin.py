@@ -25,6 +25,7 @@ from pytest_webperf.api import Webperf
 from pytest_webperf.config import SETTINGS, RunConfig, Setting, explain, resolve
 from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.measurement_lock import MeasurementLock
+from pytest_webperf.profiler import header_note
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.progress_view import LiveLine, PlainLines
 from pytest_webperf.scaleout import farewell, remote_of
@@ -101,10 +102,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """Said once per run: the native loop is not built, the lean user stands in."""
+    """Said once per run: the native loop is not built, the lean user stands in; an A/B
+    run has no CPU profiles because no profiler works here."""
     session = config.stash.get(session_key, None)
-    note = fallback_note(session.config.user) if session is not None else None
-    return [note] if note else []
+    if session is None:
+        return []
+    notes = [
+        fallback_note(session.config.user),
+        header_note(session.config.profile, session.config.against),
+    ]
+    return [note for note in notes if note]
 
 
 sigterm_key = pytest.StashKey[Any]()  # the SIGTERM handler we replaced

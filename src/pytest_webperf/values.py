@@ -126,6 +126,15 @@ def parse_user_class(text: str) -> str:
     raise ValueError(f"{text!r} is not 'auto', 'native', 'lean', 'fast' or 'module:UserClass'")
 
 
+PROFILE_MODES = ("auto", "off", "on")
+
+
+def parse_profile(text: str) -> str:
+    if str(text) not in PROFILE_MODES:
+        raise ValueError(f"{text!r} is not one of {', '.join(PROFILE_MODES)}")
+    return str(text)
+
+
 def parse_bool(text: str | bool) -> bool:
     if isinstance(text, bool):
         return text

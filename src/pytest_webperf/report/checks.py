@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pytest_webperf.metrics import METRICS as ALL_METRICS
 from pytest_webperf.report.table import (
     MISSING,
     Entry,
@@ -269,3 +270,54 @@ def pair_rows(entry: Entry) -> tuple[list[str], list[list[str]]]:
             cells += [value(a), value(b)]
         rows.append(cells)
     return head, rows
+
+
+PROFILE_TOP = 3  # functions named under a check
+OPEN_OUTCOMES = ("fail", "not-credible", "undecided")
+
+
+def profile_of(entry: Entry) -> Mapping[str, Any] | None:
+    profile = entry.get("profile")
+    return profile if isinstance(profile, Mapping) else None
+
+
+def profile_changes(entry: Entry) -> list[Mapping[str, Any]]:
+    """The ranked functions of an A/B entry's differential profile (``[]`` if none)."""
+    profile = profile_of(entry)
+    found = profile.get("changes") if profile is not None else None
+    return [c for c in found if isinstance(c, Mapping)] if isinstance(found, list) else []
+
+
+def change_line(change: Mapping[str, Any]) -> str:
+    """``+31.2 µs/req  sha256_block_data_order (libcrypto.so.3)``"""
+    value = change.get("change_us")
+    figure = f"{value:+.1f}" if isinstance(value, int | float) else MISSING
+    return f"{figure} µs/req  {change.get('function') or MISSING}"
+
+
+def profile_lines(entry: Entry) -> list[str]:
+    """Under a failed or undecided CPU or throughput check: the functions whose CPU per
+    request changed most (B - A), or why there is no profile."""
+    profile = profile_of(entry)
+    if profile is None:
+        return []
+    cpu_or_throughput = [
+        c
+        for c in checks(entry)
+        if c.get("outcome") in OPEN_OUTCOMES
+        and (
+            str(c.get("metric", "")).startswith("cpu")
+            or (c.get("metric") in ALL_METRICS and ALL_METRICS[str(c.get("metric"))].throughput)
+        )
+    ]
+    if not cpu_or_throughput:
+        return []
+    if profile.get("why"):
+        return [f"no CPU profile: {profile['why']}"]
+    changes = profile_changes(entry)
+    if not changes:
+        tested = profile.get("tested", MISSING)
+        return [f"profile (B - A, CPU per request): no function changed credibly ({tested} tested)"]
+    return ["profile (B - A, CPU per request):"] + [
+        "  " + change_line(c) for c in changes[:PROFILE_TOP]
+    ]

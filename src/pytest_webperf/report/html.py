@@ -17,8 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
+from markupsafe import Markup
 
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.report import checks as ab
@@ -38,6 +40,7 @@ from pytest_webperf.report.charts import (
     trend_figures,
     trend_metrics,
 )
+from pytest_webperf.report.flame import flame_graph
 from pytest_webperf.report.svg import colour
 from pytest_webperf.report.table import (
     COLUMNS,
@@ -183,6 +186,10 @@ class Section:
     endpoints: Table | None = None  # a request mix: a row per endpoint (side B's in A/B)
     base_endpoints: Table | None = None  # side A's, in an A/B run
     endpoint_figures: Sequence[Figure] = field(default_factory=list)
+    profile: Table | None = None  # A/B: the functions whose CPU per request changed
+    profile_note: str = ""  # what was profiled, or why there is no profile
+    folded: Sequence[tuple[str, str]] = ()  # both sides' folded stacks: file name, data URI
+    flame: Markup | None = None  # B's stacks coloured by the change against A
 
 
 # ---------------------------------------------------------------- builders
@@ -287,6 +294,76 @@ def checks_table(entry: Entry) -> Table | None:
         for c in found
     ]
     return Table(headers, rows, css="checks")
+
+
+def profile_table(entry: Entry) -> Table | None:
+    """The ranked functions of an A/B entry's differential profile (B - A, self CPU per
+    request, with its interval); None if none changed credibly."""
+    changes = ab.profile_changes(entry)
+    if not changes:
+        return None
+    headers = [("function", False), ("A µs/req", True), ("B - A µs/req", True)]
+    headers += [("interval", True), ("B - A total µs/req", True)]
+    rows = []
+    for c in changes:
+        low, high, change = number(c.get("low_us")), number(c.get("high_us")), c.get("change_us")
+        interval = f"{low:+.1f}..{high:+.1f}" if low is not None and high is not None else MISSING
+        cells = [
+            (str(c.get("function", MISSING)), False),
+            (fmt(number(c.get("base_us")), 1), True),
+            (ab.change_line(c).split(" µs/req")[0], True),
+            (interval, True),
+            (fmt(number(c.get("change_total_us")), 1), True),
+        ]
+        css = "bad" if isinstance(change, int | float) and change > 0 else "good"
+        rows.append(Row(cells, css=css))
+    return Table(headers, rows, css="checks")
+
+
+def profile_note(entry: Entry) -> str:
+    profile = ab.profile_of(entry)
+    if profile is None:
+        return ""
+    if profile.get("why"):
+        return f"No CPU profile: {profile['why']}"
+    found = profile.get("samples")
+    samples: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    tools = ", ".join(str(t) for t in profile.get("tools") or ()) or MISSING
+    text = (
+        f"Sampled by {tools} at 99 Hz over {profile.get('pairs', MISSING)} pairs "
+        f"({fmt(number(samples.get('A')))} samples of A, {fmt(number(samples.get('B')))} of B); "
+        f"{profile.get('tested', MISSING)} functions tested, "
+        f"{len(ab.profile_changes(entry))} changed credibly (self CPU per request, "
+        "Bonferroni over the functions tested)."
+    )
+    notes = [str(n) for n in profile.get("notes") or ()]
+    return " ".join([text, *notes])
+
+
+def folded_links(entry: Entry) -> list[tuple[str, str]]:
+    profile = ab.profile_of(entry)
+    if profile is None:
+        return []
+    return [
+        (f"{side}.folded", "data:text/plain;charset=utf-8," + quote(str(profile[key])))
+        for side, key in (("A", "base_folded"), ("B", "change_folded"))
+        if profile.get(key)
+    ]
+
+
+def profile_flame(entry: Entry) -> Markup | None:
+    profile = ab.profile_of(entry)
+    if profile is None or profile.get("why"):
+        return None
+    found = profile.get("requests")
+    requests: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    a, b = number(requests.get("A")), number(requests.get("B"))
+    return flame_graph(
+        str(profile.get("base_folded") or ""),
+        str(profile.get("change_folded") or ""),
+        int(a or 0),
+        int(b or 0),
+    )
 
 
 def saves_table(entry: Entry) -> Table | None:
@@ -400,6 +477,10 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         endpoints=endpoints_table(endpoints(entry)),
         base_endpoints=endpoints_table(endpoints(entry, "base_endpoints")),
         endpoint_figures=endpoint_charts(entry),
+        profile=profile_table(entry),
+        profile_note=profile_note(entry),
+        folded=folded_links(entry),
+        flame=profile_flame(entry),
     )
 
 

@@ -91,6 +91,8 @@ def check_details(entries: Sequence[Entry]) -> list[str]:
             _row(["---", *["---:"] * (len(headers) - 2), "---"]),
             *(_row([md_escape(c) for c in ab.check_cells(check)]) for check in found),
             "",
+            *(f"- {md_escape(line.strip())}" for line in ab.profile_lines(entry)),
+            "",
             "</details>",
             "",
         ]

@@ -64,6 +64,7 @@ def check_lines(entries: Sequence[Entry]) -> list[str]:
         lines.append(f"{entry.get('nodeid')} [{entry.get('name')}]: {status(entry) or MISSING}")
         rows = [ab.check_headers(ab.is_ab(entry)), *(ab.check_cells(c) for c in found)]
         lines += aligned(rows, CHECK_RIGHT, indent="  ")
+        lines += ["  " + line for line in ab.profile_lines(entry)]
     return lines
 
 
