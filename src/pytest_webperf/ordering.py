@@ -6,8 +6,11 @@ or the study's metric), estimated with the gate's own statistics
 (``stats.ratio_change``: a Welch t-interval of the log ratio, the repetitions or, when
 the target was restarted, its process instances as the units of evidence, the
 per-second series as a floor on the spread). The ordering ``holds`` when the whole
-interval is above 1, is ``reversed`` when it is below 1, and is ``not separated``
-otherwise. Three things are never ranked, whatever their figures say:
+interval is above ``MARGIN`` (1.05), is ``reversed`` when it is below 1 / ``MARGIN``, and
+is ``not separated`` otherwise: a difference smaller than two instances of one server
+differ by here (several per cent, ``webperf noise``) is not an ordering of servers, even
+when the interval is tight (two copies of one server were seen 1 % apart, CI
+0.98..0.99). Three things are never ranked, whatever their figures say:
 
 * a side with fewer than two units of evidence: one repetition has no spread, so no
   difference between two of them can be told from noise;
@@ -38,6 +41,7 @@ HOLDS, REVERSED, NOT_SEPARATED, NOT_RANKED = "holds", "reversed", "not separated
 STATUSES = (HOLDS, REVERSED, NOT_SEPARATED, NOT_RANKED)
 CONFIDENCE = 0.95
 MIN_UNITS = 2  # units of evidence per side before anything is ranked
+MARGIN = 1.05  # the smallest ratio that orders two servers (the whole interval beyond it)
 POWER = 0.8  # a pair not separated says what it would have caught 4 times in 5
 
 
@@ -148,9 +152,14 @@ def judge(
         why = "no spread to judge from"
         return Ordering(first.name, second.name, ratio, None, None, NOT_SEPARATED, why, confidence)
     low, high = 1 + est.low, 1 + est.high
-    status = HOLDS if low > 1 else REVERSED if high < 1 else NOT_SEPARATED
+    status = HOLDS if low > MARGIN else REVERSED if high < 1 / MARGIN else NOT_SEPARATED
     why = ""
-    if status == NOT_SEPARATED and est.se:
+    if status == NOT_SEPARATED and (low > 1 or high < 1):
+        why = (
+            f"within {MARGIN - 1:.0%} of each other: less than two instances of one server "
+            "differ by, not an ordering"
+        )
+    elif status == NOT_SEPARATED and est.se:
         why = _needed(est.se, est.df, min(first.units, second.units), gap)
     return Ordering(first.name, second.name, ratio, low, high, status, why, confidence)
 

@@ -132,3 +132,17 @@ def test_a_pair_not_separated_says_what_would_separate_the_studys_gap() -> None:
     # a gap the run could have seen, not seen
     assert "would have shown; it is not here" in ordering.judge(a, b, gap=2.0).why
     assert ordering.judge(a, b).why.startswith("3 repetitions per side separate about ")
+
+
+def test_a_tight_difference_under_the_margin_is_not_an_ordering() -> None:
+    """Two copies of one server 1 % apart with almost no spread (seen in the e2e test):
+    the interval excludes 1, but not the margin two instances differ by."""
+    first = side("a", [9_890.0, 9_893.0, 9_887.0, 9_891.0])
+    second = side("b", [10_000.0, 9_998.0, 10_003.0, 10_001.0])
+    found = ordering.judge(first, second)
+    assert found.high is not None and found.high < 1  # statistically, b is faster
+    assert found.status == NOT_SEPARATED
+    assert "within 5%" in found.why
+    assert ordering.judge(side("a", [1.2, 1.21, 1.19]), side("b", [1.0, 1.01, 0.99])).status == (
+        HOLDS
+    )
