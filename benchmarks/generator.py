@@ -230,19 +230,25 @@ def remote_worker() -> Iterator[Remote]:
 
 
 def remote_row(
-    user: str, url: str, remote: Remote | None, connections: int, args: argparse.Namespace
+    user: str, url: str, remote: bool, connections: int, args: argparse.Namespace
 ) -> Row:
-    """``user`` on 2 generator processes: 1 local + the remote worker (``user+r``), or
-    without ``remote`` 2 local ones."""
-    return run_generator(
-        user,
-        url,
-        1 if remote is not None else 2,
-        connections=connections,
-        seconds=args.duration,
-        path=args.path,
-        remote=remote,
-    )
+    """``user`` on 2 generator processes: 1 local + a remote worker (``user+r``), or
+    without ``remote`` 2 local ones. The worker starts with its row and ends with it
+    (one started with the benchmark would give up, idle, while other rows run)."""
+    if not remote:
+        return run_generator(
+            user, url, 2, connections=connections, seconds=args.duration, path=args.path
+        )
+    with remote_worker() as worker:
+        return run_generator(
+            user,
+            url,
+            1,
+            connections=connections,
+            seconds=args.duration,
+            path=args.path,
+            remote=worker,
+        )
 
 
 def load() -> str:
@@ -311,7 +317,6 @@ def run_one(
     *,
     wrk: str | None,
     k6: str | None,
-    remote: Remote,
     https: str | None = None,
 ) -> Row | None:
     """One run of generator ``name`` at ``procs`` processes (None: not here, or not at
@@ -320,7 +325,7 @@ def run_one(
     if name.endswith(HTTPS):
         if https is None:
             return None
-        row = run_one(name.removesuffix(HTTPS), procs, https, args, wrk=wrk, k6=k6, remote=remote)
+        row = run_one(name.removesuffix(HTTPS), procs, https, args, wrk=wrk, k6=k6)
         return None if row is None else dataclasses.replace(row, generator=name)
     url = base + args.path
     if name == "wrk" and wrk is not None:
@@ -339,7 +344,7 @@ def run_one(
             resume=args.close and not args.full_handshakes,
         )
     if name in ("lean+r", "native+r") and procs == 2:
-        return remote_row(name.removesuffix("+r"), base, remote, args.connections, args)
+        return remote_row(name.removesuffix("+r"), base, True, args.connections, args)
     return None
 
 
@@ -389,14 +394,11 @@ def main(argv: list[str] | None = None) -> int:
             f"per run, GET {args.path}, {args.rounds} interleaved rounds",
             flush=True,
         )
-        remote = stack.enter_context(remote_worker())
         for number in range(1, args.rounds + 1):
             round_: list[Row] = []
             for procs in counts:
                 for name in wanted:
-                    row = run_one(
-                        name, procs, target.url, args, wrk=wrk, k6=k6, remote=remote, https=https
-                    )
+                    row = run_one(name, procs, target.url, args, wrk=wrk, k6=k6, https=https)
                     if row is not None:
                         round_.append(row)
                         print(f"round {number}: " + table([row]).splitlines()[1], flush=True)
@@ -404,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         big: list[Row] = []
         if args.c10k:
             print(f"{args.c10k_user} at {args.c10k:,} connections:", flush=True)
-            for spare in (None, remote):
+            for spare in (False, True):
                 big.append(remote_row(args.c10k_user, target.url, spare, args.c10k, args))
                 print(table(big[-1:]).splitlines()[1], flush=True)
     print("\nmedian run per generator (by req per CPU-second):")

@@ -1,0 +1,46 @@
+"""The import contract (``.importlinter``, run by ``lint-imports`` in the test command)
+holds for the package as it is, and fails, naming the import, when a module imports
+upward: a copy of the package with one upward import added is refused."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def lint(src: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` on the package under ``src`` (first on the path)."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run(
+        [str(LINT), "--no-logo", "--no-cache", str(ROOT / ".importlinter")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=src,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_package_keeps_the_contract_and_an_upward_import_breaks_it(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(
+        ROOT / "src" / "pytest_webperf",
+        src / "pytest_webperf",
+        ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"),
+    )
+    kept = lint(src)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    values = src / "pytest_webperf" / "values.py"  # a leaf: nothing of the package above it
+    values.write_text(
+        values.read_text() + "\n\ndef _upward() -> None:\n    import pytest_webperf.api\n"
+    )
+    broken = lint(src)
+    assert broken.returncode != 0
+    assert "pytest_webperf.values is not allowed to import pytest_webperf.api" in broken.stdout
