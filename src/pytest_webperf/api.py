@@ -274,12 +274,16 @@ class Webperf:
         unless ``tls_resume=True`` resumes the last session (its ticket)."""
         arguments.check("http", locals())
         user_class = user_for_url(resolve_user(user or self.config.user), target.url)
-        ca_file = check_tls_ca(tls_ca, target.url, user_class)
+        ca_file = arguments.check_tls_ca(tls_ca, target.url, user_class)
         if mix is not None and not keepalive:  # each entry says Connection: close
-            check_connection_reuse(keepalive, tls_resume, target.url, user_class, None)
-            mix = [closing(entry) if isinstance(entry, Request) else entry for entry in mix]
+            arguments.check_connection_reuse(keepalive, tls_resume, target.url, user_class, None)
+            mix = [
+                arguments.closing(entry) if isinstance(entry, Request) else entry for entry in mix
+            ]
         else:
-            headers = check_connection_reuse(keepalive, tls_resume, target.url, user_class, headers)
+            headers = arguments.check_connection_reuse(
+                keepalive, tls_resume, target.url, user_class, headers
+            )
         plan = self._plan(
             target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
         )
@@ -673,63 +677,6 @@ class Webperf:
             server_cores=cpu_limit(limits),
             generator_cpus=self.placement.generator_cpus,
         )
-
-
-def closing(entry: Request) -> Request:
-    """A mix entry that asks for a new connection per request (``keepalive=False``)."""
-    kept = tuple((k, v) for k, v in entry.headers if k.lower() != "connection")
-    return dataclasses.replace(entry, headers=(*kept, ("Connection", "close")))
-
-
-def check_connection_reuse(
-    keepalive: object,
-    tls_resume: object,
-    url: str,
-    user_class: str,
-    headers: Mapping[str, str] | None,
-) -> Mapping[str, str] | None:
-    """``webperf.http(keepalive=..., tls_resume=...)``: the request's headers (with
-    ``Connection: close`` for a new connection per request)."""
-    for name, value in (("keepalive", keepalive), ("tls_resume", tls_resume)):
-        if not isinstance(value, bool):
-            raise OptionError(f"webperf.http({name}=...): True or False, not {value!r}")
-    if tls_resume and (keepalive or not url.startswith("https://")):
-        raise OptionError(
-            "webperf.http(tls_resume=True): for an https:// target with keepalive=False "
-            "(a new connection per request, resuming the last TLS session)"
-        )
-    if tls_resume and user_class == "fast":
-        raise OptionError(
-            "webperf.http(tls_resume=True): the fast user does not resume TLS sessions; "
-            "use --webperf-user=native or lean"
-        )
-    if keepalive:
-        return headers
-    kept = {k: v for k, v in (headers or {}).items() if k.lower() != "connection"}
-    return {**kept, "Connection": "close"}
-
-
-def check_tls_ca(tls_ca: object, url: str, user_class: str) -> str | None:
-    """``webperf.http(tls_ca=...)``: a readable CA file for an https:// target, as an
-    absolute path (the swarm child runs elsewhere); None when not given."""
-    if tls_ca is None:
-        return None
-    if not isinstance(tls_ca, (str, os.PathLike)):
-        raise OptionError(f"webperf.http(tls_ca=...): a path to a CA file (PEM), not {tls_ca!r}")
-    path = Path(tls_ca).expanduser().resolve()
-    if not path.is_file():
-        raise OptionError(f"webperf.http(tls_ca={str(tls_ca)!r}): no such file (a CA file, PEM)")
-    if not url.startswith("https://"):
-        raise OptionError(
-            f"webperf.http(tls_ca=...): the target {url} does not speak TLS "
-            "(webperf.process(..., tls=True), tls = true in server.toml, or an https:// URL)"
-        )
-    if user_class == "fast":
-        raise OptionError(
-            "webperf.http(tls_ca=...): the fast user does not verify certificates; "
-            "use --webperf-user=native or lean"
-        )
-    return str(path)
 
 
 def _generator(kind: LoadKind) -> str:

@@ -12,15 +12,18 @@ parsers are ``values.py``'s; these reuse them where the values are the same.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
 import shlex
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.values import parse_cpuset, parse_duration, parse_memory, parse_user_class
+from pytest_webperf.workload import Request
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -299,3 +302,60 @@ def check(call: str, arguments: Mapping[str, Any]) -> None:
             shown = repr(value)
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
             raise OptionError(f"webperf.{call}({parameter}={shown}): {parameter} is {wanted}")
+
+
+def closing(entry: Request) -> Request:
+    """A mix entry that asks for a new connection per request (``keepalive=False``)."""
+    kept = tuple((k, v) for k, v in entry.headers if k.lower() != "connection")
+    return dataclasses.replace(entry, headers=(*kept, ("Connection", "close")))
+
+
+def check_connection_reuse(
+    keepalive: object,
+    tls_resume: object,
+    url: str,
+    user_class: str,
+    headers: Mapping[str, str] | None,
+) -> Mapping[str, str] | None:
+    """``webperf.http(keepalive=..., tls_resume=...)``: the request's headers (with
+    ``Connection: close`` for a new connection per request)."""
+    for name, value in (("keepalive", keepalive), ("tls_resume", tls_resume)):
+        if not isinstance(value, bool):
+            raise OptionError(f"webperf.http({name}=...): True or False, not {value!r}")
+    if tls_resume and (keepalive or not url.startswith("https://")):
+        raise OptionError(
+            "webperf.http(tls_resume=True): for an https:// target with keepalive=False "
+            "(a new connection per request, resuming the last TLS session)"
+        )
+    if tls_resume and user_class == "fast":
+        raise OptionError(
+            "webperf.http(tls_resume=True): the fast user does not resume TLS sessions; "
+            "use --webperf-user=native or lean"
+        )
+    if keepalive:
+        return headers
+    kept = {k: v for k, v in (headers or {}).items() if k.lower() != "connection"}
+    return {**kept, "Connection": "close"}
+
+
+def check_tls_ca(tls_ca: object, url: str, user_class: str) -> str | None:
+    """``webperf.http(tls_ca=...)``: a readable CA file for an https:// target, as an
+    absolute path (the swarm child runs elsewhere); None when not given."""
+    if tls_ca is None:
+        return None
+    if not isinstance(tls_ca, (str, os.PathLike)):
+        raise OptionError(f"webperf.http(tls_ca=...): a path to a CA file (PEM), not {tls_ca!r}")
+    path = Path(tls_ca).expanduser().resolve()
+    if not path.is_file():
+        raise OptionError(f"webperf.http(tls_ca={str(tls_ca)!r}): no such file (a CA file, PEM)")
+    if not url.startswith("https://"):
+        raise OptionError(
+            f"webperf.http(tls_ca=...): the target {url} does not speak TLS "
+            "(webperf.process(..., tls=True), tls = true in server.toml, or an https:// URL)"
+        )
+    if user_class == "fast":
+        raise OptionError(
+            "webperf.http(tls_ca=...): the fast user does not verify certificates; "
+            "use --webperf-user=native or lean"
+        )
+    return str(path)
