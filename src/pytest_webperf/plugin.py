@@ -34,6 +34,7 @@ from pytest_webperf.swarm.hotloop import fallback_note, resolve_user
 
 session_key = pytest.StashKey[WebperfSession]()
 settings_key = pytest.StashKey[dict[str, str]]()  # nodeid -> the settings it ran with
+test_config_key = pytest.StashKey[RunConfig]()  # an item's settings, resolved once
 MARKER = "webperf"
 
 
@@ -143,6 +144,15 @@ def _session(config: pytest.Config) -> WebperfSession:
     return config.stash[session_key]
 
 
+def _item_config(item: pytest.Item, base: RunConfig) -> RunConfig:
+    """A test's settings, resolved once and kept in its stash (the settings note and the
+    fixture both read them)."""
+    found = item.stash.get(test_config_key, None)
+    if found is None:
+        found = item.stash[test_config_key] = _test_config(item, base)
+    return found
+
+
 def _test_config(node: pytest.Item | pytest.Function, base: RunConfig) -> RunConfig:
     """The run's config with the test's markers on top (closest marker wins)."""
     result = base
@@ -185,7 +195,7 @@ def webperf(
     handle = Webperf(
         nodeid=request.node.nodeid,
         concurrency=webperf_concurrency,
-        config=_test_config(request.node, session.config),
+        config=_item_config(request.node, session.config),
         catalog=lambda: session.catalog,
         judge=session.judge,
         against=session.against if session.config.against else None,
@@ -349,7 +359,7 @@ def _note_settings(item: pytest.Item) -> None:
     callspec = getattr(item, "callspec", None)
     concurrency = callspec.params.get("webperf_concurrency") if callspec is not None else None
     try:
-        test = _test_config(item, session.config)
+        test = _item_config(item, session.config)
     except pytest.UsageError:
         return  # the fixture reports it
     settings = item.config.stash.setdefault(settings_key, {})
