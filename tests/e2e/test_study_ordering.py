@@ -95,6 +95,7 @@ def test_the_same_work_per_request_is_not_separated(
     line, out = study(pytester, monkeypatch, costly, second=COST_US)
     (pair,) = line["pairs"]
     assert pair["status"] == "not separated", pair
-    assert pair["low"] < 1 < pair["high"] and 0.5 < pair["ratio"] < 2
+    # within the margin that orders servers (ordering.MARGIN): the interval need not hold 1
+    assert pair["low"] < 1.05 and pair["high"] > 1 / 1.05 and 0.5 < pair["ratio"] < 2
     assert line["status"] == "not separated" and line["holds"] is None
     assert any("the study's nginx-cache > varnish: not separated" in text for text in out), out
