@@ -12,7 +12,7 @@ step "ruff"
 .venv/bin/ruff format --check src tests suites benchmarks examples setup.py
 step "mypy (strict)"
 .venv/bin/mypy
-step "import layers (.importlinter, docs/modules.md)"
+step "import layers (.importlinter, docs/explanation/modules.md)"
 .venv/bin/lint-imports --no-logo
 step "documentation site (mkdocs.yml: a broken link fails)"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --quiet
