@@ -21,8 +21,12 @@ _OPTION_VALUE = re.compile(
     r"(--webperf-[a-z0-9-]+)=(?:\"([^\"]*)\"|'([^']*)'|((?:[^\s`'\"\)\]\[|]|\[[^\]\s]*\])+))"
 )  # (an endpoint check's brackets, p95[create]:10%, are part of the value)
 _CODE = re.compile(r"```[^\n]*\n(.*?)```|`([^`]+)`", re.S)
-# a command line's ``webperf SUB``: at its start, after a prompt, a path or a ``&&``
-_COMMAND = re.compile(r"(?:^|[ \t$;&|(]|/)webperf[ \t]+([a-z][a-z-]*)", re.M)
+# a command line's ``webperf SUB``: at its start, after a prompt, a path, ``&&``, ``;``,
+# ``|`` or ``(`` (not inside a line of output such as ``Failed: webperf regression``)
+_COMMAND = re.compile(
+    r"(?:^[ \t]*(?:\$[ \t]+)?|&&[ \t]*|;[ \t]*|\|[ \t]*|\([ \t]*|/)webperf[ \t]+([a-z][a-z-]*)",
+    re.M,
+)
 
 
 def doc_name(path: Path) -> str:
