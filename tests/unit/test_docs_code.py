@@ -16,6 +16,7 @@ import yaml
 from tests.e2e.docs_examples import MARKER, examples, markers
 
 from pytest_webperf.checks import parse_checks
+from pytest_webperf.config import SETTINGS
 from pytest_webperf.errors import OptionError
 from pytest_webperf.metrics import METRICS
 
@@ -71,6 +72,7 @@ def test_every_yaml_block_parses(page: str, number: int, code: str) -> None:
         pytest.fail(f"{page}: YAML block {number} does not parse: {exc}")
 
 
+BY_OPTION = {s.option: s for s in SETTINGS}
 QUOTED_CHECKS = sorted(
     {
         (p.relative_to(ROOT).as_posix(), s)
@@ -111,3 +113,39 @@ def test_every_example_marker_sits_on_a_block(page: Path) -> None:
         if example.kind == "runs":
             assert example.language == "python"
             ast.parse(example.code)
+
+
+def option_rows() -> list[tuple[list[str], str]]:
+    """(options, default) of each row of the options page's table."""
+    page = (ROOT / "docs" / "reference" / "options.md").read_text()
+    rows = []
+    for line in page.splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cells) == 3 and cells[0].startswith("`--webperf-"):
+            options = re.findall(r"`(--webperf-[a-z0-9-]+)", cells[0])
+            rows.append((options, cells[1].strip("`")))
+    return rows
+
+
+def test_the_options_page_lists_every_option_and_only_those() -> None:
+    listed = {option for options, _ in option_rows() for option in options}
+    known = {s.option for s in SETTINGS}
+    assert sorted(known - listed) == [], "options missing from docs/reference/options.md"
+    assert sorted(listed - known) == [], "docs/reference/options.md lists unknown options"
+
+
+@pytest.mark.parametrize(
+    ("option", "default"),
+    [(o[0], d) for o, d in option_rows() if len(o) == 1],
+)
+def test_the_options_page_states_each_default(option: str, default: str) -> None:
+    """A blank default means none (None, or an empty list); ``off`` a switch not given."""
+    setting = BY_OPTION[option]
+    if setting.flag:
+        assert default == "off" and setting.default is False
+    elif default.startswith("see "):  # the defaults are said elsewhere
+        assert setting.default is None
+    elif default in ("", "none", "fingerprint"):
+        assert setting.default in (None, (), 0) or option == "--webperf-machine-id"
+    else:
+        assert setting.parse(default) == setting.default, f"{option}: default {default!r}"
