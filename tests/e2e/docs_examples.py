@@ -43,4 +43,5 @@ def examples(page: Path) -> list[Example]:
 
 
 def markers(page: Path) -> int:
-    return page.read_text().count(MARKER)
+    """Marker lines (a line that starts with one; a page may quote it inline)."""
+    return len(re.findall(f"^{re.escape(MARKER)}", page.read_text(), re.M))

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,11 @@ from pytest_webperf.checks import parse_checks
 from pytest_webperf.config import SETTINGS
 from pytest_webperf.errors import OptionError
 from pytest_webperf.metrics import METRICS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

@@ -19,7 +19,9 @@ MKDOCS = Path(sys.executable).with_name("mkdocs")
 def build(root: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     command = [str(MKDOCS), "build", "--site-dir", str(root / "site")]
-    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        command, check=False, cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture
