@@ -214,7 +214,7 @@ def remote_worker() -> Iterator[Remote]:
 
     In a session of its own, as on another machine it would be: with Linux's autogroups
     that makes it a scheduling group of its own, which takes a larger share of the
-    cores from the server than a second local worker does (docs/figures.md)."""
+    cores from the server than a second local worker does (docs/explanation/figures.md)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{probe.getsockname()[1]}"

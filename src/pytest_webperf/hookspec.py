@@ -45,7 +45,7 @@ def pytest_webperf_update_machine_info(config: pytest.Config, machine_info: dict
 def pytest_webperf_update_json(config: pytest.Config, report: dict[str, Any]) -> None:
     """Add to the JSON report (``--webperf-json``) just before it is written.
 
-    ``report`` is the whole document (see docs/report-schema.md): top-level keys
+    ``report`` is the whole document (see docs/reference/report-schema.md): top-level keys
     such as ``machine``, ``config`` and ``tests`` (one entry per measurement). Add
     your own top-level keys, or keys inside a test entry; changing the built-in
     ones makes the report disagree with the terminal table and the baselines. The

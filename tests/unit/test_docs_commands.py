@@ -14,15 +14,24 @@ from pytest_webperf import cli
 from pytest_webperf.config import BY_NAME, SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _OPTION = re.compile(r"--webperf-[a-z0-9]+(?:-[a-z0-9]+)*")
 # a literal value: ``--webperf-x=VALUE`` up to a space, backtick or bracket, or quoted
 _OPTION_VALUE = re.compile(
     r"(--webperf-[a-z0-9-]+)=(?:\"([^\"]*)\"|'([^']*)'|((?:[^\s`'\"\)\]\[|]|\[[^\]\s]*\])+))"
 )  # (an endpoint check's brackets, p95[create]:10%, are part of the value)
 _CODE = re.compile(r"```[^\n]*\n(.*?)```|`([^`]+)`", re.S)
-# a command line's ``webperf SUB``: at its start, after a prompt, a path or a ``&&``
-_COMMAND = re.compile(r"(?:^|[ \t$;&|(]|/)webperf[ \t]+([a-z][a-z-]*)", re.M)
+# a command line's ``webperf SUB``: at its start, after a prompt, a path, ``&&``, ``;``,
+# ``|`` or ``(`` (not inside a line of output such as ``Failed: webperf regression``)
+_COMMAND = re.compile(
+    r"(?:^[ \t]*(?:\$[ \t]+)?|&&[ \t]*|;[ \t]*|\|[ \t]*|\([ \t]*|/)webperf[ \t]+([a-z][a-z-]*)",
+    re.M,
+)
+
+
+def doc_name(path: Path) -> str:
+    """A page's path from the repository's root (two pages may share a file name)."""
+    return path.relative_to(ROOT).as_posix()
 
 
 def code_of(path: Path) -> str:
@@ -32,7 +41,7 @@ def code_of(path: Path) -> str:
 
 
 def quoted_options() -> set[tuple[str, str]]:
-    return {(p.name, o) for p in DOCS for o in _OPTION.findall(p.read_text())}
+    return {(doc_name(p), o) for p in DOCS for o in _OPTION.findall(p.read_text())}
 
 
 def quoted_values() -> set[tuple[str, str, str]]:
@@ -47,12 +56,12 @@ def quoted_values() -> set[tuple[str, str, str]]:
                 continue
             if re.fullmatch(r"[A-Z][A-Z0-9_:.-]*", value) or "OWNER" in value:
                 continue  # REF, NAME, HOST:PORT: a placeholder
-            found.add((path.name, option, value))
+            found.add((doc_name(path), option, value))
     return found
 
 
 def quoted_subcommands() -> set[tuple[str, str]]:
-    return {(p.name, s) for p in DOCS for s in _COMMAND.findall(code_of(p))}
+    return {(doc_name(p), s) for p in DOCS for s in _COMMAND.findall(code_of(p))}
 
 
 def subcommands() -> set[str]:

@@ -1,4 +1,4 @@
-"""docs/modules.md names every module under src/pytest_webperf/, and only those."""
+"""docs/explanation/modules.md names every module under src/pytest_webperf/, and only those."""
 
 from __future__ import annotations
 
@@ -11,8 +11,12 @@ PACKAGE = ROOT / "src" / "pytest_webperf"
 
 def test_the_module_table_lists_every_module() -> None:
     listed = set(
-        re.findall(r"^\| `([\w/]+\.py)` \|", (ROOT / "docs" / "modules.md").read_text(), re.M)
+        re.findall(
+            r"^\| `([\w/]+\.py)` \|",
+            (ROOT / "docs" / "explanation" / "modules.md").read_text(),
+            re.M,
+        )
     )
     present = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")}
-    assert sorted(present - listed) == [], "add them to docs/modules.md"
-    assert sorted(listed - present) == [], "gone: remove them from docs/modules.md"
+    assert sorted(present - listed) == [], "add them to docs/explanation/modules.md"
+    assert sorted(listed - present) == [], "gone: remove them from docs/explanation/modules.md"

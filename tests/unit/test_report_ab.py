@@ -1,6 +1,6 @@
 """Checks and A/B runs in the HTML report, and the formatting every renderer shares.
 
-Entries are small dicts shaped as docs/report-schema.md says, so the renderers are
+Entries are small dicts shaped as docs/reference/report-schema.md says, so the renderers are
 tested against the schema, not against whatever the producer happens to write today.
 """
 

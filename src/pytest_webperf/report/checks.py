@@ -1,6 +1,6 @@
 """The checks of a verdict and the two sides of an A/B run, as text for every renderer.
 
-Reads the report's dict (``docs/report-schema.md``): ``verdict.checks``, an entry's
+Reads the report's dict (``docs/reference/report-schema.md``): ``verdict.checks``, an entry's
 ``against`` and ``base_repetitions``, the run's ``against``. Figures are formatted here
 once, so the terminal, Markdown and HTML say the same; nothing is decided here, and a
 missing key shows as ``-``.
