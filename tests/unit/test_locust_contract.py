@@ -99,7 +99,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
     ),
     "gevent_loop": (
         "gevent.get_hub().loop.io(fd, events) and loop.timer(after, repeat).again(callback)",
-        "lean.Connection",
+        "leanconn.Connection",
     ),
 }
 
