@@ -50,10 +50,11 @@ from pytest_webperf.measure import (
     no_monitor,
     run_repetition,
 )
-from pytest_webperf.models import GeneratorSample, ResourceSample, RunResult
+from pytest_webperf.models import RunResult
 from pytest_webperf.profile import Sample, diff, merge, write_folded
 from pytest_webperf.profiler import Capture, Recording, problem
 from pytest_webperf.progress import NoProgress, Progress
+from pytest_webperf.samples import GeneratorSample, ResourceSample
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.paired import PairedTarget
 

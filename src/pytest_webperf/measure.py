@@ -23,17 +23,13 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pytest_webperf.contention import foreign_cpu_percent, machine_busy_seconds, own_tree_seconds
+from pytest_webperf.endpoints import EndpointResult
 from pytest_webperf.errors import TargetError
-from pytest_webperf.models import (
-    EndpointResult,
-    GeneratorSample,
-    Latency,
-    ResourceSample,
-    RunResult,
-)
+from pytest_webperf.models import RunResult
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
 from pytest_webperf.resources import generator_bound, remote_bound
 from pytest_webperf.sampler import RunMonitor
+from pytest_webperf.samples import GeneratorSample, Latency, ResourceSample
 from pytest_webperf.schedule import fell_behind
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, SwarmOutcome, run_swarm

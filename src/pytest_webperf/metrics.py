@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pytest_webperf import resources
-from pytest_webperf.models import Delivery, EndpointResult, Measurement, RunResult
+from pytest_webperf.endpoints import EndpointResult
+from pytest_webperf.models import Measurement, RunResult
+from pytest_webperf.mqttresult import Delivery
 
 Direction = Literal["up", "down"]  # the direction that is bad
 Combine = Literal["mean", "max", "sum", "rate"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any, Literal
 
-from pytest_webperf.models import GeneratorSample, ResourceSample
+from pytest_webperf.samples import GeneratorSample, ResourceSample
 
 TICK_DECIMALS = 3  # the monitor's t is in milliseconds
 SummedField = Literal["cpu_percent", "rss_mb"]

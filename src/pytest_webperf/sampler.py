@@ -23,9 +23,9 @@ from typing import Generic, Literal, Protocol, TypeVar
 import psutil
 
 from pytest_webperf.cgroup import CgroupReader, owns_its_cgroup
-from pytest_webperf.models import GeneratorSample, ResourceSample
 from pytest_webperf.proctree import MB, ProcessTreeSampler, TargetGone
 from pytest_webperf.resources import tick
+from pytest_webperf.samples import GeneratorSample, ResourceSample
 
 __all__ = [
     "CpuSource",

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_webperf import ab
 from pytest_webperf.measure import RunPlan
-from pytest_webperf.models import Latency, RunResult
+from pytest_webperf.models import RunResult
+from pytest_webperf.samples import Latency
 from pytest_webperf.targets.paired import PairedTarget
 
 
@@ -132,7 +133,7 @@ def test_the_minimum_pairs_always_run(ran: list[str]) -> None:
 
 
 def samples(*cpu: float, threads: int = 8) -> list[Any]:
-    from pytest_webperf.models import ResourceSample
+    from pytest_webperf.samples import ResourceSample
 
     return [
         ResourceSample(t=float(i), part="p", cpu_percent=c, rss_mb=1, processes=1, threads=threads)

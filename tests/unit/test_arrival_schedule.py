@@ -13,7 +13,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf.models import GeneratorSample, Latency, RunResult
+from pytest_webperf.models import RunResult
+from pytest_webperf.samples import GeneratorSample, Latency
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import Interval
 

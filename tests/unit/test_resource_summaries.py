@@ -8,15 +8,10 @@ from hypothesis import strategies as st
 
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.metrics import METRICS
-from pytest_webperf.models import (
-    GeneratorSample,
-    Latency,
-    Measurement,
-    ResourceSample,
-    RunResult,
-)
+from pytest_webperf.models import Measurement, RunResult
 from pytest_webperf.report.json_report import report
 from pytest_webperf.resources import cpu_stats, generator_bound, peak_rss_mb, per_tick_totals, tick
+from pytest_webperf.samples import GeneratorSample, Latency, ResourceSample
 from pytest_webperf.workload import Workload
 
 
