@@ -229,7 +229,7 @@ class Verdict:
     status: Status
     reasons: tuple[str, ...] = ()  # one readable line per failed check
     notes: tuple[str, ...] = ()  # improvements and other remarks, never failures
-    # every evaluated check with its numbers (compare.CheckResult.to_dict()), for reports
+    # every evaluated check with its numbers (checking.CheckResult.to_dict()), for reports
     checks: tuple[Mapping[str, Any], ...] = ()
 
     @property

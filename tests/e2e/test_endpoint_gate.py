@@ -62,9 +62,9 @@ def test_mix(webperf):
 # when other processes took the CPU (outcome "contended"). This test is about which route
 # a per-endpoint check fails, so the inner run lifts that guard (and only that).
 CONFTEST = """
-from pytest_webperf import compare
+from pytest_webperf import checking
 
-compare.CONTENDED_CPU_PERCENT = float("inf")
+checking.CONTENDED_CPU_PERCENT = float("inf")
 """
 LOAD = [
     "-p",
