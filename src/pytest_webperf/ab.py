@@ -39,21 +39,12 @@ from typing import Any
 from pytest_webperf.catalog import Catalog, context_hash
 from pytest_webperf.errors import CatalogError
 from pytest_webperf.gitref import BaseTree, base_tree
-from pytest_webperf.measure import (
-    Label,
-    LoadKind,
-    Monitor,
-    MonitorFactory,
-    RunPlan,
-    TargetDied,
-    died,
-    no_monitor,
-    run_repetition,
-)
+from pytest_webperf.measure import Label, LoadKind, TargetDied, died, run_repetition
 from pytest_webperf.models import RunResult
 from pytest_webperf.profile import Sample, diff, merge, write_folded
 from pytest_webperf.profiler import Capture, Recording, problem
 from pytest_webperf.progress import NoProgress, Progress
+from pytest_webperf.runplan import Monitor, MonitorFactory, RunPlan, no_monitor
 from pytest_webperf.samples import GeneratorSample, ResourceSample
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.paired import PairedTarget

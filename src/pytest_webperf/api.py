@@ -29,16 +29,12 @@ from pytest_webperf.catalog import Catalog
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import OptionError
 from pytest_webperf.gitref import map_command
-from pytest_webperf.measure import (
-    HttpRequests,
-    LocustUsers,
-    MonitorFactory,
-    sampling_monitor,
-)
+from pytest_webperf.measure import HttpRequests, LocustUsers
 from pytest_webperf.measurer import PROBE_S, Judge, Measurer
 from pytest_webperf.models import Measurement
 from pytest_webperf.mqtt_telemetry import MqttTelemetry
 from pytest_webperf.progress import Progress
+from pytest_webperf.runplan import MonitorFactory, sampling_monitor
 from pytest_webperf.swarm import userspec
 from pytest_webperf.swarm.hotloop import resolve_user, user_for_url
 from pytest_webperf.swarm.userspec import is_custom

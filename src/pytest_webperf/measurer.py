@@ -15,20 +15,12 @@ from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.checks import Check
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import OptionError, TargetError
-from pytest_webperf.measure import (
-    HttpRequests,
-    Label,
-    LoadKind,
-    MonitorFactory,
-    RunPlan,
-    TargetDied,
-    run_repetitions,
-    sampling_monitor,
-)
+from pytest_webperf.measure import HttpRequests, Label, LoadKind, TargetDied, run_repetitions
 from pytest_webperf.models import Measurement, Verdict
 from pytest_webperf.mqtt_telemetry import MqttTelemetry
 from pytest_webperf.placement import Placement, cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
+from pytest_webperf.runplan import MonitorFactory, RunPlan, sampling_monitor
 from pytest_webperf.scaleout import remote_of
 from pytest_webperf.swarm.hotloop import resolve_user
 from pytest_webperf.targets.base import Target

@@ -104,7 +104,7 @@ class RunResult:
     @property
     def capacity_rps(self) -> float | None:
         """An estimate: requests/s the cores the target could use (``server_cores``, see
-        ``measure.usable_cores``: never more than its threads can run at once) could serve
+        ``results.usable_cores``: never more than its threads can run at once) could serve
         at this service demand (utilization law: throughput per core = 1 / CPU time per
         request), whoever was the bottleneck. Not a measured maximum."""
         demand = self.cpu_per_req_us

@@ -11,9 +11,9 @@ import psutil
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.measure import usable_cores
 from pytest_webperf.models import RunResult
 from pytest_webperf.proctree import ProcessTreeSampler, gil_bound
+from pytest_webperf.results import usable_cores
 from pytest_webperf.samples import Latency, ResourceSample
 
 

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.measure import fell_behind
 from pytest_webperf.samples import GeneratorSample
+from pytest_webperf.schedule import fell_behind
 from pytest_webperf.swarm.pacing import first_due, kept, timing
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.workload import Workload
