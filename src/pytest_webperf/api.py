@@ -29,6 +29,7 @@ from pytest_webperf.catalog import Catalog
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import OptionError
 from pytest_webperf.gitref import map_command
+from pytest_webperf.httpworkload import http_name, http_workload, request
 from pytest_webperf.measure import HttpRequests, LocustUsers
 from pytest_webperf.measurer import PROBE_S, Judge, Measurer
 from pytest_webperf.models import Measurement
@@ -44,14 +45,7 @@ from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.paired import PairedTarget
 from pytest_webperf.targets.process import ProcessTarget
 from pytest_webperf.values import parse_duration
-from pytest_webperf.workload import (
-    MIN_COUNTED_S,
-    Request,
-    Workload,
-    http_name,
-    http_workload,
-    request,
-)
+from pytest_webperf.workload import MIN_COUNTED_S, Request, Workload
 
 
 class Webperf:
@@ -239,7 +233,7 @@ class Webperf:
     ) -> Measurement:
         """Load ``target`` with an HTTP swarm; all repetitions, judged: a closed loop, paced
         (``interval=`` per user, ``rate=`` over all, ``arrival_rate=`` sent by idle users),
-        or ``requests=N`` then stop, as ``ab -n`` (see ``workload.http_workload``).
+        or ``requests=N`` then stop, as ``ab -n`` (see ``httpworkload.http_workload``).
         ``mix=[self.request(...), ...]`` sends several request shapes by weight;
         ``expect_status=``/``expect_body=`` are what a response must be to count.
 

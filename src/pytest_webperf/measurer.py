@@ -15,6 +15,7 @@ from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.checks import Check
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import OptionError, TargetError
+from pytest_webperf.httpworkload import http_name, http_workload
 from pytest_webperf.measure import HttpRequests, Label, LoadKind, TargetDied, run_repetitions
 from pytest_webperf.models import Measurement, Verdict
 from pytest_webperf.mqtt_telemetry import MqttTelemetry
@@ -26,12 +27,7 @@ from pytest_webperf.swarm.hotloop import resolve_user
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.paired import PairedTarget
 from pytest_webperf.values import parse_concurrency, parse_duration
-from pytest_webperf.workload import (
-    MIN_COUNTED_S,
-    Workload,
-    http_name,
-    http_workload,
-)
+from pytest_webperf.workload import MIN_COUNTED_S, Workload
 
 PROBE_S = 2.0  # how long ``requests_lasting`` times a target's throughput
 SPARE = 1.5  # the count it sizes is this many times what the probe's rate gives

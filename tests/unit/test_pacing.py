@@ -189,7 +189,7 @@ def test_tickets_hand_out_exactly_the_count(count: int, steps: list[bool]) -> No
 
 def test_http_arguments_become_a_workload_or_a_clear_error() -> None:
     from pytest_webperf.errors import OptionError
-    from pytest_webperf.workload import http_name, http_workload
+    from pytest_webperf.httpworkload import http_name, http_workload
 
     def make(**kw: Any) -> Workload:
         args: dict[str, Any] = {
