@@ -26,10 +26,10 @@ from pathlib import Path
 
 from pytest_webperf.ab import profiled_repetition, profiling_monitors
 from pytest_webperf.catalog import Catalog, default_directories
+from pytest_webperf.distributions import t_ppf
 from pytest_webperf.measure import HttpRequests, run_repetition
 from pytest_webperf.profiler import Capture, Recording
 from pytest_webperf.runplan import RunPlan, sampling_monitor
-from pytest_webperf.stats import t_ppf
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget
 from pytest_webperf.targets.process import ProcessTarget
