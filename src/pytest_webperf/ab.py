@@ -106,6 +106,19 @@ class Against:
     def describe(self) -> dict[str, object]:
         return self.tree.describe()
 
+    def pair(
+        self, change: Target, *, changed: bool, start_base: Callable[[], Target] | None
+    ) -> PairedTarget:
+        """``change`` (B, started) with its base (A): the one place it is decided whether
+        a target is measured against its base. One the base does not have (no
+        ``start_base``) is measured alone; an unchanged one is not measured (reported
+        ``unchanged``) unless ``always``; otherwise its base is started beside it."""
+        if start_base is None:
+            return PairedTarget(change, None, changed=True)
+        if not changed and not self.always:
+            return PairedTarget(change, None, changed=False)
+        return PairedTarget(change, start_base(), changed=changed)
+
 
 @contextmanager
 def against(rootdir: Path, ref: str, catalog: Catalog, *, always: bool) -> Iterator[Against]:

@@ -119,12 +119,15 @@ class Webperf:
         against = self._against()
         changed = against.server_changed(name)
         started = self._stack.enter_context(change)
-        if not against.has_server(name):  # new since the base: nothing to compare with
-            return PairedTarget(started, None, changed=True)
-        if not changed and not against.always:
-            return PairedTarget(started, None, changed=False)
-        base = ContainerTarget(against.base_catalog, name, limits=limits, env=env, bind=bind)
-        return PairedTarget(started, self._stack.enter_context(base), changed=changed)
+
+        def start_base() -> Target:
+            base = ContainerTarget(against.base_catalog, name, limits=limits, env=env, bind=bind)
+            return self._stack.enter_context(base)
+
+        # a server new since the base has nothing to compare with
+        return against.pair(
+            started, changed=changed, start_base=start_base if against.has_server(name) else None
+        )
 
     def process(
         self,
@@ -171,15 +174,15 @@ class Webperf:
             return change
         against = self._against()
         where = Path(cwd or os.getcwd())
-        changed = against.path_changed(where)
-        if not changed and not against.always:
-            return PairedTarget(change, None, changed=False)
-        tree = against.tree
-        mapped = tree.map(where)
-        argv = map_command(tree, shlex.split(command) if isinstance(command, str) else command)
-        environ = {k: tree.map_arg(v) for k, v in (env or {}).items()}
-        base = start(argv, str(mapped) if mapped is not None else cwd, environ)
-        return PairedTarget(change, base, changed=changed)
+
+        def start_base() -> Target:
+            tree = against.tree
+            mapped = tree.map(where)
+            argv = map_command(tree, shlex.split(command) if isinstance(command, str) else command)
+            environ = {k: tree.map_arg(v) for k, v in (env or {}).items()}
+            return start(argv, str(mapped) if mapped is not None else cwd, environ)
+
+        return against.pair(change, changed=against.path_changed(where), start_base=start_base)
 
     def request(
         self,
