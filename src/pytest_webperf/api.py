@@ -15,7 +15,6 @@ Plain Python: the fixture in plugin.py only builds this object and closes it.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shlex
@@ -29,23 +28,17 @@ from pytest_webperf.catalog import Catalog
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import OptionError
 from pytest_webperf.gitref import map_command
-from pytest_webperf.httpworkload import http_name, http_workload, request
-from pytest_webperf.measure import HttpRequests, LocustUsers
+from pytest_webperf.httpworkload import request
+from pytest_webperf.loads import http_load, locust_load, mqtt_load
 from pytest_webperf.measurer import PROBE_S, Judge, Measurer
 from pytest_webperf.models import Measurement
-from pytest_webperf.mqtt_telemetry import MqttTelemetry
 from pytest_webperf.progress import Progress
 from pytest_webperf.runplan import MonitorFactory, sampling_monitor
-from pytest_webperf.swarm import userspec
-from pytest_webperf.swarm.hotloop import resolve_user, user_for_url
-from pytest_webperf.swarm.userspec import is_custom
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
-from pytest_webperf.targets.paired import PairedTarget
 from pytest_webperf.targets.process import ProcessTarget
-from pytest_webperf.values import parse_duration
-from pytest_webperf.workload import MIN_COUNTED_S, Request, Workload
+from pytest_webperf.workload import MIN_COUNTED_S, Request
 
 
 class Webperf:
@@ -184,30 +177,8 @@ class Webperf:
 
         return against.pair(change, changed=against.path_changed(where), start_base=start_base)
 
-    def request(
-        self,
-        path: str,
-        *,
-        method: str = "GET",
-        body: bytes | str = b"",
-        headers: Mapping[str, str] | None = None,
-        weight: float = 1,
-        name: str | None = None,
-        expect_status: int | set[int] | frozenset[int] | range | None = None,
-        expect_body: str | bytes | re.Pattern[str] | re.Pattern[bytes] | None = None,
-    ) -> Request:
-        """One entry of ``http(target, mix=[...])``: a request shape, its ``weight``
-        (share of the mix), its ``name`` (default: the path) and its response checks."""
-        return request(
-            path,
-            method=method,
-            body=body,
-            headers=headers,
-            weight=weight,
-            name=name,
-            expect_status=expect_status,
-            expect_body=expect_body,
-        )
+    # one entry of ``http(target, mix=[...])``: a request shape, its weight, name and checks
+    request = staticmethod(request)
 
     def http(
         self,
@@ -245,71 +216,9 @@ class Webperf:
         counts as errors of kind ``tls``. ``keepalive=False``: a new connection per request
         (every request says ``Connection: close``), over TLS a full handshake each time
         unless ``tls_resume=True`` resumes the last session (its ticket)."""
-        arguments.check("http", locals())
-        user_class = user_for_url(resolve_user(user or self.config.user), target.url)
-        ca_file = arguments.check_tls_ca(tls_ca, target.url, user_class)
-        if mix is not None and not keepalive:  # each entry says Connection: close
-            arguments.check_connection_reuse(keepalive, tls_resume, target.url, user_class, None)
-            mix = [
-                arguments.closing(entry) if isinstance(entry, Request) else entry for entry in mix
-            ]
-        else:
-            headers = arguments.check_connection_reuse(
-                keepalive, tls_resume, target.url, user_class, headers
-            )
-        plan = self._measurer.plan(
-            target, concurrency=concurrency, duration=duration, warmup=warmup, repeat=repeat
-        )
-        workload = http_workload(
-            path,
-            method=method,
-            body=body,
-            headers=headers,
-            user_class=user_class,
-            workers=self.config.workers + self.config.remote_workers,  # all generator processes
-            users=plan.concurrency,
-            interval=interval,
-            rate=rate,
-            requests=self.config.requests if requests is None else requests,
-            arrival_rate=arrival_rate,
-            mix=mix,
-            expect_status=expect_status,
-            expect_body=expect_body,
-        )
-        if workload.requests:
-            plan = dataclasses.replace(plan, warmup_s=0.0)  # ab measures from the first request
-        note = None
-        if user_class == "native" and workload.regex:
-            user_class = "lean"  # the native loop checks substrings only
-            note = (
-                "a regular-expression expect_body is checked by the lean user: it sends this load"
-            )
-        if is_custom(user_class):  # what ran is named, not a path it never sent
-            given = [
-                k
-                for k, v in (
-                    ("path", path),
-                    ("method", method),
-                    ("body", body),
-                    ("headers", headers),
-                )
-                if v is not None
-            ]
-            if user is not None and given:  # a test's own contradiction (not the option's)
-                raise OptionError(
-                    f"{given[0]}= is not sent by user={user!r}: your user class sends its own "
-                    "requests; drop it (or use webperf.locust(target, 'locustfile.py'))"
-                )
-            userspec.check_once(user_class, what="user=" if user else "--webperf-user")
-            workload = dataclasses.replace(
-                workload, path="", method="", body=b"", headers=(), users=user_class
-            )
-        kind = HttpRequests(
-            workload, user_class=user_class, note=note, tls_ca=ca_file, tls_resume=tls_resume
-        )
-        return self._measurer.measure(
-            target, kind, plan, name or http_name(workload, rate), workload
-        )
+        arguments.check("http", args := locals())
+        kind, plan, named = http_load(self._measurer, target, args)
+        return self._measurer.measure(target, kind, plan, named, kind.workload)
 
     def locust(
         self,
@@ -329,26 +238,8 @@ class Webperf:
         (``constant_pacing``/``constant_throughput`` timed from each task's intended
         start), a task's exception a failed request. With --webperf-against the base
         runs the same path in the base's tree (this one if it is not there)."""
-        path = userspec.locustfile_path(locustfile)
-        classes = userspec.class_names(user_class)
-        if users is not None and (
-            isinstance(users, bool) or not isinstance(users, int) or users < 1
-        ):
-            raise OptionError(f"users={users!r}: the number of Locust users, an int >= 1")
-        change = userspec.file_spec(path, classes)
-        checked = userspec.check(change)
-        plan = self._measurer.plan(
-            target, concurrency=users, duration=duration, warmup=warmup, repeat=repeat
-        )
-        base, base_spec = None, None
-        if isinstance(target, PairedTarget) and target.base is not None:
-            assert self._against is not None
-            base = target.base
-            base_spec = userspec.file_spec(self._against().tree.map(path) or path, classes)
-            if base_spec != change:
-                userspec.check(base_spec, what=f"the locustfile at {self._against().tree.ref}")
-        workload = Workload(path="", method="", users=userspec.label(change, checked.classes))
-        kind = LocustUsers(workload, change, base=base, base_user_class=base_spec)
+        args = locals()
+        kind, plan, workload = locust_load(self._measurer, target, args, self._against)
         return self._measurer.measure(target, kind, plan, name or workload.users, workload)
 
     def requests_lasting(
@@ -389,30 +280,7 @@ class Webperf:
         every message accounted for (published, acknowledged, delivered to an observer
         and stored by the server; lost, duplicated, late). Judged with the MQTT checks
         (``lost:0``, ``dup:0``, ``tps:5%``, ...) unless the test gives its own."""
-        arguments.check("mqtt", locals())
-        config = self.config
-        telemetry = MqttTelemetry(
-            interval_s=parse_duration(interval),
-            qos=qos,
-            drain_s=parse_duration(drain),
-            quiet_s=parse_duration(quiet),
-            observe=observe,
-            topic=topic,
-        )
-        plan = dataclasses.replace(
-            self._measurer.plan(
-                target,
-                concurrency=users or self.concurrency,
-                duration=duration,
-                warmup=warmup,
-                repeat=repeat,
-            ),
-            spawn_rate=config.spawn_rate if spawn_rate is None else spawn_rate,
-        )
-        return self._measurer.measure(
-            target,
-            telemetry,
-            plan,
-            name or telemetry.name,
-            telemetry.workload,
-        )
+        arguments.check("mqtt", args := locals())
+        telemetry, plan = mqtt_load(self._measurer, target, args)
+        workload = telemetry.workload
+        return self._measurer.measure(target, telemetry, plan, name or telemetry.name, workload)
