@@ -178,56 +178,45 @@ class Connection:
         sock = self.sock if self.sock is not None else self._connect()
         parser = self.parser
         parser.begin(head_only=head_only, keep_body=keep_body, keep_head=keep_head)
-        if self.tls is not None:
-            return self._attempt_tls(sock, self.tls, parser, payload)
-        self._send(sock, payload)
+        tls = self.tls
+        if tls is None:
+            self._send(sock, payload)
+            read = self._read
+        else:  # records in and out through the memory BIOs
+            tls.write(payload)
+            self._send(sock, self.outgoing.read())
+            read = self._tls_read
         done = False
         if self.rest:
             done = parser.feed(self.rest)
             self.rest = b""
         while not done:
+            data = read(sock, tls)
+            if not data:
+                if parser.eof():
+                    break
+                raise RequestFailed(CLOSED, parser.closed_early())
+            done = parser.feed(data)
+        if parser.keep_alive and not self.close_each:
+            self.rest = parser.rest
+        else:
+            self.close()
+        return parser
+
+    def _read(self, sock: _socket.socket, tls: ssl.SSLObject | None) -> bytes:
+        """Bytes that arrived (b"" at the end of the stream), waiting as needed (the
+        plain read of ``_attempt``; ``_tls_read`` is the other)."""
+        while True:
             self._wait(self.reader)
             try:
-                data = sock.recv(RECV_SIZE)
+                return sock.recv(RECV_SIZE)
             except BlockingIOError:
                 continue
-            if not data:
-                if parser.eof():
-                    break
-                raise RequestFailed(CLOSED, parser.closed_early())
-            done = parser.feed(data)
-        if parser.keep_alive and not self.close_each:
-            self.rest = parser.rest
-        else:
-            self.close()
-        return parser
 
-    def _attempt_tls(
-        self, sock: _socket.socket, tls: ssl.SSLObject, parser: ResponseParser, payload: bytes
-    ) -> ResponseParser:
-        """``_attempt`` over TLS: records in and out through the memory BIOs."""
-        tls.write(payload)
-        self._send(sock, self.outgoing.read())
-        done = False
-        if self.rest:
-            done = parser.feed(self.rest)
-            self.rest = b""
-        while not done:
-            data = self._tls_read(sock, tls)
-            if not data:
-                if parser.eof():
-                    break
-                raise RequestFailed(CLOSED, parser.closed_early())
-            done = parser.feed(data)
-        if parser.keep_alive and not self.close_each:
-            self.rest = parser.rest
-        else:
-            self.close()
-        return parser
-
-    def _tls_read(self, sock: _socket.socket, tls: ssl.SSLObject) -> bytes:
+    def _tls_read(self, sock: _socket.socket, tls: ssl.SSLObject | None) -> bytes:
         """Plaintext that arrived (b"" at the end of the stream), waiting for records as
         needed: one recv per readiness, every record it brought decrypted."""
+        assert tls is not None
         incoming = self.incoming
         while True:
             if incoming.pending or tls.pending():
