@@ -14,8 +14,58 @@ if TYPE_CHECKING:
     from pytest_webperf.models import RunResult
 
 
+class Counted:
+    """What a repetition (``RunResult``) and each of its endpoints count alike over the
+    measured phase: requests, failed ones, bytes, latency (and its histogram), the error
+    kinds with one example each; their rates, and their part of the saved dict."""
+
+    requests: int  # completed requests, failed ones included
+    errors: int
+    bytes: int
+    duration_s: float
+    latency: Latency
+    histogram: Histogram
+    error_kinds: Mapping[str, int]
+    error_examples: Mapping[str, str]
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+    def counts_to_dict(self) -> dict[str, Any]:
+        return {
+            "duration_s": self.duration_s,
+            "rps": self.rps,
+            "requests": self.requests,
+            "errors": self.errors,
+            "error_kinds": dict(self.error_kinds),
+            "error_examples": dict(self.error_examples),
+            "bytes": self.bytes,
+            "latency": self.latency.to_dict(),
+            "histogram": self.histogram.to_dict(),
+        }
+
+    @staticmethod
+    def counts_from_dict(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The counted fields of a saved dict, as keyword arguments."""
+        return {
+            "requests": int(data["requests"]),
+            "errors": int(data.get("errors", 0)),
+            "bytes": int(data.get("bytes", 0)),
+            "duration_s": float(data["duration_s"]),
+            "latency": Latency.from_dict(data["latency"]),
+            "histogram": Histogram.from_dict(data.get("histogram", {})),
+            "error_kinds": {str(k): int(v) for k, v in data.get("error_kinds", {}).items()},
+            "error_examples": {str(k): str(v) for k, v in data.get("error_examples", {}).items()},
+        }
+
+
 @dataclass(frozen=True)
-class EndpointResult:
+class EndpointResult(Counted):
     """One endpoint of a request mix (or one request name of a user's own Locust users)
     in one repetition: what its requests did, over the repetition's measured phase.
 
@@ -34,27 +84,11 @@ class EndpointResult:
     error_examples: Mapping[str, str] = field(default_factory=dict)
     weight: float | None = None  # the share asked of a mix entry (weights normalised), if any
 
-    @property
-    def rps(self) -> float:
-        return self.requests / self.duration_s if self.duration_s > 0 else 0.0
-
-    @property
-    def error_rate(self) -> float:
-        return self.errors / self.requests if self.requests else 0.0
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "method": self.method,
-            "requests": self.requests,
-            "errors": self.errors,
-            "bytes": self.bytes,
-            "duration_s": self.duration_s,
-            "rps": self.rps,
-            "latency": self.latency.to_dict(),
-            "histogram": self.histogram.to_dict(),
-            "error_kinds": dict(self.error_kinds),
-            "error_examples": dict(self.error_examples),
+            **self.counts_to_dict(),
             "weight": self.weight,
         }
 
@@ -63,14 +97,7 @@ class EndpointResult:
         return cls(
             name=str(data["name"]),
             method=str(data.get("method", "GET")),
-            requests=int(data["requests"]),
-            errors=int(data.get("errors", 0)),
-            bytes=int(data.get("bytes", 0)),
-            duration_s=float(data["duration_s"]),
-            latency=Latency.from_dict(data["latency"]),
-            histogram=Histogram.from_dict(data.get("histogram", {})),
-            error_kinds={str(k): int(v) for k, v in data.get("error_kinds", {}).items()},
-            error_examples={str(k): str(v) for k, v in data.get("error_examples", {}).items()},
+            **cls.counts_from_dict(data),
             weight=None if data.get("weight") is None else float(data["weight"]),
         )
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_webperf.endpoints import EndpointResult, EndpointSummary, endpoint_summaries
+from pytest_webperf.endpoints import Counted, EndpointResult, EndpointSummary, endpoint_summaries
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.mqttresult import MqttResult
 from pytest_webperf.samples import GeneratorSample, Latency, ResourceSample, Snapshot
@@ -33,7 +33,7 @@ FAILING: frozenset[str] = frozenset({"regression", "broken"})
 
 
 @dataclass(frozen=True)
-class RunResult:
+class RunResult(Counted):
     """One repetition: warm-up excluded, everything measured in the measured phase."""
 
     repetition: int
@@ -94,14 +94,6 @@ class RunResult:
         return self.bytes / 1024 / self.duration_s if self.duration_s > 0 else 0.0
 
     @property
-    def rps(self) -> float:
-        return self.requests / self.duration_s if self.duration_s > 0 else 0.0
-
-    @property
-    def error_rate(self) -> float:
-        return self.errors / self.requests if self.requests else 0.0
-
-    @property
     def capacity_rps(self) -> float | None:
         """An estimate: requests/s the cores the target could use (``server_cores``, see
         ``results.usable_cores``: never more than its threads can run at once) could serve
@@ -124,16 +116,9 @@ class RunResult:
             "repetition": self.repetition,
             "instance": self.instance,
             "concurrency": self.concurrency,
-            "duration_s": self.duration_s,
-            "rps": self.rps,
-            "requests": self.requests,
-            "errors": self.errors,
+            **self.counts_to_dict(),
             "timeouts": self.timeouts,
             "connect_errors": self.connect_errors,
-            "error_kinds": dict(self.error_kinds),
-            "error_examples": dict(self.error_examples),
-            "bytes": self.bytes,
-            "latency": self.latency.to_dict(),
             "server_cpu_seconds": self.server_cpu_seconds,
             "cpu_per_req_us": self.cpu_per_req_us,
             "generator_bound": self.generator_bound,
@@ -145,7 +130,6 @@ class RunResult:
             "series": [s.to_dict() for s in self.series],
             "resources": [r.to_dict() for r in self.resources],
             "generator": [g.to_dict() for g in self.generator],
-            "histogram": self.histogram.to_dict(),
             "notes": list(self.notes),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
             **_schedule_and_count(self),
@@ -161,19 +145,12 @@ class RunResult:
         return cls(
             repetition=int(data["repetition"]),
             concurrency=int(data["concurrency"]),
-            duration_s=float(data["duration_s"]),
-            requests=int(data["requests"]),
-            errors=int(data["errors"]),
+            **cls.counts_from_dict(data),
             timeouts=int(data["timeouts"]),
             connect_errors=int(data.get("connect_errors", 0)),
-            bytes=int(data.get("bytes", 0)),
-            latency=Latency.from_dict(data["latency"]),
             series=tuple(Snapshot.from_dict(s) for s in data.get("series", ())),
-            histogram=Histogram.from_dict(data.get("histogram", {})),
             resources=tuple(ResourceSample.from_dict(r) for r in data.get("resources", ())),
             generator=tuple(GeneratorSample.from_dict(g) for g in data.get("generator", ())),
-            error_kinds=dict(data.get("error_kinds", {})),
-            error_examples=dict(data.get("error_examples", {})),
             server_cpu_seconds=data.get("server_cpu_seconds"),
             generator_bound=bool(data.get("generator_bound", False)),
             server_cores=data.get("server_cores"),
