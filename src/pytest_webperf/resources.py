@@ -71,6 +71,18 @@ def server_cpu_series(
     return per_tick_totals(chosen, "cpu_percent")
 
 
+def usable_threads_peak(samples: Iterable[ResourceSample]) -> int | None:
+    """The most threads the target could run at once in any measured tick, summed over
+    its parts (a process under a global interpreter lock counts one: ``usable_threads``,
+    else ``threads``); None without a measured sample."""
+    totals: dict[float, int] = {}
+    for sample in measured(samples):
+        runnable = sample.threads if sample.usable_threads is None else sample.usable_threads
+        at = tick(sample.t)
+        totals[at] = totals.get(at, 0) + runnable
+    return max(totals.values()) if totals else None
+
+
 def cpu_stats(
     samples: Sequence[ResourceSample], part: str | None = None, *, include_warmup: bool = False
 ) -> CpuStats | None:

@@ -9,7 +9,12 @@ from collections.abc import Mapping, Sequence
 from pytest_webperf.contention import foreign_cpu_percent
 from pytest_webperf.endpoints import EndpointResult
 from pytest_webperf.models import RunResult
-from pytest_webperf.resources import generator_bound, remote_bound
+from pytest_webperf.resources import (
+    generator_bound,
+    remote_bound,
+    server_cpu_series,
+    usable_threads_peak,
+)
 from pytest_webperf.runplan import Monitor, RunPlan
 from pytest_webperf.samples import Latency, ResourceSample
 from pytest_webperf.schedule import fell_behind
@@ -159,21 +164,15 @@ def usable_cores(
     - when it was saturated at fewer whole cores than that (a server holding one lock
       at 100 % of one core), that many."""
     cores = float(limit) if limit else float(machine or os.cpu_count() or 1)
-    per_tick: dict[float, float] = {}
-    threads: dict[float, int] = {}
-    for sample in resources:
-        if sample.t >= 0:
-            per_tick[sample.t] = per_tick.get(sample.t, 0.0) + sample.cpu_percent
-            runnable = sample.threads if sample.usable_threads is None else sample.usable_threads
-            threads[sample.t] = threads.get(sample.t, 0) + runnable
-    if not per_tick:
+    per_tick = server_cpu_series(resources)  # the server's CPU %, summed over its parts
+    most_threads = usable_threads_peak(resources)
+    if not per_tick or most_threads is None:
         return cores
-    most_threads = max(threads.values())
     if 0 < most_threads < cores:
         return float(most_threads)
     if limit:
         return cores
-    busy = sum(per_tick.values()) / len(per_tick) / 100  # mean cores in use
+    busy = sum(per_tick) / len(per_tick) / 100  # mean cores in use
     whole = max(1, round(busy))
     if whole < cores and busy >= 0.9 * whole and busy <= whole + 0.05:
         return float(whole)
