@@ -30,7 +30,7 @@ from pytest_webperf.errors import OptionError
 from pytest_webperf.gitref import map_command
 from pytest_webperf.httpworkload import request
 from pytest_webperf.loads import http_load, locust_load, mqtt_load
-from pytest_webperf.measurer import PROBE_S, Judge, Measurer
+from pytest_webperf.measurer import Judge, Measurer
 from pytest_webperf.models import Measurement
 from pytest_webperf.progress import Progress
 from pytest_webperf.runplan import MonitorFactory, sampling_monitor
@@ -38,7 +38,7 @@ from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.process import ProcessTarget
-from pytest_webperf.workload import MIN_COUNTED_S, Request
+from pytest_webperf.workload import Request
 
 
 class Webperf:
@@ -242,21 +242,13 @@ class Webperf:
         kind, plan, workload = locust_load(self._measurer, target, args, self._against)
         return self._measurer.measure(target, kind, plan, name or workload.users, workload)
 
-    def requests_lasting(
-        self,
-        target: Target,
-        seconds: float = MIN_COUNTED_S,
-        path: str = "/hello",
-        *,
-        method: str = "GET",
-        concurrency: int | None = None,
-        probe: float = PROBE_S,
-    ) -> int:
-        """The request count (``requests=N``) that lasts at least ``seconds`` against
-        ``target`` on this machine, timed by a short probe (``Measurer.requests_lasting``)."""
-        return self._measurer.requests_lasting(
-            target, seconds, path, method=method, concurrency=concurrency, probe=probe
-        )
+    @property
+    def requests_lasting(self) -> Callable[..., int]:
+        """``requests_lasting(target, seconds=5.0, path="/hello", *, method="GET",
+        concurrency=None, probe=2.0)``: the request count (``requests=N``) that lasts at
+        least ``seconds`` against ``target`` on this machine, timed by a short probe
+        (``Measurer.requests_lasting``)."""
+        return self._measurer.requests_lasting
 
     def mqtt(
         self,
