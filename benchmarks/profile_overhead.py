@@ -7,7 +7,7 @@ same target instance, so drift and neighbours hit both alike.
 
 ``python``: a threaded ``http.server`` doing ~1 ms of Python per request (py-spy);
 ``nginx``: the catalogue's nginx serving ``/hello`` in a container (perf). The same
-monitor samples both sides (``measure.sampling_monitor``); the profiled side also runs
+monitor samples both sides (``runplan.sampling_monitor``); the profiled side also runs
 the profiler exactly as an A/B run does (``ab``'s profiling monitor, stacks folded after
 each repetition). Prints each side's mean cpu_per_req, the mean of the per-pair ratios
 with a t-interval, and the load average before and after.
@@ -26,9 +26,10 @@ from pathlib import Path
 
 from pytest_webperf.ab import profiled_repetition, profiling_monitors
 from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.measure import HttpRequests, RunPlan, run_repetition, sampling_monitor
+from pytest_webperf.distributions import t_ppf
+from pytest_webperf.measure import HttpRequests, run_repetition
 from pytest_webperf.profiler import Capture, Recording
-from pytest_webperf.stats import t_ppf
+from pytest_webperf.runplan import RunPlan, sampling_monitor
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget
 from pytest_webperf.targets.process import ProcessTarget

@@ -39,21 +39,13 @@ from typing import Any
 from pytest_webperf.catalog import Catalog, context_hash
 from pytest_webperf.errors import CatalogError
 from pytest_webperf.gitref import BaseTree, base_tree
-from pytest_webperf.measure import (
-    Label,
-    LoadKind,
-    Monitor,
-    MonitorFactory,
-    RunPlan,
-    TargetDied,
-    died,
-    no_monitor,
-    run_repetition,
-)
-from pytest_webperf.models import GeneratorSample, ResourceSample, RunResult
+from pytest_webperf.measure import Label, LoadKind, TargetDied, died, run_repetition
+from pytest_webperf.models import RunResult
 from pytest_webperf.profile import Sample, diff, merge, write_folded
 from pytest_webperf.profiler import Capture, Recording, problem
 from pytest_webperf.progress import NoProgress, Progress
+from pytest_webperf.runplan import Monitor, MonitorFactory, RunPlan, no_monitor
+from pytest_webperf.samples import GeneratorSample, ResourceSample
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.paired import PairedTarget
 
@@ -113,6 +105,19 @@ class Against:
 
     def describe(self) -> dict[str, object]:
         return self.tree.describe()
+
+    def pair(
+        self, change: Target, *, changed: bool, start_base: Callable[[], Target] | None
+    ) -> PairedTarget:
+        """``change`` (B, started) with its base (A): the one place it is decided whether
+        a target is measured against its base. One the base does not have (no
+        ``start_base``) is measured alone; an unchanged one is not measured (reported
+        ``unchanged``) unless ``always``; otherwise its base is started beside it."""
+        if start_base is None:
+            return PairedTarget(change, None, changed=True)
+        if not changed and not self.always:
+            return PairedTarget(change, None, changed=False)
+        return PairedTarget(change, start_base(), changed=changed)
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 Three estimators, one result shape (``Estimate``): repetitions against a stored baseline
 (the Welch interval of ``stats.ratio_change``), pairs of an A/B run (``stats.paired_change``:
-instances as the unit of evidence), and counts as Poisson rates (``stats.rate_ratio``).
+instances as the unit of evidence), and counts as Poisson rates (``rates.rate_ratio``).
 ``compare`` decides from an ``Estimate``; it never looks at the runs itself.
 """
 
@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_webperf import stats
+from pytest_webperf import distributions, rates, stats
 from pytest_webperf.metrics import Metric
 from pytest_webperf.models import Measurement, RunResult
 
@@ -155,7 +155,7 @@ def count_estimate(metric: Metric, current: Measurement, baseline: Measurement) 
     if exposure <= 0 or base_exposure <= 0:
         return "nothing was sent" + (" in this run" if exposure <= 0 else " in the baseline")
     events, base_events = round(math.fsum(xs)), round(math.fsum(ys))
-    est = stats.rate_ratio(events, exposure, base_events, base_exposure)
+    est = rates.rate_ratio(events, exposure, base_events, base_exposure)
     return Estimate(
         events / exposure,
         base_events / base_exposure,
@@ -174,6 +174,6 @@ def interval(est: Estimate, confidence: float) -> tuple[float | None, float | No
         return est.low, est.high
     if est.se == 0:
         return est.change, est.change
-    q = stats.t_ppf(0.5 + confidence / 2, est.df)
+    q = distributions.t_ppf(0.5 + confidence / 2, est.df)
     centre = math.log1p(est.change)
     return math.expm1(centre - q * est.se), math.expm1(centre + q * est.se)

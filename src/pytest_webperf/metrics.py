@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pytest_webperf import resources
-from pytest_webperf.models import Delivery, EndpointResult, Measurement, RunResult
+from pytest_webperf.endpoints import EndpointResult
+from pytest_webperf.models import Measurement, RunResult
+from pytest_webperf.mqttresult import Delivery
 
 Direction = Literal["up", "down"]  # the direction that is bad
 Combine = Literal["mean", "max", "sum", "rate"]
@@ -180,6 +182,21 @@ class Metric:
         return replace(self, per_run=per_run, series=None, exposure=exposure, endpoint=endpoint)
 
 
+def _latency_metric(name: str, figure: str, *, per_second: bool = False) -> Metric:
+    """A latency figure (a percentile or the mean, ``figure`` of ``Latency``): the run's,
+    each endpoint's, and per second where the generator's snapshots carry it."""
+    return Metric(
+        name,
+        "ms",
+        "up",
+        _latency(figure),
+        _snapshot_latency(figure) if per_second else None,
+        aliases=(figure,),
+        load_sensitive=True,
+        per_endpoint=_endpoint_latency(figure),
+    )
+
+
 # Adding a metric is one line.
 METRICS: Mapping[str, Metric] = {
     m.name: m
@@ -204,63 +221,11 @@ METRICS: Mapping[str, Metric] = {
             load_sensitive=True,
             whole_run_only=MQTT_ONLY,
         ),
-        Metric(
-            "p50",
-            "ms",
-            "up",
-            _latency("p50_ms"),
-            _snapshot_latency("p50_ms"),
-            aliases=("p50_ms",),
-            load_sensitive=True,
-            per_endpoint=_endpoint_latency("p50_ms"),
+        *(
+            _latency_metric(f"p{q}", f"p{q}_ms", per_second=q in ("50", "95", "99"))
+            for q in ("50", "90", "95", "99", "999")
         ),
-        Metric(
-            "p90",
-            "ms",
-            "up",
-            _latency("p90_ms"),
-            aliases=("p90_ms",),
-            load_sensitive=True,
-            per_endpoint=_endpoint_latency("p90_ms"),
-        ),
-        Metric(
-            "p95",
-            "ms",
-            "up",
-            _latency("p95_ms"),
-            _snapshot_latency("p95_ms"),
-            aliases=("p95_ms",),
-            load_sensitive=True,
-            per_endpoint=_endpoint_latency("p95_ms"),
-        ),
-        Metric(
-            "p99",
-            "ms",
-            "up",
-            _latency("p99_ms"),
-            _snapshot_latency("p99_ms"),
-            aliases=("p99_ms",),
-            load_sensitive=True,
-            per_endpoint=_endpoint_latency("p99_ms"),
-        ),
-        Metric(
-            "p999",
-            "ms",
-            "up",
-            _latency("p999_ms"),
-            aliases=("p999_ms",),
-            load_sensitive=True,
-            per_endpoint=_endpoint_latency("p999_ms"),
-        ),
-        Metric(
-            "latency_mean",
-            "ms",
-            "up",
-            _latency("mean_ms"),
-            aliases=("mean_ms",),
-            load_sensitive=True,
-            per_endpoint=_endpoint_latency("mean_ms"),
-        ),
+        _latency_metric("latency_mean", "mean_ms"),
         Metric(
             "errors",
             "",

@@ -31,11 +31,14 @@ from typing import Any, Protocol
 
 from pytest_webperf.errors import SwarmError, TargetError
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.measure import MonitorFactory, RunPlan, no_monitor, run_repetitions
-from pytest_webperf.models import Latency, Measurement, MqttResult, RunResult
+from pytest_webperf.measure import run_repetitions
+from pytest_webperf.models import Measurement, RunResult
 from pytest_webperf.mqtt.accounting import Published, account, seed_tps
 from pytest_webperf.mqtt.load import MqttLoad
 from pytest_webperf.mqtt.store import TelemetryStore, container_sql
+from pytest_webperf.mqttresult import MqttResult
+from pytest_webperf.runplan import MonitorFactory, RunPlan, no_monitor
+from pytest_webperf.samples import Latency
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
 from pytest_webperf.workload import Workload

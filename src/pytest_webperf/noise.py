@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_webperf import stats
-from pytest_webperf.compare import POWER
+from pytest_webperf.checking import POWER
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.metrics import METRICS
 from pytest_webperf.models import Measurement

@@ -10,9 +10,8 @@ import argparse
 import contextlib
 import os
 import signal
-import tempfile
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,13 @@ from pytest_webperf.advice import advice_of, failure_reasons, group_summary_advi
 from pytest_webperf.api import Webperf
 from pytest_webperf.config import SETTINGS, RunConfig, Setting, explain, resolve
 from pytest_webperf.errors import OptionError, WebperfError
-from pytest_webperf.measurement_lock import MeasurementLock
 from pytest_webperf.profiler import header_note
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.progress_view import LiveLine, PlainLines
 from pytest_webperf.scaleout import farewell, remote_of
 from pytest_webperf.session import Extensions, WebperfSession
 from pytest_webperf.swarm.hotloop import fallback_note, resolve_user
+from pytest_webperf.xdist_hooks import join_xdist
 
 session_key = pytest.StashKey[WebperfSession]()
 settings_key = pytest.StashKey[dict[str, str]]()  # nodeid -> the settings it ran with
@@ -98,7 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[session_key] = session
-    _join_xdist(config, session)
+    join_xdist(config, session)
     _sigterm_as_ctrl_c(config)
 
 
@@ -424,63 +423,3 @@ def _webperf_turn(request: pytest.FixtureRequest) -> Generator[None]:
     servers stop): under pytest-xdist, one webperf test measures at a time."""
     with _session(request.config).turn():
         yield
-
-
-# pytest-xdist. Decision: a lock, not ``xdist_group`` + ``--dist loadgroup``.
-# - Every --dist mode works, plain ``-n 2`` included: nothing to refuse, and a suite
-#   that merely has the plugin installed is never told to change its dist mode.
-# - loadgroup appends "@group" to grouped tests' node ids, which would split each
-#   test's baselines between runs with and without xdist.
-# - An flock dies with its worker: a crashed worker never blocks the others.
-# The cost: a worker that draws a webperf test while another measures waits for it.
-WORKER_LOCK = "webperf_lock"  # workerinput key: the run's lock file
-WORKER_OUTPUT = "webperf"  # workeroutput key: WebperfSession.worker_output()
-
-
-def _join_xdist(config: pytest.Config, session: WebperfSession) -> None:
-    """Registered only in its role: a worker measures and sends, the controller
-    receives, reports and saves."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:
-        session.distribution.worker = str(workerinput["workerid"])
-        if WORKER_LOCK in workerinput:
-            session.distribution.lock = MeasurementLock(Path(workerinput[WORKER_LOCK]))
-        config.pluginmanager.register(_XdistWorker(session), "webperf-xdist-worker")
-    elif config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_XdistController(session), "webperf-xdist-controller")
-
-
-class _XdistWorker:
-    def __init__(self, webperf: WebperfSession) -> None:
-        self.webperf = webperf
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        # between xdist's hook wrapper setting up workeroutput and sending it
-        session.config.workeroutput[WORKER_OUTPUT] = self.webperf.worker_output()  # type: ignore[attr-defined]
-
-
-class _XdistController:
-    def __init__(self, webperf: WebperfSession) -> None:
-        self.webperf = webperf
-        self.lock_path: Path | None = None
-
-    def pytest_configure_node(self, node: Any) -> None:
-        if self.lock_path is None:
-            fd, name = tempfile.mkstemp(prefix="pytest-webperf-", suffix=".lock")
-            os.close(fd)
-            self.lock_path = Path(name)
-        node.workerinput[WORKER_LOCK] = str(self.lock_path)
-
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        self.webperf.distribution.collected = tuple(ids)
-
-    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
-        output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
-        if output:
-            self.webperf.receive(str(node.gateway.id), output)
-        elif error is not None:  # it crashed before sending anything
-            self.webperf.distribution.lost.append(str(node.gateway.id))
-
-    def pytest_unconfigure(self) -> None:
-        if self.lock_path is not None:
-            self.lock_path.unlink(missing_ok=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psutil
 
-from pytest_webperf.models import ResourceSample
+from pytest_webperf.samples import ResourceSample
 
 MB = 1024 * 1024
 GONE = (psutil.NoSuchProcess, psutil.AccessDenied)  # ZombieProcess is a NoSuchProcess

@@ -30,7 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_webperf.stats import mean, stdev, t_ppf
+from pytest_webperf.distributions import t_ppf
+from pytest_webperf.stats import mean, stdev
 
 Stacks = Mapping[str, int]  # "root;...;leaf" -> samples
 

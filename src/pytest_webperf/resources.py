@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any, Literal
 
-from pytest_webperf.models import GeneratorSample, ResourceSample
+from pytest_webperf.samples import GeneratorSample, ResourceSample
 
 TICK_DECIMALS = 3  # the monitor's t is in milliseconds
 SummedField = Literal["cpu_percent", "rss_mb"]
@@ -69,6 +69,18 @@ def server_cpu_series(
     """CPU % per tick of one part, or of all parts summed (part None); 100 = one core."""
     chosen = [s for s in measured(samples, include_warmup) if part is None or s.part == part]
     return per_tick_totals(chosen, "cpu_percent")
+
+
+def usable_threads_peak(samples: Iterable[ResourceSample]) -> int | None:
+    """The most threads the target could run at once in any measured tick, summed over
+    its parts (a process under a global interpreter lock counts one: ``usable_threads``,
+    else ``threads``); None without a measured sample."""
+    totals: dict[float, int] = {}
+    for sample in measured(samples):
+        runnable = sample.threads if sample.usable_threads is None else sample.usable_threads
+        at = tick(sample.t)
+        totals[at] = totals.get(at, 0) + runnable
+    return max(totals.values()) if totals else None
 
 
 def cpu_stats(

@@ -4,7 +4,7 @@
   target's parts (with ``proctree.ProcessTreeSampler``, and the cgroup of each)
   or the generator's processes every ``interval``, with marks for the measured
   phase.
-- ``RunMonitor``: one repetition's monitoring, the shape ``measure.Monitor`` asks
+- ``RunMonitor``: one repetition's monitoring, the shape ``runplan.Monitor`` asks
   for.
 
 What the samples add up to (server CPU, peak RSS, generator-bound) is in
@@ -23,9 +23,9 @@ from typing import Generic, Literal, Protocol, TypeVar
 import psutil
 
 from pytest_webperf.cgroup import CgroupReader, owns_its_cgroup
-from pytest_webperf.models import GeneratorSample, ResourceSample
 from pytest_webperf.proctree import MB, ProcessTreeSampler, TargetGone
 from pytest_webperf.resources import tick
+from pytest_webperf.samples import GeneratorSample, ResourceSample
 
 __all__ = [
     "CpuSource",
@@ -349,7 +349,7 @@ class _HasParts(Protocol):
 class RunMonitor:
     """One repetition's monitoring: the target's parts, and the generator once it runs.
 
-    The shape ``measure.Monitor`` asks for. Entered before the swarm starts;
+    The shape ``runplan.Monitor`` asks for. Entered before the swarm starts;
     ``watch_generator`` when its pid is known, ``mark_start`` when the measured
     phase starts (one origin for both series); leaving the block marks "end",
     so ``server_cpu_seconds`` covers measure-start to the end of the swarm. A

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from pytest_webperf.models import GeneratorSample
 from pytest_webperf.resources import generator_cpu_stats
+from pytest_webperf.samples import GeneratorSample
 from pytest_webperf.swarm.pacing import kept
 from pytest_webperf.swarm.recorder import Interval
 

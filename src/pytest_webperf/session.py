@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import functools
 import sys
@@ -12,18 +11,25 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import __version__, ab, baseline, compare, gitref, machine, metrics, placement
+from pytest_webperf import (
+    __version__,
+    ab,
+    baseline,
+    gitref,
+    judge,
+    machine,
+    placement,
+)
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.checks import DEFAULT_CHECKS, Check, format_checks
 from pytest_webperf.config import RunConfig
 from pytest_webperf.distribution import Distribution
-from pytest_webperf.errors import BaselineError, EngineUnavailable, WebperfError
+from pytest_webperf.errors import EngineUnavailable
+from pytest_webperf.finish import finish_run
 from pytest_webperf.machine import MachineInfo
 from pytest_webperf.models import Measurement
 from pytest_webperf.report import terminal
-from pytest_webperf.report.html import write_html
-from pytest_webperf.report.json_report import history_entry, report, write_json
-from pytest_webperf.report.markdown import write_markdown
+from pytest_webperf.report.json_report import report
 from pytest_webperf.swarm.hotloop import resolve_user
 
 
@@ -38,17 +44,6 @@ class Extensions:
 
     update_machine_info: Callable[[dict[str, Any]], None] = _unchanged
     update_json: Callable[[dict[str, Any]], None] = _unchanged
-
-
-def failed_absolute(measurement: Measurement) -> bool:
-    """Whether its verdict failed the checks that hold baseline or not: broken, or an
-    error rate over --webperf-max-error-rate (not a baseline to compare against)."""
-    verdict = measurement.verdict
-    if verdict is None:
-        return False
-    return verdict.status == "broken" or any(
-        c.get("metric") == "error_rate" and c.get("outcome") == "fail" for c in verdict.checks
-    )
 
 
 class WebperfSession:
@@ -174,89 +169,17 @@ class WebperfSession:
         max_error_rate: float | None = None,
         require_power: bool = False,
     ) -> Measurement:
-        """The measurement with its verdict: the one judge, whatever it is judged against.
-
-        - An A/B run (``against`` with the base's runs): against side A, pair by pair
-          (the process instances and the looks taken are in ``against``).
-        - A target new since the base (``against``, no base runs): by the absolute limits
-          alone, said in the notes.
-        - Otherwise: against this machine's stored baseline. A broken baseline file
-          raises ``BaselineError`` (it fails this test only), except under
-          --webperf-save, which replaces it (the fix its message names).
-
-        ``checks``: the test's (marker) or the run's; none given, ``compare.default_checks``."""
-        chosen = tuple(checks or self.config.compare_fail or compare.default_checks(measurement))
-        bound = compare.mostly_generator_bound(measurement.runs) or compare.mostly_generator_bound(
-            measurement.base_runs
-        )
-        against = measurement.against
-        if against is not None:
-            current = dataclasses.replace(measurement, base_runs=())
-            if not measurement.base_runs:  # nothing to compare with: absolute limits only
-                verdict = compare.decide(
-                    current,
-                    None,
-                    chosen,
-                    generator_bound=bound,
-                    max_error_rate=max_error_rate,
-                    require_power=require_power,
-                )
-                note = (
-                    f"{measurement.server} does not exist at {against.get('ref')}: measured "
-                    "alone, nothing to compare with"
-                )
-                verdict = dataclasses.replace(
-                    verdict,
-                    reasons=tuple(r for r in verdict.reasons if r != compare.NO_BASELINE),
-                    notes=(*verdict.notes, note),
-                )
-                return dataclasses.replace(measurement, verdict=verdict)
-            base = dataclasses.replace(current, runs=measurement.base_runs)
-            verdict = compare.decide(
-                current,
-                base,
-                chosen,
-                generator_bound=bound,
-                instances=tuple(against.get("instances", ())),
-                look=max(1, int(against.get("looks", 1))),
-                max_error_rate=max_error_rate,
-                require_power=require_power,
-            )
-            return dataclasses.replace(measurement, verdict=verdict)
-        notes: list[str] = []
-        try:
-            stored = self.store_for(measurement).load(measurement.nodeid, measurement.name)
-        except baseline.NewerSchemaError:
-            raise  # never replaced: the store refuses to overwrite a newer format
-        except BaselineError as exc:
-            if not self.config.save:
-                raise
-            stored = None
-            notes.append(f"the stored baseline is unreadable, this run replaces it: {exc}")
-        if stored is None:
-            notes += self._other_machines_note(measurement)
-        verdict = compare.decide(
+        """The measurement with its verdict (``judge.judge``, the one judge): against the
+        base in an A/B run, else against this machine's stored baseline."""
+        return judge.judge(
             measurement,
-            stored,
-            chosen,
-            generator_bound=bound,
+            store_for=self.store_for,
+            run_checks=self.config.compare_fail,
             saving=self.config.save,
+            checks=checks,
             max_error_rate=max_error_rate,
             require_power=require_power,
         )
-        verdict = dataclasses.replace(verdict, notes=(*verdict.notes, *notes))
-        return dataclasses.replace(measurement, verdict=verdict)
-
-    def _other_machines_note(self, measurement: Measurement) -> list[str]:
-        store = self.store_for(measurement)
-        others = store.other_machines(measurement.nodeid, measurement.name)
-        if not others:
-            return []
-        return [
-            f"baselines exist for other machines ({', '.join(others)}), not for "
-            f"{store.machine_id}: performance differs across machines, so they are "
-            "not compared (--webperf-machine-id=NAME names a fleet)"
-        ]
 
     def record(self, measurements: Sequence[Measurement]) -> None:
         self.measurements.extend(measurements)
@@ -324,116 +247,11 @@ class WebperfSession:
             **({"against": self._against.describe()} if self._against is not None else {}),
         }
 
-    def histories(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        """The store's last saves of each measurement judged against a baseline (an A/B
-        run's have none), oldest first, for the report's trend. Read before this run
-        saves, so this run is never among them; an unreadable file gives none (the
-        verdict already says why)."""
-        found: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for m in self.measurements:
-            if m.against is not None or (m.nodeid, m.name) in found:
-                continue
-            try:
-                saved = self.store_for(m).history(m.nodeid, m.name)
-            except BaselineError:
-                saved = []
-            found[(m.nodeid, m.name)] = [
-                history_entry(s) for s in saved[-baseline.HISTORY_LIMIT :] if isinstance(s, dict)
-            ]
-        return found
-
-    def report_data(
-        self, histories: Mapping[tuple[str, str], list[dict[str, Any]]] | None = None
-    ) -> dict[str, Any]:
-        """The report's data: every measurement with its baseline's history, the meta."""
-        data = report(self.measurements, self.meta())
-        for entry in data["tests"]:
-            saves = (histories or {}).get((entry["nodeid"], entry["name"]))
-            if saves is not None:
-                entry["history"] = saves
-        return data
-
     def finish(self) -> None:
         """Save baselines if asked and write the reports (once, at the end of the run;
         under pytest-xdist in the controller only: workers send their measurements)."""
         try:
             if self.distribution.worker is None:
-                self._finish()
+                finish_run(self)
         finally:
             self._stack.close()
-
-    def _finish(self) -> None:
-        """Save, then write every report; a path that cannot be written is one problem
-        line (naming it), and the other files are still written."""
-        config = self.config
-        writers = (
-            (config.json, self._write_json, "JSON report"),
-            (config.html, write_html, "HTML report"),
-            (config.markdown, write_markdown, "Markdown summary"),
-        )
-        wanted = [(path, write, what) for path, write, what in writers if path is not None]
-        histories = self.histories() if wanted else {}  # before this run's save joins them
-        if self.config.save and self.measurements:
-            self._attempt("saving baselines", self._save)
-        if wanted:
-            data = self.report_data(histories)
-            for path, write, what in wanted:
-                if self._attempt(
-                    f"writing the {what} to {path}", functools.partial(write, path, data)
-                ):
-                    self.finished.append(f"webperf: {what} written to {path}")
-
-    def _attempt(self, what: str, action: Callable[[], object]) -> bool:
-        try:
-            action()
-        except (WebperfError, OSError) as exc:
-            detail = (
-                str(exc) if isinstance(exc, WebperfError) else f"{exc.strerror}: {exc.filename}"
-            )
-            self.problems.append(f"webperf: error {what}: {detail}")
-            return False
-        return True
-
-    def _write_json(self, path: Path, data: Mapping[str, Any]) -> None:
-        extended = copy.deepcopy(dict(data))  # the hook's keys stay out of the other reports
-        self.extensions.update_json(extended)
-        write_json(path, extended)
-
-    def _save(self) -> None:
-        saved = self.measurements
-        failed = [m for m in saved if failed_absolute(m)]
-        if failed and not self.config.save_failed:
-            saved = [m for m in saved if not failed_absolute(m)]
-            self.problems.append(
-                f"webperf: not saved as baselines: {len(failed)} measurement(s) that failed "
-                "their absolute checks (broken, or an error rate over the limit): "
-                + ", ".join(f"{m.nodeid} [{m.name}]" for m in failed[:3])
-                + ("" if len(failed) <= 3 else ", ...")
-                + "; fix the server, or pass --webperf-save-failed to save them anyway"
-            )
-        if not saved:
-            return
-        git = gitref.git_commit(self.rootdir)
-        by_store: dict[str, list[Measurement]] = {}
-        for m in saved:
-            by_store.setdefault(self.store_for(m).machine_id, []).append(m)
-        for group in by_store.values():
-            store = self.store_for(group[0])
-            metadata = {
-                "machine": self.machine_for(group[0].generator).to_dict(),
-                "git": git,
-                "plugin_version": __version__,
-            }
-            paths = store.save(group, metadata)
-            where = store.base_dir / store.machine_id
-            self.finished.append(
-                f"webperf: saved {len(group)} baseline(s) in {len(paths)} file(s) under {where}"
-            )
-        busy = [m for m in saved if metrics.foreign_cpu(m) > metrics.CONTENDED_CPU_PERCENT]
-        if busy:
-            worst = max(metrics.foreign_cpu(m) for m in busy)
-            self.finished.append(
-                f"webperf: warning: {len(busy)} of these baselines were measured while other "
-                f"processes used up to {worst:.0f}% of a core; a baseline taken on a busy "
-                "machine shifts every later comparison: re-save it on a quiet one"
-            )

@@ -44,6 +44,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_webperf.distributions import t_cdf, t_ppf
+
 # Seconds per batch when turning a per-second series into batch means: successive
 # seconds of a load test are correlated (queues drain slowly), 5 s batches mostly are not.
 BATCH_SECONDS = 5
@@ -142,70 +144,6 @@ def side_spread(
 
 
 # --- distributions -----------------------------------------------------------------------
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        for num in (
-            m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
-            -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1)),
-        ):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1) / (a + b + 2):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """Student's t cumulative distribution (df may be fractional, as Welch's is)."""
-    if math.isinf(df):
-        return 0.5 * math.erfc(-t / math.sqrt(2))
-    tail = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))
-    return 1 - tail if t > 0 else tail
-
-
-def t_ppf(p: float, df: float) -> float:
-    """Inverse of ``t_cdf`` (by bisection: called a few times per verdict)."""
-    if not 0 < p < 1:
-        raise ValueError(f"probability {p} outside (0, 1)")
-    low, high = -1.0, 1.0
-    while t_cdf(low, df) > p:
-        low *= 2
-    while t_cdf(high, df) < p:
-        high *= 2
-    for _ in range(200):
-        mid = (low + high) / 2
-        if t_cdf(mid, df) < p:
-            low = mid
-        else:
-            high = mid
-        if high - low < 1e-12 * max(1.0, abs(mid)):
-            break
-    return (low + high) / 2
 
 
 # --- the relative change of the mean -----------------------------------------------------
@@ -413,83 +351,3 @@ def bootstrap_ratio_ci(
 
 
 # --- counts ------------------------------------------------------------------------------
-
-
-def _binom_sf(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
-    if k <= 0:
-        return 1.0
-    if k > n:
-        return 0.0
-    return betainc(k, n - k + 1, p)
-
-
-@dataclass(frozen=True)
-class RateRatio:
-    """Rate ratio of two Poisson counts (e.g. errors per request), minus 1.
-
-    ``change`` is ``inf`` when the baseline had no events and the current run had some.
-    """
-
-    change: float
-    low: float
-    high: float
-    confidence: float
-    p_greater: float
-    p_less: float
-
-
-def rate_ratio(
-    events: int,
-    exposure: float,
-    base_events: int,
-    base_exposure: float,
-    *,
-    confidence: float = 0.95,
-) -> RateRatio:
-    """Compare ``events/exposure`` with ``base_events/base_exposure``.
-
-    Conditional on the total number of events, the current run's share is binomial
-    with ``pi = exposure / (exposure + base_exposure)`` when the rates are equal: an
-    exact test that needs no normal approximation for counts near zero. The interval
-    is Clopper-Pearson on that share, mapped to the rate ratio. Bursty errors are
-    over-dispersed, which makes this optimistic; the threshold is the second guard.
-    """
-    if exposure <= 0 or base_exposure <= 0:
-        raise ValueError("rate ratio needs positive exposures")
-    total = events + base_events
-    if total == 0:
-        return RateRatio(0.0, -1.0, math.inf, confidence, 1.0, 1.0)
-    pi0 = exposure / (exposure + base_exposure)
-    p_greater = _binom_sf(events, total, pi0)
-    p_less = 1 - _binom_sf(events + 1, total, pi0)
-    alpha = 1 - confidence
-    lo_share = 0.0 if events == 0 else _share_bound(events, total, alpha / 2, lower=True)
-    hi_share = 1.0 if events == total else _share_bound(events, total, alpha / 2, lower=False)
-    scale = base_exposure / exposure
-
-    def to_change(share: float) -> float:
-        return math.inf if share >= 1 else share / (1 - share) * scale - 1
-
-    return RateRatio(
-        to_change(events / total),
-        to_change(lo_share),
-        to_change(hi_share),
-        confidence,
-        p_greater,
-        p_less,
-    )
-
-
-def _share_bound(k: int, n: int, tail: float, *, lower: bool) -> float:
-    """Clopper-Pearson bound of a binomial proportion, by bisection."""
-    low, high = 0.0, 1.0
-    for _ in range(100):
-        mid = (low + high) / 2
-        # lower bound: P(X >= k | mid) = tail; upper bound: P(X <= k | mid) = tail
-        value = _binom_sf(k, n, mid) if lower else 1 - _binom_sf(k + 1, n, mid)
-        if (value < tail) == lower:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2

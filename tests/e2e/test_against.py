@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.e2e.gitrepo import commit_base, git
 
 COSTLY = Path(__file__).resolve().parents[1] / "servers" / "costly"
 COST_US = 300
@@ -36,16 +36,6 @@ def test_work(webperf):
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 def set_cost(repo: Path, cost: int) -> None:
     toml = repo / "servers" / "costly" / "server.toml"
     text = toml.read_text()
@@ -60,9 +50,7 @@ def repo(pytester: pytest.Pytester, engine: None) -> Path:
     shutil.copytree(COSTLY, pytester.path / "servers" / "costly")
     set_cost(pytester.path, COST_US)
     pytester.makepyfile(test_ab=TARGET)
-    git(pytester.path, "init", "-q")
-    git(pytester.path, "add", "-A")
-    git(pytester.path, "commit", "-q", "-m", "base")
+    commit_base(pytester.path)
     return pytester.path
 
 

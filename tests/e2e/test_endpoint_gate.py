@@ -11,10 +11,10 @@ DELAY_MS for its own connection only (the others are answered meanwhile), so the
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
+from tests.e2e.gitrepo import commit_base
 
 SERVER = """
 import asyncio, os
@@ -62,9 +62,9 @@ def test_mix(webperf):
 # when other processes took the CPU (outcome "contended"). This test is about which route
 # a per-endpoint check fails, so the inner run lifts that guard (and only that).
 CONFTEST = """
-from pytest_webperf import compare
+from pytest_webperf import checking
 
-compare.CONTENDED_CPU_PERCENT = float("inf")
+checking.CONTENDED_CPU_PERCENT = float("inf")
 """
 LOAD = [
     "-p",
@@ -86,23 +86,13 @@ RUN = [
 ]
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        check=True,
-    )
-
-
 @pytest.fixture
 def repo(pytester: pytest.Pytester) -> Path:
     """A git repository whose server answers /slow after 5 ms; the working tree's after
     40 ms (the change, uncommitted: B is the working tree)."""
     pytester.makepyfile(server=SERVER.format(delay_ms=5), test_mix=TEST)
     pytester.makeconftest(CONFTEST)
-    git(pytester.path, "init", "-q")
-    git(pytester.path, "add", "-A")
-    git(pytester.path, "commit", "-q", "-m", "base")
+    commit_base(pytester.path)
     (pytester.path / "server.py").write_text(SERVER.format(delay_ms=40))
     return pytester.path
 

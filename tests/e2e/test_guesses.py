@@ -8,27 +8,10 @@ import os
 import re
 
 import pytest
+from tests.e2e.hello_server import HELLO_SERVER
 
 pytest_plugins = ["pytester"]
 QUICK = ["-p", "no:locust", "-W", "error", "--webperf-duration=1s", "--webperf-warmup=0"]
-SERVER = """
-import http.server, os
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        body = b"hello"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
-"""
 USERS = """
 from locust import HttpUser, task
 
@@ -118,7 +101,7 @@ def test_every_guess_fails_in_one_line_without_a_traceback(pytester: pytest.Pyte
             "",
         ]
     pytester.makepyfile(
-        server=SERVER, users=USERS, broken_import=BROKEN_IMPORT, test_guesses="\n".join(tests)
+        server=HELLO_SERVER, users=USERS, broken_import=BROKEN_IMPORT, test_guesses="\n".join(tests)
     )
     pytester.syspathinsert()
     result = pytester.runpytest_subprocess(*QUICK, "--webperf-concurrency=2", "--webperf-repeat=1")
@@ -169,7 +152,7 @@ def test_the_baseline_key_follows_the_user_however_it_was_given(
 ) -> None:
     """Saved with --webperf-user=fast, the baseline is found when fast comes from the
     environment, the ini file, a marker or user=, and not with the default user."""
-    pytester.makepyfile(server=SERVER)
+    pytester.makepyfile(server=HELLO_SERVER)
     args = [*QUICK, "--webperf-concurrency=2", "--webperf-repeat=1"]
 
     def run(*extra: str, marker: str = "", kwarg: str = "") -> pytest.RunResult:
@@ -208,7 +191,7 @@ def test_a_user_that_raises_in_a_generator_worker_fails_in_one_line(
     """With --webperf-workers=2 the users start in worker processes: the first
     failure is said once, naming the worker, as fast as the spawn."""
     pytester.makepyfile(
-        server=SERVER,
+        server=HELLO_SERVER,
         users=USERS,
         test_workers="""
 import sys
@@ -239,7 +222,7 @@ def test_a_threaded_python_server_gets_one_core_of_capacity(pytester: pytest.Pyt
     """The issue's estimate read as a fact: a ThreadingHTTPServer has a thread per
     connection, but runs Python one thread at a time: one core, said to be an estimate."""
     pytester.makepyfile(
-        server=SERVER,
+        server=HELLO_SERVER,
         test_threaded="""
 import sys
 

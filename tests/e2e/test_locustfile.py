@@ -9,12 +9,12 @@ never a sleep), so a change that triples it is a regression no noise can hide.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.e2e.asyncio_server import STALLING_SERVER, asyncio_server
+from tests.e2e.gitrepo import commit_base, git
 
 pytest_plugins = ["pytester"]
 
@@ -62,16 +62,6 @@ RUN = [
 ]
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 def entry(pytester: pytest.Pytester) -> Any:
     (found,) = json.loads((pytester.path / "out.json").read_text())["tests"]
     return found
@@ -82,9 +72,7 @@ def shop(pytester: pytest.Pytester) -> Path:
     """A git repository with the server, its locustfile and a test of it."""
     pytester.makepyfile(server=SERVER, locustfile=SHOP, test_shop=TEST)
     (pytester.path / "work.txt").write_text(str(WORK))
-    git(pytester.path, "init", "-q")
-    git(pytester.path, "add", "-A")
-    git(pytester.path, "commit", "-q", "-m", "base")
+    commit_base(pytester.path)
     return pytester.path
 
 

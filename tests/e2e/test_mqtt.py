@@ -16,9 +16,11 @@ import pytest
 from paho.mqtt import publish
 
 from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.measure import RunPlan, TargetDied
-from pytest_webperf.models import Delivery, Measurement, MqttResult
+from pytest_webperf.measure import TargetDied
+from pytest_webperf.models import Measurement
 from pytest_webperf.mqtt_telemetry import MqttTelemetry, measure_mqtt, wiring
+from pytest_webperf.mqttresult import Delivery, MqttResult
+from pytest_webperf.runplan import RunPlan
 from pytest_webperf.targets import start_target
 from pytest_webperf.targets.container import ContainerTarget
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.measure import RunPlan
 from pytest_webperf.mqtt_telemetry import MqttTelemetry, measure_mqtt
+from pytest_webperf.runplan import RunPlan
 from pytest_webperf.swarm.spec import Remote
 from pytest_webperf.targets import start_target
 

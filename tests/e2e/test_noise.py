@@ -5,11 +5,11 @@ an A/B run of a target too noisy for its threshold, which must say so (``undecid
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests.e2e.gitrepo import commit_base
 
 SERVERS = Path(__file__).resolve().parents[1] / "servers"
 
@@ -112,20 +112,10 @@ NOISY_RUN = [
 ]
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        check=True,
-    )
-
-
 @pytest.fixture
 def noisy_repo(pytester: pytest.Pytester) -> Path:
     pytester.makepyfile(server=NOISY_SERVER.format(rounds=100), test_noisy=NOISY_TEST)
-    git(pytester.path, "init", "-q")
-    git(pytester.path, "add", "-A")
-    git(pytester.path, "commit", "-q", "-m", "base")
+    commit_base(pytester.path)
     (pytester.path / "server.py").write_text(NOISY_SERVER.format(rounds=70))
     return pytester.path
 

@@ -6,28 +6,9 @@ import json
 import time
 
 import pytest
+from tests.e2e.hello_server import HELLO_SERVER
 
 pytest_plugins = ["pytester"]
-SERVER = """
-import http.server, os
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        body = b"<h1>Hello World</h1>"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-# BIND: where --webperf-target-bind asks it to listen (test_remote_workers.py)
-address = (os.environ.get("BIND", "127.0.0.1"), int(os.environ["PORT"]))
-http.server.ThreadingHTTPServer(address, Handler).serve_forever()
-"""
 TEST = """
 import sys
 
@@ -44,7 +25,7 @@ def test_broken(webperf):
 def test_a_local_command_is_measured_and_a_broken_one_shows_its_output(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(server=SERVER, test_local=TEST)
+    pytester.makepyfile(server=HELLO_SERVER, test_local=TEST)
     result = pytester.runpytest_subprocess(
         "-p",
         "no:locust",

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.e2e.gitrepo import commit_base, git
 
 from pytest_webperf.profiler import perf_problem, py_spy_path
 
@@ -94,22 +94,10 @@ needs_a_profiler = pytest.mark.skipif(
 )
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repo(pytester: pytest.Pytester) -> Path:
     pytester.makepyfile(server=SERVER.format(alpha=20_000, beta=20_000), test_profile=TEST)
-    git(pytester.path, "init", "-q")
-    git(pytester.path, "add", "-A")
-    git(pytester.path, "commit", "-q", "-m", "base")
+    commit_base(pytester.path)
     return pytester.path
 
 
@@ -178,9 +166,7 @@ def test_a_c_function_made_slower_is_named_first(pytester: pytest.Pytester, engi
     )
     set_cost(pytester.path, 300)
     pytester.makepyfile(test_c=C_TEST)
-    git(pytester.path, "init", "-q")
-    git(pytester.path, "add", "-A")
-    git(pytester.path, "commit", "-q", "-m", "base")
+    commit_base(pytester.path)
     set_cost(pytester.path, 600)
     git(pytester.path, "commit", "-q", "-am", "burn twice the work")
     result = pytester.runpytest_subprocess(*RUN, "--webperf-against=HEAD~1", timeout=600)

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 from local_http import LocalServer
-from tests.e2e.test_process_target import SERVER
+from tests.e2e.hello_server import HELLO_SERVER
 
 from pytest_webperf.errors import SwarmError
 from pytest_webperf.swarm.runner import run_swarm
@@ -246,7 +246,7 @@ def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
     repetition, the targets (a process, a catalogue server) listen on the bind address
     (127.0.0.2: loopback, but not the default), and the session's end sends the worker
     home."""
-    pytester.makepyfile(server=SERVER, test_bound=TEST_ON_BIND)
+    pytester.makepyfile(server=HELLO_SERVER, test_bound=TEST_ON_BIND)
     result = pytester.runpytest_subprocess(
         "-p",
         "no:locust",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from tests.e2e.test_process_target import SERVER
+from tests.e2e.hello_server import HELLO_SERVER
 
 from pytest_webperf.report.svg import PALETTE
 
@@ -85,7 +85,7 @@ def browser() -> str:
 
 
 def test_every_chart_of_a_real_report_shows_data(pytester: pytest.Pytester, browser: str) -> None:
-    pytester.makepyfile(server=SERVER)
+    pytester.makepyfile(server=HELLO_SERVER)
     pytester.makepyfile(test_local=TEST)
     result = pytester.runpytest_subprocess(
         "-p",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.e2e.test_process_target import SERVER
+from tests.e2e.hello_server import HELLO_SERVER
 
 pytest_plugins = ["pytester"]
 QUICK = [
@@ -38,7 +38,7 @@ def test_two_workers_measure_in_turn_and_the_controller_reports_both(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(
-        server=SERVER,
+        server=HELLO_SERVER,
         test_one=TEST.format(name="one"),
         test_two=TEST.format(name="two"),
     )

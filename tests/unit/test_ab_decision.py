@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from tests.unit.test_compare import make, make_run
 
 from pytest_webperf import stats
+from pytest_webperf.checking import unsettled
 from pytest_webperf.checks import parse_checks
-from pytest_webperf.compare import decide, settled, unsettled
+from pytest_webperf.compare import decide, settled
 from pytest_webperf.models import RunResult
 
 NOISE = [0.01, -0.01, 0.005, -0.005]

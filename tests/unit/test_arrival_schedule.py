@@ -13,7 +13,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf.models import GeneratorSample, Latency, RunResult
+from pytest_webperf.models import RunResult
+from pytest_webperf.samples import GeneratorSample, Latency
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import Interval
 
@@ -102,7 +103,8 @@ def test_a_schedule_that_cannot_be_is_refused(rate: float, processes: int, index
 
 def test_arrival_rate_is_a_workload_or_a_clear_error() -> None:
     from pytest_webperf.errors import OptionError
-    from pytest_webperf.workload import Workload, http_name, http_workload
+    from pytest_webperf.httpworkload import http_name, http_workload
+    from pytest_webperf.workload import Workload
 
     def make(**kw: Any) -> Workload:
         args: dict[str, Any] = {"method": "get", "body": "", "headers": None}

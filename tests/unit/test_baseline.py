@@ -15,14 +15,8 @@ from pytest_webperf import baseline, gitref
 from pytest_webperf.baseline import HISTORY_LIMIT, BaselineStore, MemoryBaselineStore
 from pytest_webperf.errors import BaselineError
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import (
-    Latency,
-    Measurement,
-    ResourceSample,
-    RunResult,
-    Snapshot,
-    Verdict,
-)
+from pytest_webperf.models import Measurement, RunResult, Verdict
+from pytest_webperf.samples import Latency, ResourceSample, Snapshot
 from pytest_webperf.workload import Workload
 
 NODEID = "suites/test_http.py::test_hello[nginx-c500]"

@@ -5,8 +5,9 @@ import pytest
 
 from pytest_webperf.cli import main
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import Latency, Measurement, RunResult, Snapshot
+from pytest_webperf.models import Measurement, RunResult
 from pytest_webperf.report.json_report import report, write_json
+from pytest_webperf.samples import Latency, Snapshot
 from pytest_webperf.workload import Workload
 
 

@@ -22,13 +22,8 @@ from pytest_webperf.checks import (
 from pytest_webperf.compare import decide, evaluate
 from pytest_webperf.errors import OptionError
 from pytest_webperf.metrics import METRICS
-from pytest_webperf.models import (
-    Latency,
-    Measurement,
-    ResourceSample,
-    RunResult,
-    Snapshot,
-)
+from pytest_webperf.models import Measurement, RunResult
+from pytest_webperf.samples import Latency, ResourceSample, Snapshot
 from pytest_webperf.workload import Workload
 
 # --- builders ----------------------------------------------------------------------------
@@ -454,7 +449,7 @@ def test_default_checks_catch_a_ten_percent_slower_server_even_when_generator_bo
 def test_mqtt_delivery_metrics_come_from_the_store_read_back() -> None:
     from dataclasses import replace
 
-    from pytest_webperf.models import Delivery, MqttResult
+    from pytest_webperf.mqttresult import Delivery, MqttResult
 
     def mqtt_run(lost: int, tps: float, p99_ms: float) -> RunResult:
         store = Delivery(

@@ -10,7 +10,8 @@ from pytest_webperf.compare import decide
 from pytest_webperf.contention import foreign_cpu_percent
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.metrics import CONTENDED_CPU_PERCENT
-from pytest_webperf.models import Latency, Measurement, RunResult, Snapshot
+from pytest_webperf.models import Measurement, RunResult
+from pytest_webperf.samples import Latency, Snapshot
 from pytest_webperf.workload import Workload
 
 

@@ -19,20 +19,16 @@ from tests.unit.test_report_html import check as check_html
 
 from pytest_webperf.checks import AbsoluteCheck, RelativeCheck, parse_check, parse_checks
 from pytest_webperf.compare import decide
+from pytest_webperf.endpoints import EndpointResult, EndpointSummary
 from pytest_webperf.errors import OptionError
 from pytest_webperf.metrics import BY_SPELLING, METRICS
-from pytest_webperf.models import (
-    EndpointResult,
-    EndpointSummary,
-    Latency,
-    Measurement,
-    RunResult,
-)
+from pytest_webperf.models import Measurement, RunResult
 from pytest_webperf.report import checks as checks_view
 from pytest_webperf.report.html import render_html
 from pytest_webperf.report.json_report import report
 from pytest_webperf.report.markdown import render_markdown
 from pytest_webperf.report.terminal import summary
+from pytest_webperf.samples import Latency
 
 # --- builders ----------------------------------------------------------------------------
 

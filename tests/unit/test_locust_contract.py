@@ -48,7 +48,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
         "port); master.clients.ready / .all; register_message(type, listener) calls "
         "listener(environment=, msg=) with msg.data, both ways; worker.greenlet; "
         "worker._send_stats() reports to the master now; master.quit() ends the worker",
-        "master.MasterSwarm, master.run_worker",
+        "master.MasterSwarm, worker.run_worker",
     ),
     "remote_join": (
         "a worker made with Environment(user_classes=[]) gets its user class later "
@@ -58,7 +58,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
         "master._users_dispatcher (None before start), locust.runners.STATE_MISSING; a "
         "'quit' message sent to one worker ends it; master.clients.running lists the "
         "workers whose users are spawned",
-        "master.MasterSwarm, master.run_remote",
+        "master.MasterSwarm, worker.run_remote",
     ),
     "stats_entry_fields": (
         "locust_stats.log_interval leaves a StatsEntry as StatsEntry.log and log_error "
@@ -99,7 +99,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
     ),
     "gevent_loop": (
         "gevent.get_hub().loop.io(fd, events) and loop.timer(after, repeat).again(callback)",
-        "lean.Connection",
+        "leanconn.Connection",
     ),
 }
 

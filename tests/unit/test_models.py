@@ -3,16 +3,10 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_webperf.endpoints import EndpointResult
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import (
-    EndpointResult,
-    Latency,
-    Measurement,
-    ResourceSample,
-    RunResult,
-    Snapshot,
-    Verdict,
-)
+from pytest_webperf.models import Measurement, RunResult, Verdict
+from pytest_webperf.samples import Latency, ResourceSample, Snapshot
 from pytest_webperf.workload import Workload
 
 

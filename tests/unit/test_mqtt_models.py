@@ -7,8 +7,10 @@ import json
 import pytest
 
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import Delivery, Latency, MqttResult, RunResult
+from pytest_webperf.models import RunResult
 from pytest_webperf.mqtt.load import MqttLoad
+from pytest_webperf.mqttresult import Delivery, MqttResult
+from pytest_webperf.samples import Latency
 from pytest_webperf.swarm.spec import SwarmSpec
 
 

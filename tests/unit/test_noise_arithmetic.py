@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf import stats
-from pytest_webperf.compare import POWER
+from pytest_webperf.checking import POWER
 from pytest_webperf.noise import (
     NoiseError,
     NoiseRun,

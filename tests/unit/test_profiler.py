@@ -8,9 +8,10 @@ import pytest
 from pytest_webperf import profiler
 from pytest_webperf.ab import Pairs, profile_of
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import Latency, RunResult
+from pytest_webperf.models import RunResult
 from pytest_webperf.profile import parse_folded
 from pytest_webperf.profiler import Capture, Recording, fold_perf_script, fold_py_spy
+from pytest_webperf.samples import Latency
 
 PERF_SCRIPT = """\
   6349   10101010

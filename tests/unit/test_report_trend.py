@@ -16,7 +16,8 @@ from pytest_webperf import baseline, metrics
 from pytest_webperf.baseline import HISTORY_LIMIT, BaselineStore, summary
 from pytest_webperf.models import Verdict
 from pytest_webperf.report.charts import COUNT_METRICS, _trend_axis, trend_figures
-from pytest_webperf.report.html import render_html, saves_table
+from pytest_webperf.report.html import render_html
+from pytest_webperf.report.html_tables import saves_table
 from pytest_webperf.report.json_report import history_entry
 from pytest_webperf.session import WebperfSession
 

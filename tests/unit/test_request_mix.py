@@ -12,15 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_webperf.errors import OptionError
+from pytest_webperf.httpworkload import http_name, http_workload, request
 from pytest_webperf.swarm.wire import ResponseParser
-from pytest_webperf.workload import (
-    Request,
-    WeightedChoice,
-    Workload,
-    http_name,
-    http_workload,
-    request,
-)
+from pytest_webperf.workload import Request, WeightedChoice, Workload
 
 
 @settings(max_examples=30, deadline=None)

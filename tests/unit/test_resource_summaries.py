@@ -8,20 +8,40 @@ from hypothesis import strategies as st
 
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.metrics import METRICS
-from pytest_webperf.models import (
-    GeneratorSample,
-    Latency,
-    Measurement,
-    ResourceSample,
-    RunResult,
-)
+from pytest_webperf.models import Measurement, RunResult
 from pytest_webperf.report.json_report import report
-from pytest_webperf.resources import cpu_stats, generator_bound, peak_rss_mb, per_tick_totals, tick
+from pytest_webperf.resources import (
+    cpu_stats,
+    generator_bound,
+    peak_rss_mb,
+    per_tick_totals,
+    tick,
+    usable_threads_peak,
+)
+from pytest_webperf.samples import GeneratorSample, Latency, ResourceSample
 from pytest_webperf.workload import Workload
 
 
 def sample(t: float, part: str, cpu: float, rss: float = 10.0) -> ResourceSample:
     return ResourceSample(t=t, part=part, cpu_percent=cpu, rss_mb=rss, processes=1, threads=1)
+
+
+def test_usable_threads_peak_sums_parts_per_tick_a_locked_process_counting_one() -> None:
+    def threads(t: float, part: str, n: int, usable: int | None = None) -> ResourceSample:
+        return ResourceSample(
+            t=t, part=part, cpu_percent=0, rss_mb=1, processes=1, threads=n, usable_threads=usable
+        )
+
+    samples = [
+        threads(-1, "app", 64),  # warm-up: left out
+        threads(0, "app", 8, usable=1),  # a threaded Python server: one at a time
+        threads(0, "db", 3),
+        threads(1, "app", 8, usable=1),
+        threads(1, "db", 5),  # the peak tick: 1 + 5
+    ]
+    assert usable_threads_peak(samples) == 6
+    assert usable_threads_peak(samples[:1]) is None
+    assert usable_threads_peak([]) is None
 
 
 def gen(t: float, cpu: float) -> GeneratorSample:

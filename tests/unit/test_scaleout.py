@@ -17,10 +17,10 @@ from pytest_webperf import cli
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.config import resolve
 from pytest_webperf.errors import OptionError
-from pytest_webperf.models import ResourceSample
 from pytest_webperf.mqtt.load import MqttLoad
 from pytest_webperf.mqtt_telemetry import wiring
 from pytest_webperf.resources import remote_bound
+from pytest_webperf.samples import ResourceSample
 from pytest_webperf.scaleout import remote_of
 from pytest_webperf.swarm.runner import GeneratorProcess
 from pytest_webperf.swarm.spec import Remote, SwarmSpec, split_address

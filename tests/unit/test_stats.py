@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf import stats
+from pytest_webperf import distributions, rates, stats
 
 positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
 samples = st.lists(positive, min_size=1, max_size=6)
@@ -61,19 +61,21 @@ def test_percentile_is_monotone_and_bounded(values: list[float], q1: float, q2: 
     ],
 )
 def test_student_t_quantiles_match_tables(p: float, df: float, expected: float) -> None:
-    assert stats.t_ppf(p, df) == pytest.approx(expected, abs=1e-3)
+    assert distributions.t_ppf(p, df) == pytest.approx(expected, abs=1e-3)
 
 
 @given(st.floats(0.001, 0.999), st.floats(0.5, 200))
 def test_t_ppf_inverts_t_cdf(p: float, df: float) -> None:
-    assert stats.t_cdf(stats.t_ppf(p, df), df) == pytest.approx(p, abs=1e-7)
+    assert distributions.t_cdf(distributions.t_ppf(p, df), df) == pytest.approx(p, abs=1e-7)
 
 
 @given(st.floats(0.5, 50), st.floats(0.5, 50), st.floats(0, 1))
 def test_incomplete_beta_symmetry(a: float, b: float, x: float) -> None:
     # I_x(a, b) = 1 - I_{1-x}(b, a) only where 1 - x keeps x's digits (x = 3.7e-18: no)
     assume(1 - (1 - x) == x)
-    assert stats.betainc(a, b, x) == pytest.approx(1 - stats.betainc(b, a, 1 - x), abs=1e-9)
+    assert distributions.betainc(a, b, x) == pytest.approx(
+        1 - distributions.betainc(b, a, 1 - x), abs=1e-9
+    )
 
 
 def test_batch_means_use_five_second_batches_and_drop_the_tail() -> None:
@@ -176,24 +178,24 @@ def test_bootstrap_is_reproducible_and_narrower_than_the_t_interval_for_few_repe
 
 
 def test_rate_ratio_of_counts() -> None:
-    none = stats.rate_ratio(0, 1000, 0, 1000)
+    none = rates.rate_ratio(0, 1000, 0, 1000)
     assert none.change == 0 and none.p_greater == 1.0
-    new = stats.rate_ratio(6, 1000, 0, 1000)
+    new = rates.rate_ratio(6, 1000, 0, 1000)
     assert new.change == math.inf
     assert new.p_greater == pytest.approx(0.5**6)
-    stray = stats.rate_ratio(1, 1000, 0, 1000)
+    stray = rates.rate_ratio(1, 1000, 0, 1000)
     assert stray.p_greater == pytest.approx(0.5)  # one error proves nothing
-    same = stats.rate_ratio(5, 1.0, 5, 1.0)
+    same = rates.rate_ratio(5, 1.0, 5, 1.0)
     # Clopper-Pearson 95 % for 5 of 10 is 0.1871..0.8129
     assert same.low == pytest.approx(0.1871 / 0.8129 - 1, abs=1e-3)
     assert same.high == pytest.approx(0.8129 / 0.1871 - 1, abs=1e-2)
     # exposure matters: 10 errors in twice the requests is the same rate
-    assert stats.rate_ratio(10, 2000, 5, 1000).change == pytest.approx(0.0)
+    assert rates.rate_ratio(10, 2000, 5, 1000).change == pytest.approx(0.0)
 
 
 @given(st.integers(0, 200), st.integers(0, 200), st.floats(10, 1e6), st.floats(10, 1e6))
 def test_rate_ratio_interval_contains_the_estimate(k: int, j: int, n: float, m: float) -> None:
-    r = stats.rate_ratio(k, n, j, m)
+    r = rates.rate_ratio(k, n, j, m)
     assert r.low <= r.change + 1e-9
     assert r.change <= r.high + 1e-9  # inf <= inf when the baseline had none
     assert 0 <= r.p_greater <= 1 and 0 <= r.p_less <= 1

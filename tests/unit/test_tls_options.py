@@ -88,7 +88,7 @@ def test_keepalive_false_says_connection_close_and_tls_resume_needs_it() -> None
 
 def test_keepalive_false_closes_every_entry_of_a_mix() -> None:
     from pytest_webperf.arguments import closing
-    from pytest_webperf.workload import request
+    from pytest_webperf.httpworkload import request
 
     entry = closing(request("/a", headers={"Connection": "keep-alive", "X-A": "1"}))
     assert entry.headers == (("X-A", "1"), ("Connection", "close"))

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import Delivery, Latency
+from pytest_webperf.mqttresult import Delivery
+from pytest_webperf.samples import Latency
 
 
 @dataclass(frozen=True)

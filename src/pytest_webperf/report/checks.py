@@ -106,7 +106,7 @@ def detectable(check: Check) -> str:
     return f">= {shown}%"
 
 
-DETECTABLE_CAP = 10.0  # as compare.DETECTABLE_CAP; renderers read dicts, not compare
+DETECTABLE_CAP = 10.0  # as checking.DETECTABLE_CAP; renderers read dicts, not compare
 
 
 def _text(check: Check, key: str) -> str:

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup
@@ -26,40 +25,43 @@ from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.report import checks as ab
 from pytest_webperf.report import studies
 from pytest_webperf.report.charts import (
-    SIDE_COLOUR,
     Figure,
     change_figure,
     endpoint_charts,
     measurement_charts,
     pair_charts,
     rep_label,
-    save_code,
-    save_value,
-    save_when,
-    saves,
     trend_figures,
-    trend_metrics,
 )
-from pytest_webperf.report.flame import flame_graph
+from pytest_webperf.report.html_tables import (
+    OUTCOME_CSS,
+    Cell,
+    Row,
+    Table,
+    checks_table,
+    endpoints_table,
+    folded_links,
+    mqtt_table,
+    profile_flame,
+    profile_note,
+    profile_table,
+    repetitions_table,
+    saves_table,
+)
 from pytest_webperf.report.svg import colour
 from pytest_webperf.report.table import (
     COLUMNS,
-    ENDPOINT_COLUMNS,
     MISSING,
     NUMERIC,
     STATUSES,
     Entry,
     code,
-    delivery,
     durations,
     endpoint_cells,
     endpoints,
     fmt,
     number,
     placement_text,
-    rep_latency,
-    rep_nested,
-    rep_rps,
     repetitions,
     short_sha,
     short_test,
@@ -75,64 +77,8 @@ OPEN_SECTIONS_UP_TO = 12
 # Run options that an entry may override (a marker): shown per measurement instead.
 PER_ENTRY_OPTIONS = frozenset({"concurrency", "duration_s", "repeat"})
 
-Rep = Mapping[str, Any]
-Cell = tuple[str, bool]  # text, numeric
-
-
-def _pair(first: float | None, second: float | None) -> str:
-    return MISSING if first is None and second is None else f"{fmt(first)} / {fmt(second)}"
-
-
-REP_COLUMNS: tuple[tuple[str, Callable[[Rep], str]], ...] = (
-    ("duration s", lambda r: fmt(number(r.get("duration_s")), 1)),
-    ("req/s", lambda r: fmt(rep_rps(r))),
-    ("requests", lambda r: fmt(number(r.get("requests")))),
-    ("errors", lambda r: fmt(number(r.get("errors")))),
-    ("timeouts", lambda r: fmt(number(r.get("timeouts")))),
-    ("connect errors", lambda r: fmt(number(r.get("connect_errors")))),
-    ("p50 ms", lambda r: fmt(rep_latency(r, "p50_ms"), 2)),
-    ("p95 ms", lambda r: fmt(rep_latency(r, "p95_ms"), 2)),
-    ("p99 ms", lambda r: fmt(rep_latency(r, "p99_ms"), 2)),
-    ("p99.9 ms", lambda r: fmt(rep_latency(r, "p999_ms"), 2)),
-    ("max ms", lambda r: fmt(rep_latency(r, "max_ms"), 2)),
-    (
-        "cpu % mean/max",
-        lambda r: _pair(rep_nested(r, "cpu_percent", "mean"), rep_nested(r, "cpu_percent", "max")),
-    ),
-    ("peak rss MB", lambda r: fmt(rep_nested(r, "rss_mb", "max"))),
-    ("generator cpu %", lambda r: fmt(number(r.get("generator_cpu_percent")))),
-    ("foreign cpu %", lambda r: fmt(number(r.get("foreign_cpu_percent")))),
-    ("cpu/req µs", lambda r: fmt(number(r.get("cpu_per_req_us")))),
-)
-
-MQTT_COLUMNS: tuple[tuple[str, Callable[[Mapping[str, Any]], str], bool], ...] = (
-    ("QoS", lambda m: fmt(number(m.get("qos"))), True),
-    ("users", lambda m: fmt(number(m.get("users"))), True),
-    ("published", lambda m: fmt(number(m.get("published"))), True),
-    ("acked", lambda m: fmt(number(m.get("acked"))), True),
-    ("unacked", lambda m: fmt(number(m.get("unacked"))), True),
-    ("tps", lambda m: fmt(number(m.get("tps")), 1), True),
-    ("observer", lambda m: delivery(m.get("observer"), "delivered") or MISSING, False),
-    ("store", lambda m: delivery(m.get("store"), "stored") or MISSING, False),
-)
 
 # ---------------------------------------------------------------- view objects
-
-
-@dataclass(frozen=True)
-class Row:
-    cells: Sequence[Cell]
-    label: str = ""
-    css: str = ""  # e.g. "rep-2" (toggles) or an outcome
-    dot: str = ""  # a colour for the label's dot
-
-
-@dataclass(frozen=True)
-class Table:
-    headers: Sequence[Cell]
-    rows: Sequence[Row]
-    css: str = "reps"
-    label: str = ""  # the first column's header, when rows have labels
 
 
 @dataclass(frozen=True)
@@ -230,157 +176,7 @@ def _summary(entries: Sequence[Entry]) -> tuple[list[Cell], list[SummaryRow]]:
     return headers, rows
 
 
-def endpoints_table(rows: Sequence[Mapping[str, Any]]) -> Table | None:
-    """A request mix's endpoints, every figure (``table.ENDPOINT_COLUMNS``)."""
-    if not rows:
-        return None
-    text = {"endpoint", "method"}
-    return Table(
-        [(name, name not in text) for name, _ in ENDPOINT_COLUMNS],
-        [Row([(render(r), name not in text) for name, render in ENDPOINT_COLUMNS]) for r in rows],
-    )
-
-
-def _error_kinds(rep: Rep) -> str:
-    kinds = rep.get("error_kinds")
-    if not isinstance(kinds, Mapping) or not kinds:
-        return ""
-    return "; ".join(f"{kind}: {count}" for kind, count in kinds.items())
-
-
-def repetitions_table(reps: Sequence[Rep], *, side: str = "") -> Table | None:
-    if not reps:
-        return None
-    rows = []
-    for i, rep in enumerate(reps):
-        notes = rep.get("notes") if isinstance(rep.get("notes"), list) else []
-        remarks = " | ".join(r for r in [_error_kinds(rep), *(str(n) for n in notes or ())] if r)
-        cells = [(render(rep), True) for _, render in REP_COLUMNS] + [(remarks, False)]
-        label = f"{side} {rep_label(rep, i)}".strip()
-        dot = SIDE_COLOUR[side] if side else colour(i)
-        rows.append(Row(cells, label, "" if side else f"rep-{i + 1}", dot))
-    headers = [(name, True) for name, _ in REP_COLUMNS] + [("errors by kind, notes", False)]
-    return Table(headers, rows, label="repetition")
-
-
-def mqtt_table(reps: Sequence[Rep]) -> Table | None:
-    rows = [
-        Row(
-            [(render(m), num) for _, render, num in MQTT_COLUMNS], rep_label(rep, i), f"rep-{i + 1}"
-        )
-        for i, rep in enumerate(reps)
-        if isinstance(m := rep.get("mqtt"), Mapping)
-    ]
-    if not rows:
-        return None
-    return Table([(name, False) for name, _, _ in MQTT_COLUMNS], rows, label="repetition")
-
-
-OUTCOME_CSS = {"fail": "bad", "broken": "bad", "undecided": "warn", "too-noisy": "warn"}
 OUTCOME_CSS |= {"contended": "warn", "generator-bound": "warn", "pass": "good", "improved": "good"}
-
-
-def checks_table(entry: Entry) -> Table | None:
-    found = ab.checks(entry)
-    if not found:
-        return None
-    numeric = {"A", "B", "baseline", "current", "change", "interval", "could detect"}
-    headers = [(h, h in numeric) for h in ab.check_headers(ab.is_ab(entry))]
-    rows = [
-        Row(
-            [(text, h in numeric) for (h, _), text in zip(headers, ab.check_cells(c), strict=True)],
-            css=OUTCOME_CSS.get(str(c.get("outcome")), ""),
-        )
-        for c in found
-    ]
-    return Table(headers, rows, css="checks")
-
-
-def profile_table(entry: Entry) -> Table | None:
-    """The ranked functions of an A/B entry's differential profile (B - A, self CPU per
-    request, with its interval); None if none changed credibly."""
-    changes = ab.profile_changes(entry)
-    if not changes:
-        return None
-    headers = [("function", False), ("A µs/req", True), ("B - A µs/req", True)]
-    headers += [("interval", True), ("B - A total µs/req", True)]
-    rows = []
-    for c in changes:
-        low, high, change = number(c.get("low_us")), number(c.get("high_us")), c.get("change_us")
-        interval = f"{low:+.1f}..{high:+.1f}" if low is not None and high is not None else MISSING
-        cells = [
-            (str(c.get("function", MISSING)), False),
-            (fmt(number(c.get("base_us")), 1), True),
-            (ab.change_line(c).split(" µs/req")[0], True),
-            (interval, True),
-            (fmt(number(c.get("change_total_us")), 1), True),
-        ]
-        css = "bad" if isinstance(change, int | float) and change > 0 else "good"
-        rows.append(Row(cells, css=css))
-    return Table(headers, rows, css="checks")
-
-
-def profile_note(entry: Entry) -> str:
-    profile = ab.profile_of(entry)
-    if profile is None:
-        return ""
-    if profile.get("why"):
-        return f"No CPU profile: {profile['why']}"
-    found = profile.get("samples")
-    samples: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    tools = ", ".join(str(t) for t in profile.get("tools") or ()) or MISSING
-    text = (
-        f"Sampled by {tools} at 99 Hz over {profile.get('pairs', MISSING)} pairs "
-        f"({fmt(number(samples.get('A')))} samples of A, {fmt(number(samples.get('B')))} of B); "
-        f"{profile.get('tested', MISSING)} functions tested, "
-        f"{len(ab.profile_changes(entry))} changed credibly (self CPU per request, "
-        "Bonferroni over the functions tested)."
-    )
-    notes = [str(n) for n in profile.get("notes") or ()]
-    return " ".join([text, *notes])
-
-
-def folded_links(entry: Entry) -> list[tuple[str, str]]:
-    profile = ab.profile_of(entry)
-    if profile is None:
-        return []
-    return [
-        (f"{side}.folded", "data:text/plain;charset=utf-8," + quote(str(profile[key])))
-        for side, key in (("A", "base_folded"), ("B", "change_folded"))
-        if profile.get(key)
-    ]
-
-
-def profile_flame(entry: Entry) -> Markup | None:
-    profile = ab.profile_of(entry)
-    if profile is None or profile.get("why"):
-        return None
-    found = profile.get("requests")
-    requests: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    a, b = number(requests.get("A")), number(requests.get("B"))
-    return flame_graph(
-        str(profile.get("base_folded") or ""),
-        str(profile.get("change_folded") or ""),
-        int(a or 0),
-        int(b or 0),
-    )
-
-
-def saves_table(entry: Entry) -> Table | None:
-    """The baseline's saves behind the trend charts: when, which code, each figure."""
-    metrics = [str(c.get("metric")) for c in trend_metrics(entry)]
-    if not metrics:
-        return None
-    rows = [
-        Row(
-            [(save_when(s), False), (save_code(s), False)]
-            + [(ab.value(save_value(s, m)), True) for m in metrics],
-            str(i + 1),
-        )
-        for i, s in enumerate(saves(entry))
-    ]
-    headers = [("saved", False), ("code", False)] + [(m, True) for m in metrics]
-    return Table(headers, rows, label="save")
 
 
 def _image(target: object) -> str:

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_webperf import resources
+from pytest_webperf.endpoints import endpoint_summaries
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.fileio import write_text_atomic
-from pytest_webperf.models import SCHEMA_VERSION, Measurement, RunResult, endpoint_summaries
+from pytest_webperf.models import SCHEMA_VERSION, Measurement, RunResult
 from pytest_webperf.report import studies
 
 REPORT_SCHEMA = 1

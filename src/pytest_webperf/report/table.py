@@ -19,7 +19,7 @@ Entry = Mapping[str, Any]  # one item of the report's "tests"
 Column = tuple[str, Callable[[Entry], str]]
 
 MISSING = "-"
-SHORT = "short count:"  # a counted repetition's note (measure.short_count), shown on its line
+SHORT = "short count:"  # a counted repetition's note (results.short_count), shown on its line
 
 
 def number(value: object) -> float | None:

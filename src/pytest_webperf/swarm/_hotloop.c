@@ -109,7 +109,7 @@ enum { K_HTTP = 1, K_CLOSED, K_PROTOCOL, K_TIMEOUT, K_CONNECT_TIMEOUT, K_CONNECT
 enum { K_TLS = 20 }; /* the handshake failed or the certificate was refused: the example says */
 #define E_TLS_FAILED 100000 /* conn_recv/conn_send's errno for a TLS failure (not an errno) */
 #define MAX_ENTRIES 32       /* a mix's entries */
-#define MAX_NEEDLE 1024      /* a body substring check (workload.MAX_NEEDLE) */
+#define MAX_NEEDLE 1024      /* a body substring check (httpworkload.MAX_NEEDLE) */
 #define EXAMPLE_LINE 60      /* an unexpected body's example: its status line, then */
 #define EXAMPLE_BODY 100     /* the body's first bytes */
 

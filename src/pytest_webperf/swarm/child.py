@@ -195,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{farewell(args.farewell, args.count, args.wait)} remote worker(s) told", flush=True)
         return 0
     if args.remote is not None:
-        from pytest_webperf.swarm.master import run_remote
         from pytest_webperf.swarm.spec import split_address
+        from pytest_webperf.swarm.worker import run_remote
 
         return run_remote(*split_address(args.remote))
     spec = SwarmSpec.from_dict(json.loads(sys.stdin.read()))
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker is not None:
         if args.master_port is None:
             parser.error("--worker needs --master-port")
-        from pytest_webperf.swarm.master import run_worker
+        from pytest_webperf.swarm.worker import run_worker
 
         run_worker(spec, args.worker, args.master_host, args.master_port)
         return 0
