@@ -25,8 +25,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_webperf import arguments, compare, placement
+from pytest_webperf import arguments, capacity_probe, compare, placement
 from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
+from pytest_webperf.capacity import Capacity
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.checks import Check
 from pytest_webperf.config import RunConfig
@@ -110,6 +111,7 @@ class Webperf:
         self._progress = progress or NoProgress()
         self._stack = ExitStack()
         self.measurements: list[Measurement] = []
+        self.capacities: list[Capacity] = []  # webperf.capacity's searches, in order
         self.placement = placement.plan(
             config.placement,
             target_cpuset=config.target_cpuset,
@@ -335,6 +337,58 @@ class Webperf:
             workload, user_class=user_class, note=note, tls_ca=ca_file, tls_resume=tls_resume
         )
         return self._measure(target, kind, plan, name or http_name(workload, rate), workload)
+
+    def capacity(
+        self,
+        target: Target,
+        path: str | None = None,
+        *,
+        mix: Sequence[Request] | None = None,
+        slo: str = capacity_probe.DEFAULT_SLO,
+        start: float = 50.0,
+        limit: float = 20000.0,
+        tolerance: float = 0.05,
+        duration: str | float = "3s",
+        warmup: str | float = "1s",
+        user: str | None = None,
+        name: str | None = None,
+    ) -> Capacity:
+        """The highest arrival rate ``target`` sustains within ``slo`` (limits in the check
+        grammar, ``p99<100ms,error_rate<1%``): rates from ``start`` doubling until the SLO
+        breaks, then bisected to ``tolerance``, each probe ``duration`` long after
+        ``warmup``, repeated until decided (``capacity_probe.py``)."""
+        arguments.check("capacity", locals())
+        checks = capacity_probe.parse_slo(slo)
+        how = capacity_probe.search_of(start, limit, tolerance)
+        user_class = user_for_url(resolve_user(user or self.config.user), target.url)
+        plan = self._plan(target, concurrency=None, duration=duration, warmup=warmup, repeat=1)
+        workload = http_workload(
+            path,
+            method=None,
+            body=None,
+            headers=None,
+            user_class=user_class,
+            workers=self.config.workers + self.config.remote_workers,
+            users=plan.concurrency,
+            arrival_rate=start,
+            mix=mix,
+        )
+        unpaced = dataclasses.replace(workload, arrival_rate=0.0)
+        label = Label(self.nodeid, name or f"capacity of {http_name(unpaced)}")
+        found = capacity_probe.find(
+            target.change if isinstance(target, PairedTarget) else target,
+            workload,
+            plan,
+            checks,
+            user_class=user_class,
+            how=how,
+            monitor_factory=self._monitor_factory,
+            progress=self._progress,
+            label=label,
+        )
+        found = dataclasses.replace(found, name=label.name, server=target.name)
+        self.capacities.append(found)
+        return found
 
     def locust(
         self,
