@@ -49,6 +49,7 @@ from pytest_webperf.mqtt_telemetry import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.scaleout import remote_of
+from pytest_webperf.stages import Stage, parse_stages, run_stages
 from pytest_webperf.swarm import userspec
 from pytest_webperf.swarm.hotloop import resolve_user, user_for_url
 from pytest_webperf.swarm.userspec import is_custom
@@ -389,6 +390,72 @@ class Webperf:
         found = dataclasses.replace(found, name=label.name, server=target.name)
         self.capacities.append(found)
         return found
+
+    def staged(
+        self,
+        target: Target,
+        path: str | None = None,
+        *,
+        stages: Sequence[tuple[str | float, float]],
+        arrival_rate: bool = False,
+        mix: Sequence[Request] | None = None,
+        concurrency: int | None = None,
+        warmup: str | float | None = None,
+        repeat: int | None = None,
+        user: str | None = None,
+        name: str | None = None,
+    ) -> tuple[Measurement, ...]:
+        """One target instance loaded at each of ``stages`` in turn, ``(duration, level)``
+        each: users in a closed loop, or with ``arrival_rate=True`` requests per second
+        (``concurrency`` the cap); a judged measurement per stage (``stages.py``)."""
+        given = {"concurrency": concurrency, "warmup": warmup, "repeat": repeat}
+        arguments.check("http", {**given, "user": user, "name": name})
+        parsed = parse_stages(stages, arrival=arrival_rate)
+        if isinstance(target, PairedTarget):
+            raise OptionError("webperf.staged(...) is not run A/B yet: drop --webperf-against")
+        user_class = user_for_url(resolve_user(user or self.config.user), target.url)
+        plan = self._plan(target, concurrency=concurrency, duration=1, warmup=warmup, repeat=repeat)
+        workload = http_workload(
+            path,
+            method=None,
+            body=None,
+            headers=None,
+            user_class=user_class,
+            workers=self.config.workers + self.config.remote_workers,
+            users=plan.concurrency,
+            arrival_rate=parsed[0].level if arrival_rate else None,
+            mix=mix,
+        )
+
+        def load(stage: Stage) -> Workload:
+            return dataclasses.replace(workload, arrival_rate=stage.level if arrival_rate else 0)
+
+        label = Label(self.nodeid, name or http_name(dataclasses.replace(workload, arrival_rate=0)))
+        runs = run_stages(
+            target,
+            lambda stage: HttpRequests(load(stage), user_class=user_class),
+            plan,
+            parsed,
+            arrival=arrival_rate,
+            monitor_factory=self._monitor_factory,
+            progress=self._progress,
+            label=label,
+        )
+        measured = []
+        for index, (stage, stage_runs) in enumerate(zip(parsed, runs, strict=True)):
+            measurement = Measurement(
+                nodeid=self.nodeid,
+                name=f"{label.name} {stage.label(index, len(parsed), arrival_rate)}",
+                server=target.name,
+                concurrency=stage_runs[0].concurrency,
+                workload=load(stage),
+                runs=tuple(stage_runs),
+                target=target.describe(),
+                generator=user_class,
+            )
+            measured.append(self._judged(measurement, None))
+        self.measurements.extend(measured)
+        return tuple(measured)
 
     def locust(
         self,
