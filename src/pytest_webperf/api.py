@@ -376,8 +376,11 @@ class Webperf:
         )
         unpaced = dataclasses.replace(workload, arrival_rate=0.0)
         label = Label(self.nodeid, name or f"capacity of {http_name(unpaced)}")
+        sides = [(target, "")]
+        if isinstance(target, PairedTarget):  # A/B: a search on each side, interleaved
+            sides = [(target.change, "B")] + ([(target.base, "A")] if target.base else [])
         found = capacity_probe.find(
-            target.change if isinstance(target, PairedTarget) else target,
+            sides,
             workload,
             plan,
             checks,
@@ -387,9 +390,26 @@ class Webperf:
             progress=self._progress,
             label=label,
         )
-        found = dataclasses.replace(found, name=label.name, server=target.name)
-        self.capacities.append(found)
-        return found
+        change = dataclasses.replace(found[0].capacity, name=label.name, server=target.name)
+        base = found[1] if len(found) > 1 else None
+        measurement = Measurement(
+            nodeid=self.nodeid,
+            name=label.name,
+            server=target.name,
+            concurrency=found[0].runs[0].concurrency if found[0].runs else plan.concurrency,
+            workload=unpaced,
+            runs=found[0].runs,
+            target=target.describe(),
+            generator=user_class,
+            capacity=change,
+            base_capacity=base.capacity if base else None,
+            base_runs=base.runs if base else (),
+            against=self._against().describe() if base and self._against else None,
+        )
+        gate = capacity_probe.gate_checks(self.config.compare_fail or ())
+        self.measurements.append(self._judged(measurement, gate))
+        self.capacities.append(change)
+        return change
 
     def staged(
         self,

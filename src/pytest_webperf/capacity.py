@@ -15,7 +15,7 @@ search without a capacity: what was measured is the generator. Nothing here meas
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -170,8 +170,8 @@ def settle(repetitions: Sequence[Repetition], most: int = 3) -> Decision | None:
 class _Search:
     """One search's state: the probes so far, the last good and the first bad rate."""
 
-    def __init__(self, probe: Callable[[float], Probe], slo: str, max_probes: int) -> None:
-        self.probe, self.slo, self.max_probes = probe, slo, max_probes
+    def __init__(self, slo: str, max_probes: int) -> None:
+        self.slo, self.max_probes = slo, max_probes
         self.probes: list[Probe] = []
         self.low: float | None = None
         self.high: float | None = None
@@ -180,8 +180,7 @@ class _Search:
     def spent(self) -> bool:
         return len(self.probes) >= self.max_probes
 
-    def run(self, rate: float) -> Probe:
-        done = self.probe(rate)
+    def took(self, rate: float, done: Probe) -> Probe:
         self.probes.append(done)
         if done.decision == "pass":
             self.low = rate
@@ -201,8 +200,11 @@ class _Search:
         )
 
 
-def search(
-    probe: Callable[[float], Probe],
+Steps = Generator[float, Probe, Capacity]
+DOWN_STEPS = 3  # a first probe that fails: as many steps down before "below-start"
+
+
+def steps(
     *,
     start: float,
     limit: float,
@@ -210,19 +212,18 @@ def search(
     tolerance: float = 0.05,
     max_probes: int = 24,
     slo: str = "",
-) -> Capacity:
-    """The highest rate ``probe`` says meets the SLO, to within ``tolerance`` (the
-    interval's high end over its low end is at most 1 + tolerance), never above
-    ``limit``; at most ``max_probes`` probes (then the interval is wider, and said)."""
+) -> Steps:
+    """The search as a generator: it yields the next rate to probe, is sent that rate's
+    ``Probe``, and returns the ``Capacity`` (so that two searches can take turns)."""
     if not (0 < start <= limit and math.isfinite(limit) and factor > 1 and tolerance > 0):
         raise ValueError(
             f"0 < start <= limit (finite), factor > 1, tolerance > 0: not {start}, {limit}, "
             f"{factor}, {tolerance}"
         )
-    state = _Search(probe, slo, max_probes)
-    rate = start
+    state = _Search(slo, max_probes)
+    rate, down = start, 0
     while not state.spent and (state.low is None or state.high is None):  # bracket it
-        done = state.run(rate)
+        done = state.took(rate, (yield rate))
         if done.decision == "generator-bound":
             return state.bound(done)
         if state.high is None and rate >= limit:
@@ -230,8 +231,8 @@ def search(
         if state.high is None:
             rate = min(rate * factor, limit)
         elif state.low is None:
-            rate = rate / factor
-            if rate < start / factor**3:
+            rate, down = rate / factor, down + 1
+            if down > DOWN_STEPS:
                 return state.ended("below-start", f"the SLO broke even at {state.high:,.4g}/s")
     while state.low is not None and state.high is not None:  # bisect it
         if state.high / state.low <= 1 + tolerance:
@@ -239,9 +240,37 @@ def search(
         if state.spent:
             wider = f"stopped at {max_probes} probes, wider than {tolerance:.0%}"
             return state.ended("found", wider)
-        done = state.run(math.sqrt(state.low * state.high))
+        mid = math.sqrt(state.low * state.high)
+        done = state.took(mid, (yield mid))
         if done.decision == "generator-bound":
             return state.bound(done)
     if state.low is None:
         return state.ended("below-start", f"stopped at {max_probes} probes")
     return state.ended("at-limit", f"stopped at {max_probes} probes, none broke the SLO")
+
+
+def search(probe: Callable[[float], Probe], **how: Any) -> Capacity:
+    """The highest rate ``probe`` says meets the SLO, to within ``tolerance`` (the
+    interval's high end over its low end is at most 1 + tolerance), never above
+    ``limit``; at most ``max_probes`` probes (then the interval is wider, and said).
+    ``how``: ``steps``' keywords."""
+    return search_all([probe], **how)[0]
+
+
+def search_all(probes: Sequence[Callable[[float], Probe]], **how: Any) -> list[Capacity]:
+    """One search per ``probes[i]``, taking turns probe by probe (an A/B run: each side's
+    probes interleaved with the other's, so that a drift of the machine falls on both);
+    a search that has ended waits for the others."""
+    searches = [steps(**how) for _ in probes]
+    found: list[Capacity | None] = [None] * len(probes)
+    due: list[float | None] = [next(s) for s in searches]
+    while any(f is None for f in found):
+        for i, search_i in enumerate(searches):
+            rate = due[i]
+            if found[i] is not None or rate is None:
+                continue
+            try:
+                due[i] = search_i.send(probes[i](rate))
+            except StopIteration as ended:
+                found[i], due[i] = ended.value, None
+    return [f for f in found if f is not None]

@@ -20,8 +20,15 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from pytest_webperf.capacity import Capacity, Probe, Repetition, search, settle
-from pytest_webperf.checks import GRAMMAR, AbsoluteCheck, format_checks, parse_check
+from pytest_webperf.capacity import Capacity, Decision, Probe, Repetition, search_all, settle
+from pytest_webperf.checks import (
+    GRAMMAR,
+    AbsoluteCheck,
+    Check,
+    RelativeCheck,
+    format_checks,
+    parse_check,
+)
 from pytest_webperf.errors import OptionError
 from pytest_webperf.measure import (
     HttpRequests,
@@ -165,8 +172,17 @@ def users_for(rate: float, checks: Sequence[AbsoluteCheck], floor: int) -> int:
     return max(floor, min(MAX_USERS, math.ceil(2 * rate * seconds)))
 
 
+@dataclass(frozen=True)
+class Found:
+    """One side's search: its answer, and the repetitions of the probe at its rate (the
+    highest that met the SLO; else the last probed), the runs a report shows."""
+
+    capacity: Capacity
+    runs: tuple[RunResult, ...]
+
+
 def find(
-    target: Target,
+    targets: Sequence[tuple[Target, str]],
     workload: Workload,
     plan: RunPlan,
     checks: Sequence[AbsoluteCheck],
@@ -176,64 +192,77 @@ def find(
     monitor_factory: MonitorFactory = no_monitor,
     progress: Progress | None = None,
     label: Label | None = None,
-    tls_ca: str | None = None,
-    on_run: Callable[[float, RunResult], None] | None = None,
-) -> Capacity:
-    """Search ``target``'s capacity (see ``capacity.search``) with ``workload`` offered at
-    each rate (``plan``'s duration, warm-up and generator processes)."""
+) -> list[Found]:
+    """Search each target's capacity (see ``capacity.search``; several, as the sides of
+    an A/B run, probe by probe in turn), ``(target, side)`` each, with ``workload``
+    offered at each rate (``plan``'s duration, warm-up and generator processes)."""
     label = label or Label()
-    slo = format_checks(checks)
+    runs: list[dict[float, list[RunResult]]] = [{} for _ in targets]
 
-    def probe(rate: float) -> Probe:
-        users = users_for(rate, checks, plan.concurrency)
-        kind = HttpRequests(
-            replace(workload, arrival_rate=rate), user_class=user_class, tls_ca=tls_ca
-        )
-        probe_plan = replace(plan, concurrency=users, repeat=1)
-        runs: list[RunResult] = []
-        judged: list[Repetition] = []
-        decision = None
-        while decision is None:
-            run = run_repetition(
-                target,
-                kind,
-                probe_plan,
-                len(runs) + 1,
-                monitor_factory=monitor_factory,
-                progress=progress,
-                label=replace(
-                    label, name=f"{label.name} at {rate:,.0f}/s", repetitions=MOST_REPETITIONS
-                ),
-                before=runs,
+    def prober(index: int) -> Callable[[float], Probe]:
+        target, side = targets[index]
+
+        def probe(rate: float) -> Probe:
+            users = users_for(rate, checks, plan.concurrency)
+            kind = HttpRequests(replace(workload, arrival_rate=rate), user_class=user_class)
+            probe_plan = replace(plan, concurrency=users, repeat=1)
+            named = replace(
+                label,
+                name=f"{label.name} at {rate:,.0f}/s",
+                side=side,
+                repetitions=MOST_REPETITIONS,
             )
-            runs.append(run)
-            judged.append(judge(run, checks, rate))
-            if on_run is not None:
-                on_run(rate, run)
-            decision = settle(judged, MOST_REPETITIONS)
-        done = [r for r in runs if r.requests]
-        reasons = tuple(
-            dict.fromkeys(x for j in judged if j.decision == decision for x in j.reasons)
-        )
-        return Probe(
-            rate=rate,
-            decision=decision,
-            achieved=sum(r.rps for r in runs) / len(runs),
-            p50_ms=sum(r.latency.p50_ms for r in done) / len(done) if done else None,
-            p99_ms=sum(r.latency.p99_ms for r in done) / len(done) if done else None,
-            error_rate=sum(r.errors for r in runs) / max(1, sum(r.requests for r in runs)),
-            repetitions=len(runs),
-            reasons=reasons,
-        )
+            done: list[RunResult] = runs[index].setdefault(rate, [])
+            judged: list[Repetition] = []
+            decision = None
+            while decision is None:
+                run = run_repetition(
+                    target,
+                    kind,
+                    probe_plan,
+                    len(done) + 1,
+                    monitor_factory=monitor_factory,
+                    progress=progress,
+                    label=named,
+                    before=done,
+                )
+                done.append(run)
+                judged.append(judge(run, checks, rate))
+                decision = settle(judged, MOST_REPETITIONS)
+            return probe_of(rate, decision, done, judged)
 
-    return search(
-        probe,
+        return probe
+
+    found = search_all(
+        [prober(i) for i in range(len(targets))],
         start=how.start,
         limit=how.limit,
         factor=how.factor,
         tolerance=how.tolerance,
         max_probes=how.max_probes,
-        slo=slo,
+        slo=format_checks(checks),
+    )
+    return [
+        Found(f, tuple(r.get(f.rate if f.rate is not None else f.probes[-1].rate, ())))
+        for f, r in zip(found, runs, strict=True)
+    ]
+
+
+def probe_of(
+    rate: float, decision: Decision, runs: Sequence[RunResult], judged: Sequence[Repetition]
+) -> Probe:
+    """A probe's summary from its repetitions."""
+    done = [r for r in runs if r.requests]
+    reasons = tuple(dict.fromkeys(x for j in judged if j.decision == decision for x in j.reasons))
+    return Probe(
+        rate=rate,
+        decision=decision,
+        achieved=sum(r.rps for r in runs) / len(runs),
+        p50_ms=sum(r.latency.p50_ms for r in done) / len(done) if done else None,
+        p99_ms=sum(r.latency.p99_ms for r in done) / len(done) if done else None,
+        error_rate=sum(r.errors for r in runs) / max(1, sum(r.requests for r in runs)),
+        repetitions=len(runs),
+        reasons=reasons,
     )
 
 
@@ -252,3 +281,13 @@ def search_of(start: float, limit: float, tolerance: float) -> Search:
             f"webperf.capacity(tolerance={tolerance!r}): a fraction under 1 (0.05: 5 %)"
         )
     return Search(start=float(start), limit=float(limit), tolerance=float(tolerance))
+
+
+DEFAULT_GATE = (RelativeCheck("capacity", 5.0),)
+
+
+def gate_checks(configured: Sequence[Check]) -> tuple[Check, ...]:
+    """What a capacity search is judged by: the run's checks on ``capacity``, else
+    ``capacity:5%`` (its other checks read repetitions at one rate, which a search does
+    not have)."""
+    return tuple(c for c in configured if c.metric == "capacity") or DEFAULT_GATE

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from pytest_webperf import stats
+from pytest_webperf import capacity_gate, stats
 from pytest_webperf.checks import (
     DEFAULT_CHECKS,
     DEFAULT_MQTT_CHECKS,
@@ -410,7 +410,10 @@ def evaluate(
     results = []
     for check in checks:
         missing = _missing_endpoint(check, current, baseline, sides)
-        if missing is not None:
+        judged = capacity_gate.judge(check, current, baseline, ab=instances is not None)
+        if judged is not None:  # webperf.capacity's answer: an interval, not repetitions
+            results.append(CheckResult(str(check), "capacity", **asdict(judged)))
+        elif missing is not None:
             results.append(missing)
         elif isinstance(check, AbsoluteCheck):
             results.append(_absolute(check, current))

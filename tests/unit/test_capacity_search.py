@@ -4,13 +4,14 @@ probe is never a capacity; its SLO grammar and probe judgment (``capacity_probe.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_webperf.capacity import Capacity, Probe, Repetition, search, settle
+from pytest_webperf.capacity import Capacity, Probe, Repetition, search, search_all, settle
 from pytest_webperf.capacity_probe import judge, parse_slo, search_of, users_for
 from pytest_webperf.checks import AbsoluteCheck
 from pytest_webperf.errors import OptionError
@@ -41,6 +42,7 @@ def test_a_monotone_slo_is_found_within_the_tolerance(
         threshold(truth), start=start, limit=limit, factor=factor, tolerance=tolerance,
         max_probes=200,
     )  # fmt: skip
+    assume(abs(truth * factor**3 / start - 1) > 1e-6)  # not on the lowest rate tried
     if truth < start / factor**3:
         assert found.status == "below-start" and found.rate is None
         assert found.high is not None and found.high > truth
@@ -194,3 +196,29 @@ def test_users_follow_littles_law_at_the_slo() -> None:
     assert users_for(10, slo, 10) == 10
     assert users_for(1e6, slo, 10) == 2000
     assert users_for(100, parse_slo("error_rate<1%"), 1) == 200
+
+
+@given(truths=st.lists(st.floats(10.0, 1e4), min_size=2, max_size=3))
+def test_searches_taking_turns_each_find_their_own(truths: list[float]) -> None:
+    asked: list[tuple[int, float]] = []
+
+    def side(index: int, truth: float):
+        inner = threshold(truth)
+
+        def probe(rate: float) -> Probe:
+            asked.append((index, rate))
+            return inner(rate)
+
+        return probe
+
+    how = {"start": 10.0, "limit": 1e5, "max_probes": 200}
+    found = search_all([side(i, t) for i, t in enumerate(truths)], **how)
+    for truth, alone, together in zip(
+        truths, [search(threshold(t), **how) for t in truths], found, strict=True
+    ):
+        assert together.probes == alone.probes  # as if alone
+        assert together.low is not None and together.low <= truth
+    # turns: while both search, no side probes twice in a row
+    both = min(len(f.probes) for f in found)
+    firsts = [i for i, _ in asked][: both * len(truths)]
+    assert all(a != b for a, b in itertools.pairwise(firsts))
