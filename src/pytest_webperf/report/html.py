@@ -40,6 +40,7 @@ from pytest_webperf.report.charts import (
     trend_figures,
     trend_metrics,
 )
+from pytest_webperf.report.curve import curve_figures
 from pytest_webperf.report.flame import flame_graph
 from pytest_webperf.report.svg import colour
 from pytest_webperf.report.table import (
@@ -472,7 +473,7 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         change=change_figure(entry),
         trend=trend_figures(entry),
         saves=saves_table(entry),
-        figures=measurement_charts(reps) if reps else [],
+        figures=[*curve_figures(entry), *(measurement_charts(reps) if reps else [])],
         open=open_charts,
         endpoints=endpoints_table(endpoints(entry)),
         base_endpoints=endpoints_table(endpoints(entry, "base_endpoints")),
