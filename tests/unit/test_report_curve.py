@@ -9,7 +9,7 @@ from tests.unit.test_report_html import run
 
 from pytest_webperf.capacity import Capacity, Probe, search
 from pytest_webperf.models import Measurement
-from pytest_webperf.report.curve import curve_figures
+from pytest_webperf.report.curve import curve_figures, stage_figures, stage_groups
 from pytest_webperf.report.html import render_html
 from pytest_webperf.report.json_report import report
 from pytest_webperf.workload import Workload
@@ -67,3 +67,25 @@ def test_ab_draws_both_searches_and_the_page_renders() -> None:
 
 def test_no_search_no_curve() -> None:
     assert curve_figures({"name": "x"}) == []
+
+
+def test_stages_are_drawn_one_after_the_other() -> None:
+    def stage(i: int, users: int) -> Measurement:
+        return Measurement(
+            nodeid="test_x.py::test_x",
+            name=f"GET / stage {i}/2: {users} users, 5s",
+            server="s",
+            concurrency=users,
+            workload=Workload(path="/"),
+            runs=(run(1, seconds=5, rps=1000.0 * i),),
+        )
+
+    data = report([stage(2, 16), stage(1, 2)], {})  # out of order: sorted by stage
+    groups = stage_groups(data["tests"])
+    assert list(groups) == ["test_x.py::test_x GET /"]
+    assert [e["concurrency"] for e in groups["test_x.py::test_x GET /"]] == [2, 16]
+    rps, p99 = stage_figures(groups["test_x.py::test_x GET /"])
+    assert [label for label, _, _ in rps.legend] == ["2 users, 5s", "16 users, 5s"]
+    assert rps.svg.count("<circle") == 10 and "p99" in p99.title
+    page = render_html(data)
+    assert "test_x.py::test_x GET /: stages" in page and "Requests per second by stage" in page

@@ -1,7 +1,8 @@
-"""The HTML report's capacity charts: a ``webperf.capacity`` search's latency-throughput
-curve (p50 and p99 against the offered rate, the SLO's latency limit, the knee: the
-first rate that broke it) and what the server completed against what was offered.
-In an A/B run the base's search (A, grey) is drawn beside the change's (B)."""
+"""The HTML report's capacity and stage charts: a ``webperf.capacity`` search's
+latency-throughput curve (p50 and p99 against the offered rate, the SLO's latency
+limit, the knee: the first rate that broke it) and what the server completed against
+what was offered, the base's search (A, grey) beside the change's (B) in an A/B run;
+``webperf.staged``'s stages over time, one after the other."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_webperf.report.charts import PERCENTILE_COLOUR, SIDE_COLOUR, Figure, LegendItem
-from pytest_webperf.report.svg import Line, line_chart, values_of
+from pytest_webperf.report.svg import Line, colour, line_chart, values_of
 from pytest_webperf.report.table import number
 
 _LATENCY_LIMIT = re.compile(r"(p50|p99)(?:_ms)?<=?(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)")
@@ -99,5 +100,70 @@ def curve_figures(entry: Mapping[str, Any]) -> list[Figure]:
                 y_label="completed (req/s)",
             ),
             tuple((line.label, line.colour, line.dash) for line in completed),
+        ),
+    ]
+
+
+_STAGE = re.compile(r"^(?P<base>.*) stage (?P<i>\d+)/(?P<n>\d+): (?P<level>.*)$")
+
+
+def stage_groups(entries: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """``webperf.staged``'s measurements, by test and workload, in stage order."""
+    groups: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for entry in entries:
+        match = _STAGE.match(str(entry.get("name", "")))
+        if match is not None:
+            key = f"{entry.get('nodeid', '')} {match['base']}"
+            groups.setdefault(key, []).append((int(match["i"]), entry))
+    return {k: [e for _, e in sorted(g, key=lambda x: x[0])] for k, g in groups.items()}
+
+
+def stage_figures(stages: Sequence[Mapping[str, Any]]) -> list[Figure]:
+    """The stages over time (the first repetition of each, one after the other): each
+    second's requests and p99, a line per stage, so the step between levels shows."""
+    rps: list[Line] = []
+    p99: list[Line] = []
+    offset = 0.0
+    for index, entry in enumerate(stages):
+        reps = entry.get("repetitions")
+        first = reps[0] if isinstance(reps, list) and reps else {}
+        series = [s for s in first.get("series", ()) if isinstance(s, Mapping)]
+        match = _STAGE.match(str(entry.get("name", "")))
+        label = match["level"] if match else str(index + 1)
+        tint = colour(index)
+        times = [offset + float(s.get("t", 0.0)) for s in series]
+        seconds = [number(s.get("elapsed")) or 0.0 for s in series]
+        rps.append(
+            Line(
+                label,
+                [
+                    (t, (number(s.get("requests")) or 0.0) / e if e else None)
+                    for t, s, e in zip(times, series, seconds, strict=True)
+                ],
+                tint,
+                markers=True,
+            )
+        )
+        p99.append(
+            Line(
+                label,
+                [(t, number(s.get("p99_ms"))) for t, s in zip(times, series, strict=True)],
+                tint,
+                markers=True,
+            )
+        )
+        offset = max(times, default=offset)
+    legend = tuple((line.label, line.colour, "") for line in rps)
+    x_label = "time (s, stages one after the other)"
+    return [
+        Figure(
+            "Requests per second by stage",
+            line_chart(rps, title="Requests per second by stage", x_label=x_label, y_label="req/s"),
+            legend,
+        ),
+        Figure(
+            "p99 per second by stage",
+            line_chart(p99, title="p99 per second by stage", x_label=x_label, y_label="p99 (ms)"),
+            legend,
         ),
     ]

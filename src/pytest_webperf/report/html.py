@@ -40,7 +40,7 @@ from pytest_webperf.report.charts import (
     trend_figures,
     trend_metrics,
 )
-from pytest_webperf.report.curve import curve_figures
+from pytest_webperf.report.curve import curve_figures, stage_figures, stage_groups
 from pytest_webperf.report.flame import flame_graph
 from pytest_webperf.report.svg import colour
 from pytest_webperf.report.table import (
@@ -567,6 +567,9 @@ def render_html(report: Mapping[str, Any]) -> str:
     headers, rows = _summary(entries)
     open_charts = len(entries) <= OPEN_SECTIONS_UP_TO
     workloads: list[Workload] = comparisons(entries) if entries else []
+    workloads += [
+        Workload(f"{k}: stages", tuple(stage_figures(g))) for k, g in stage_groups(entries).items()
+    ]
     return (
         environment()
         .get_template("report.html")
