@@ -25,7 +25,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_webperf import arguments, capacity_probe, compare, placement
+from pytest_webperf import arguments, capacity_probe, compare, load_shapes, placement
 from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
 from pytest_webperf.capacity import Capacity
 from pytest_webperf.catalog import Catalog
@@ -49,7 +49,6 @@ from pytest_webperf.mqtt_telemetry import MqttTelemetry
 from pytest_webperf.placement import cpu_limit
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.scaleout import remote_of
-from pytest_webperf.stages import Stage, parse_stages, run_stages
 from pytest_webperf.swarm import userspec
 from pytest_webperf.swarm.hotloop import resolve_user, user_for_url
 from pytest_webperf.swarm.userspec import is_custom
@@ -359,57 +358,20 @@ class Webperf:
         breaks, then bisected to ``tolerance``, each probe ``duration`` long after
         ``warmup``, repeated until decided (``capacity_probe.py``)."""
         arguments.check("capacity", locals())
-        checks = capacity_probe.parse_slo(slo)
-        how = capacity_probe.search_of(start, limit, tolerance)
-        user_class = user_for_url(resolve_user(user or self.config.user), target.url)
-        plan = self._plan(target, concurrency=None, duration=duration, warmup=warmup, repeat=1)
-        workload = http_workload(
+        return load_shapes.capacity(
+            self,
+            target,
             path,
-            method=None,
-            body=None,
-            headers=None,
-            user_class=user_class,
-            workers=self.config.workers + self.config.remote_workers,
-            users=plan.concurrency,
-            arrival_rate=start,
             mix=mix,
+            slo=slo,
+            start=start,
+            limit=limit,
+            tolerance=tolerance,
+            duration=duration,
+            warmup=warmup,
+            user=user,
+            name=name,
         )
-        unpaced = dataclasses.replace(workload, arrival_rate=0.0)
-        label = Label(self.nodeid, name or f"capacity of {http_name(unpaced)}")
-        sides = [(target, "")]
-        if isinstance(target, PairedTarget):  # A/B: a search on each side, interleaved
-            sides = [(target.change, "B")] + ([(target.base, "A")] if target.base else [])
-        found = capacity_probe.find(
-            sides,
-            workload,
-            plan,
-            checks,
-            user_class=user_class,
-            how=how,
-            monitor_factory=self._monitor_factory,
-            progress=self._progress,
-            label=label,
-        )
-        change = dataclasses.replace(found[0].capacity, name=label.name, server=target.name)
-        base = found[1] if len(found) > 1 else None
-        measurement = Measurement(
-            nodeid=self.nodeid,
-            name=label.name,
-            server=target.name,
-            concurrency=found[0].runs[0].concurrency if found[0].runs else plan.concurrency,
-            workload=unpaced,
-            runs=found[0].runs,
-            target=target.describe(),
-            generator=user_class,
-            capacity=change,
-            base_capacity=base.capacity if base else None,
-            base_runs=base.runs if base else (),
-            against=self._against().describe() if base and self._against else None,
-        )
-        gate = capacity_probe.gate_checks(self.config.compare_fail or ())
-        self.measurements.append(self._judged(measurement, gate))
-        self.capacities.append(change)
-        return change
 
     def staged(
         self,
@@ -428,54 +390,19 @@ class Webperf:
         """One target instance loaded at each of ``stages`` in turn, ``(duration, level)``
         each: users in a closed loop, or with ``arrival_rate=True`` requests per second
         (``concurrency`` the cap); a judged measurement per stage (``stages.py``)."""
-        given = {"concurrency": concurrency, "warmup": warmup, "repeat": repeat}
-        arguments.check("http", {**given, "user": user, "name": name})
-        parsed = parse_stages(stages, arrival=arrival_rate)
-        if isinstance(target, PairedTarget):
-            raise OptionError("webperf.staged(...) is not run A/B yet: drop --webperf-against")
-        user_class = user_for_url(resolve_user(user or self.config.user), target.url)
-        plan = self._plan(target, concurrency=concurrency, duration=1, warmup=warmup, repeat=repeat)
-        workload = http_workload(
-            path,
-            method=None,
-            body=None,
-            headers=None,
-            user_class=user_class,
-            workers=self.config.workers + self.config.remote_workers,
-            users=plan.concurrency,
-            arrival_rate=parsed[0].level if arrival_rate else None,
-            mix=mix,
-        )
-
-        def load(stage: Stage) -> Workload:
-            return dataclasses.replace(workload, arrival_rate=stage.level if arrival_rate else 0)
-
-        label = Label(self.nodeid, name or http_name(dataclasses.replace(workload, arrival_rate=0)))
-        runs = run_stages(
+        return load_shapes.staged(
+            self,
             target,
-            lambda stage: HttpRequests(load(stage), user_class=user_class),
-            plan,
-            parsed,
-            arrival=arrival_rate,
-            monitor_factory=self._monitor_factory,
-            progress=self._progress,
-            label=label,
+            path,
+            stages=stages,
+            arrival_rate=arrival_rate,
+            mix=mix,
+            concurrency=concurrency,
+            warmup=warmup,
+            repeat=repeat,
+            user=user,
+            name=name,
         )
-        measured = []
-        for index, (stage, stage_runs) in enumerate(zip(parsed, runs, strict=True)):
-            measurement = Measurement(
-                nodeid=self.nodeid,
-                name=f"{label.name} {stage.label(index, len(parsed), arrival_rate)}",
-                server=target.name,
-                concurrency=stage_runs[0].concurrency,
-                workload=load(stage),
-                runs=tuple(stage_runs),
-                target=target.describe(),
-                generator=user_class,
-            )
-            measured.append(self._judged(measurement, None))
-        self.measurements.extend(measured)
-        return tuple(measured)
 
     def locust(
         self,
