@@ -81,3 +81,9 @@ def test_an_ordinary_measurement_has_no_capacity_to_check() -> None:
     (result,) = compare.evaluate(measured(None), measured(None), parse_checks("capacity:5%"))
     assert result.outcome == "skipped" and "no capacity search" in result.message
     assert compare.evaluate(measured(found(1, 2)), None, parse_checks("capacity:5%")) == ()
+
+
+def test_a_search_is_saved_and_read_back_with_its_measurement() -> None:
+    saved = measured(found(200, 210), found(400, 420))
+    assert Measurement.from_dict(saved.to_dict()) == saved
+    assert "capacity" not in measured(None).to_dict()  # an ordinary measurement as before
