@@ -89,7 +89,12 @@ def capacity(
         against=handle._against().describe() if base and handle._against else None,
     )
     gate = capacity_probe.gate_checks(handle.config.compare_fail or ())
-    handle.measurements.append(handle._judged(measurement, gate))
+    judged = handle._judged(measurement, gate)
+    if judged.verdict is not None:  # what was found, said under the table
+        found_at = (f"B: {change}", f"A: {base.capacity}") if base else (str(change),)
+        verdict = dataclasses.replace(judged.verdict, notes=(*found_at, *judged.verdict.notes))
+        judged = dataclasses.replace(judged, verdict=verdict)
+    handle.measurements.append(judged)
     handle.capacities.append(change)
     return change
 
