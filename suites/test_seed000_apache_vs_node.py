@@ -21,3 +21,12 @@ WORKLOADS = ["/hello", "/quicksort", "/file"]
 def test_apache_vs_node(webperf, server, path):
     result = webperf.http(webperf.server(server), path=path)
     assert result.requests > 0
+
+
+# The question behind the study ("which one falls over first, and where?"): the highest
+# arrival rate each server sustains with p99 under 100 ms and under 1 % failed.
+@pytest.mark.parametrize("path", WORKLOADS)
+@pytest.mark.parametrize("server", SERVERS)
+def test_apache_vs_node_capacity(webperf, server, path):
+    found = webperf.capacity(webperf.server(server), path, slo="p99<100ms,error_rate<1%")
+    assert found.probes

@@ -15,3 +15,11 @@ import pytest
 def test_async_vs_pool(webperf, server):
     result = webperf.http(webperf.server(server), path="/hello")
     assert result.requests > 0
+
+
+# The rate each sustains with p99 under 100 ms: where the pool falls over, not only how
+# fast each goes at 1,000 connections.
+@pytest.mark.parametrize("server", ["python-async", "python-pool", "lb-async", "lb-pool"])
+def test_async_vs_pool_capacity(webperf, server):
+    found = webperf.capacity(webperf.server(server), "/hello", slo="p99<100ms,error_rate<1%")
+    assert found.probes

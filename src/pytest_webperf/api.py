@@ -22,8 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from pytest_webperf import arguments, placement
+from pytest_webperf import arguments, capacity_probe, load_shapes, placement
 from pytest_webperf.ab import Against
+from pytest_webperf.capacity import Capacity
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import OptionError
@@ -62,6 +63,7 @@ class Webperf:
         self._catalog = catalog
         self._against = against  # the base of an A/B run (--webperf-against), made on demand
         self._stack = ExitStack()
+        self.capacities: list[Capacity] = []  # webperf.capacity's searches, in order
         self.placement = placement.plan(
             config.placement,
             target_cpuset=config.target_cpuset,
@@ -219,6 +221,74 @@ class Webperf:
         arguments.check("http", args := locals())
         kind, plan, named = http_load(self._measurer, target, args)
         return self._measurer.measure(target, kind, plan, named, kind.workload)
+
+    def capacity(
+        self,
+        target: Target,
+        path: str | None = None,
+        *,
+        mix: Sequence[Request] | None = None,
+        slo: str = capacity_probe.DEFAULT_SLO,
+        start: float = 50.0,
+        limit: float = 20000.0,
+        tolerance: float = 0.05,
+        duration: str | float = "3s",
+        warmup: str | float = "1s",
+        user: str | None = None,
+        name: str | None = None,
+    ) -> Capacity:
+        """The highest arrival rate ``target`` sustains within ``slo`` (limits in the check
+        grammar, ``p99<100ms,error_rate<1%``): rates from ``start`` doubling until the SLO
+        breaks, then bisected to ``tolerance``, each probe ``duration`` long after
+        ``warmup``, repeated until decided (``capacity_probe.py``)."""
+        arguments.check("capacity", locals())
+        found = load_shapes.capacity(
+            self._measurer,
+            target,
+            path,
+            mix=mix,
+            slo=slo,
+            start=start,
+            limit=limit,
+            tolerance=tolerance,
+            duration=duration,
+            warmup=warmup,
+            user=user,
+            name=name,
+        )
+        self.capacities.append(found)
+        return found
+
+    def staged(
+        self,
+        target: Target,
+        path: str | None = None,
+        *,
+        stages: Sequence[tuple[str | float, float]],
+        arrival_rate: bool = False,
+        mix: Sequence[Request] | None = None,
+        concurrency: int | None = None,
+        warmup: str | float | None = None,
+        repeat: int | None = None,
+        user: str | None = None,
+        name: str | None = None,
+    ) -> tuple[Measurement, ...]:
+        """One target instance loaded at each of ``stages`` in turn, ``(duration, level)``
+        each: users in a closed loop, or with ``arrival_rate=True`` requests per second
+        (``concurrency`` the cap); a judged measurement per stage (``stages.py``)."""
+        return load_shapes.staged(
+            self._measurer,
+            target,
+            path,
+            stages=stages,
+            arrival_rate=arrival_rate,
+            mix=mix,
+            concurrency=concurrency,
+            warmup=warmup,
+            repeat=repeat,
+            user=user,
+            name=name,
+        )
 
     def locust(
         self,

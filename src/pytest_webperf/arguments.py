@@ -282,8 +282,15 @@ MQTT: dict[str, Check] = {
     "topic": topic,
     "name": optional(name),
 }
+CAPACITY: dict[str, Check] = {
+    "duration": duration,
+    "warmup": duration_or_zero,
+    "user": optional(user),
+    "name": optional(name),
+}
 CALLS: dict[str, dict[str, Check]] = {
     "http": HTTP,
+    "capacity": CAPACITY,
     "process": PROCESS,
     "server": SERVER,
     "mqtt": MQTT,

@@ -40,8 +40,9 @@ does. Improvements beyond the threshold become notes, never failures.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 
+from pytest_webperf import capacity_gate
 from pytest_webperf.checking import (
     UNSETTLED,
     CheckResult,
@@ -125,7 +126,10 @@ def evaluate(
     results = []
     for check in checks:
         missing = _missing_endpoint(check, current, baseline, sides)
-        if missing is not None:
+        judged = capacity_gate.judge(check, current, baseline, ab=instances is not None)
+        if judged is not None:  # webperf.capacity's answer: an interval, not repetitions
+            results.append(CheckResult(str(check), "capacity", **asdict(judged)))
+        elif missing is not None:
             results.append(missing)
         elif isinstance(check, AbsoluteCheck):
             results.append(_absolute(check, current))

@@ -27,6 +27,7 @@ from pytest_webperf.values import (
     parse_cpuset,
     parse_duration,
     parse_fraction,
+    parse_http_url,
     parse_memory,
     parse_placement,
     parse_positive_duration,
@@ -109,6 +110,12 @@ SETTINGS: tuple[Setting, ...] = (
         "what counts as a regression, e.g. rps:5%,p95:10%,errors:0,p99_ms<500",
     ),
     Setting("json", Path, "write the JSON report to this path"),
+    Setting(
+        "otlp",
+        parse_http_url,
+        "export live metrics every second to this OTLP/HTTP receiver (e.g. "
+        "http://127.0.0.1:4318; needs the [otlp] extra)",
+    ),
     Setting("html", Path, "write the HTML report (charts) to this path"),
     Setting(
         "markdown",
@@ -253,6 +260,7 @@ class RunConfig:
     save_failed: bool = False
     compare_fail: tuple[Any, ...] | None = None
     json: Path | None = None
+    otlp: str | None = None
     html: Path | None = None
     markdown: Path | None = None
     servers: tuple[Path, ...] = ()

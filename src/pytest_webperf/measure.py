@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from pytest_webperf.contention import machine_busy_seconds, own_tree_seconds
 from pytest_webperf.errors import TargetError
@@ -27,6 +27,7 @@ from pytest_webperf.models import RunResult
 from pytest_webperf.progress import NoProgress, Progress, RepetitionDone, Tick
 from pytest_webperf.results import run_result
 from pytest_webperf.runplan import Monitor, MonitorFactory, RunPlan, no_monitor
+from pytest_webperf.samples import ResourceSample
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -163,6 +164,7 @@ class _Ticker:
         self.progress, self.label, self.plan, self.repetition = progress, label, plan, repetition
         self.elapsed = {"warmup": 0.0, "measure": 0.0}
         self.errors = 0
+        self.monitor: Monitor | None = None  # the server's latest sample, for live metrics
 
     def on_event(self, event: Event) -> None:
         if event["type"] != "interval":
@@ -186,8 +188,28 @@ class _Ticker:
                 total_s=self.plan.duration_s if phase == "measure" else self.plan.warmup_s,
                 rps=interval.requests / elapsed if elapsed > 0 else 0.0,
                 errors=self.errors,
+                **live_figures(interval, event, self.monitor),
             )
         )
+
+
+def live_figures(interval: Interval, event: Event, monitor: Monitor | None) -> dict[str, Any]:
+    """A second's own figures for a progress tick: requests, failures, latency, users,
+    and the server's CPU and memory at the latest sample (all parts summed)."""
+    h = interval.histogram
+    latest: list[ResourceSample] = []
+    if monitor is not None:
+        samples = monitor.resource_samples()
+        last_t = samples[-1].t if samples else None
+        latest = [s for s in samples if s.t == last_t]
+    return {
+        "requests": interval.requests,
+        "new_errors": interval.errors,
+        "users": int(event.get("users", 0)),
+        **{f"p{q}_ms": h.percentile(q) / 1000 if h.count else None for q in (50, 95, 99)},
+        "server_cpu_percent": sum(s.cpu_percent for s in latest) if latest else None,
+        "server_rss_mb": sum(s.rss_mb for s in latest) if latest else None,
+    }
 
 
 def events_to(
@@ -195,6 +217,9 @@ def events_to(
 ) -> Callable[[Event], None]:
     """What the swarm's events tell the monitor (generator pid, measured phase), the
     clock and the progress display."""
+
+    if ticker is not None:
+        ticker.monitor = monitor
 
     def on_event(event: Event) -> None:
         clock.on_event(event)

@@ -334,6 +334,16 @@ METRICS: Mapping[str, Metric] = {
             aliases=("users_peak",),
             load_sensitive=True,
         ),
+        # webperf.capacity: the highest arrival rate that met the SLO (capacity_gate.py
+        # judges it: a search's answer is an interval, not a figure per repetition)
+        Metric(
+            "capacity",
+            "/s",
+            "down",
+            lambda r: None,
+            throughput=True,
+            whole_run_only="it is a capacity search's answer, of the whole search",
+        ),
         # a fixed request count (ab's -n): its time taken, and ab's transfer rate
         Metric(
             "time_taken",

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_webperf.capacity import Capacity
 from pytest_webperf.endpoints import Counted, EndpointResult, EndpointSummary, endpoint_summaries
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.mqttresult import MqttResult
@@ -252,6 +253,10 @@ class Measurement:
     # run's HTTP user is taken)
     generator: str | None = None
     profile: Mapping[str, Any] | None = None  # A/B runs: the differential CPU profile
+    # webperf.capacity: the search (runs: its highest probe that met the SLO), and in an
+    # A/B run the base's search (base_runs: its probe so)
+    capacity: Capacity | None = None
+    base_capacity: Capacity | None = None
 
     @property
     def key(self) -> str:
@@ -300,6 +305,8 @@ class Measurement:
             "against": None if self.against is None else dict(self.against),
             **({"generator": self.generator} if self.generator is not None else {}),
             "profile": None if self.profile is None else dict(self.profile),
+            **({"capacity": self.capacity.to_dict()} if self.capacity is not None else {}),
+            **({"base_capacity": self.base_capacity.to_dict()} if self.base_capacity else {}),
         }
 
     @classmethod
@@ -318,4 +325,8 @@ class Measurement:
             against=None if data.get("against") is None else dict(data["against"]),
             generator=None if data.get("generator") is None else str(data["generator"]),
             profile=None if data.get("profile") is None else dict(data["profile"]),
+            capacity=Capacity.from_dict(data["capacity"]) if data.get("capacity") else None,
+            base_capacity=(
+                Capacity.from_dict(data["base_capacity"]) if data.get("base_capacity") else None
+            ),
         )

@@ -23,6 +23,7 @@ from pytest_webperf.advice import advice_of, failure_reasons, group_summary_advi
 from pytest_webperf.api import Webperf
 from pytest_webperf.config import SETTINGS, RunConfig, Setting, explain, resolve
 from pytest_webperf.errors import OptionError, WebperfError
+from pytest_webperf.otlp import LiveMetrics, Tee
 from pytest_webperf.profiler import header_note
 from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.progress_view import LiveLine, PlainLines
@@ -33,6 +34,7 @@ from pytest_webperf.xdist_hooks import join_xdist
 
 session_key = pytest.StashKey[WebperfSession]()
 settings_key = pytest.StashKey[dict[str, str]]()  # nodeid -> the settings it ran with
+live_key = pytest.StashKey[LiveMetrics]()  # --webperf-otlp's exporter
 test_config_key = pytest.StashKey[RunConfig]()  # an item's settings, resolved once
 MARKER = "webperf"
 
@@ -97,6 +99,11 @@ def pytest_configure(config: pytest.Config) -> None:
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[session_key] = session
+    if run_config.otlp:  # live metrics: the exporter lives as long as the run
+        try:
+            config.stash[live_key] = LiveMetrics.start(run_config.otlp)
+        except OptionError as exc:
+            raise pytest.UsageError(str(exc)) from None
     join_xdist(config, session)
     _sigterm_as_ctrl_c(config)
 
@@ -134,6 +141,9 @@ def _sigterm_as_ctrl_c(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    live = config.stash.get(live_key, None)
+    if live is not None:
+        live.close()
     previous = config.stash.get(sigterm_key, None)
     if previous is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, previous)
@@ -198,7 +208,7 @@ def webperf(
         catalog=lambda: session.catalog,
         judge=session.judge,
         against=session.against if session.config.against else None,
-        progress=progress_for(request.config),
+        progress=_with_live(request.config, progress_for(request.config)),
     )
     try:
         yield handle
@@ -299,6 +309,12 @@ class _TerminalScreen:
         )
         with suspended:
             self.reporter.write(text, flush=True)
+
+
+def _with_live(config: pytest.Config, progress: Progress) -> Progress:
+    """The display, and with --webperf-otlp the live metrics too."""
+    live = config.stash.get(live_key, None)
+    return progress if live is None else Tee(progress, live)
 
 
 def progress_for(config: pytest.Config) -> Progress:

@@ -25,6 +25,17 @@ class Tick:
     total_s: float  # the phase's planned length
     rps: float  # the last second's rate
     errors: int  # failed requests so far in this repetition's measured phase
+    # the last second's own figures (live metrics, ``otlp.py``): its requests and failed
+    # ones, latency percentiles (None: none completed), users, and the server's CPU
+    # (100 = one core) and memory summed over its parts at the latest sample
+    requests: int = 0
+    new_errors: int = 0
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    users: int | None = None
+    server_cpu_percent: float | None = None
+    server_rss_mb: float | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ arguments, the benchmarks and the CLI).
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from pytest_webperf.placement import MODES, parse_cpu_list
 
@@ -144,3 +145,11 @@ def parse_bool(text: str | bool) -> bool:
     if lowered in ("0", "false", "no", "off", ""):
         return False
     raise ValueError(f"{text!r} is not true or false")
+
+
+def parse_http_url(text: str) -> str:
+    """An http:// or https:// URL with a host (where live metrics are sent)."""
+    parts = urlsplit(str(text).strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{text!r} is not an http:// or https:// URL (http://127.0.0.1:4318)")
+    return str(text).strip()

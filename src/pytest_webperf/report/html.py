@@ -33,6 +33,7 @@ from pytest_webperf.report.charts import (
     rep_label,
     trend_figures,
 )
+from pytest_webperf.report.curve import curve_figures, stage_figures, stage_groups
 from pytest_webperf.report.html_tables import (
     OUTCOME_CSS,
     Cell,
@@ -268,7 +269,7 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         change=change_figure(entry),
         trend=trend_figures(entry),
         saves=saves_table(entry),
-        figures=measurement_charts(reps) if reps else [],
+        figures=[*curve_figures(entry), *(measurement_charts(reps) if reps else [])],
         open=open_charts,
         endpoints=endpoints_table(endpoints(entry)),
         base_endpoints=endpoints_table(endpoints(entry, "base_endpoints")),
@@ -362,6 +363,9 @@ def render_html(report: Mapping[str, Any]) -> str:
     headers, rows = _summary(entries)
     open_charts = len(entries) <= OPEN_SECTIONS_UP_TO
     workloads: list[Workload] = comparisons(entries) if entries else []
+    workloads += [
+        Workload(f"{k}: stages", tuple(stage_figures(g))) for k, g in stage_groups(entries).items()
+    ]
     return (
         environment()
         .get_template("report.html")
