@@ -50,6 +50,7 @@ from pytest_webperf.progress import NoProgress, Progress
 from pytest_webperf.scaleout import remote_of
 from pytest_webperf.swarm import userspec
 from pytest_webperf.swarm.hotloop import resolve_user, user_for_url
+from pytest_webperf.swarm.mqttloop import resolve_mqtt_user
 from pytest_webperf.swarm.userspec import is_custom
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.container import ContainerTarget, Limits
@@ -457,6 +458,7 @@ class Webperf:
             quiet_s=parse_duration(quiet),
             observe=observe,
             topic=topic,
+            user_class=resolve_mqtt_user(config.user),
         )
         plan = dataclasses.replace(
             self._plan(
@@ -680,8 +682,8 @@ class Webperf:
 
 
 def _generator(kind: LoadKind) -> str:
-    """What sends a kind of load: the resolved HTTP user, or ``mqtt`` (paho clients,
-    whatever the HTTP user)."""
+    """What sends a kind of load: the resolved HTTP user, or the MQTT one (``mqtt``:
+    paho clients, ``mqtt-native``: the native MQTT loop)."""
     if isinstance(kind, MqttTelemetry):
-        return "mqtt"
+        return kind.user_class
     return str(getattr(kind, "user_class", "lean"))

@@ -57,6 +57,7 @@ class MqttTelemetry:
     grace_s: float = 5.0
     observe: bool = True
     topic: str = "telemetry"
+    user_class: str = "mqtt"  # the swarm's MQTT user: mqtt (paho) or mqtt-native (mqttloop)
 
     @property
     def name(self) -> str:
@@ -88,7 +89,9 @@ class MqttTelemetry:
             )
             spec = replace(
                 plan.swarm(
-                    f"mqtt://{wired.broker_host}:{wired.broker_port}", user_class="mqtt", mqtt=load
+                    f"mqtt://{wired.broker_host}:{wired.broker_port}",
+                    user_class=self.user_class,
+                    mqtt=load,
                 ),
                 timeout_s=plan.timeout_s + self.grace_s,
             )
