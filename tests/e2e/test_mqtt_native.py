@@ -1,0 +1,100 @@
+"""Both MQTT users (the native loop and paho's) at QoS 0, 1 and 2 against the catalogue's
+Mosquitto, and against a fault-injecting broker (``mqtt_broker.py``) whose dropped
+PUBCOMPs, lost and duplicated messages and refused client ids are counted exactly as
+the protocol implies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_webperf.catalog import Catalog, default_directories
+from pytest_webperf.measure import RunPlan
+from pytest_webperf.mqtt.accounting import Published, account
+from pytest_webperf.mqtt.load import MqttLoad
+from pytest_webperf.mqtt_telemetry import MqttTelemetry, measure_mqtt, published_from
+from pytest_webperf.swarm import mqttloop
+from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
+from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.targets import start_target
+from pytest_webperf.targets.container import ContainerTarget
+
+from tests.e2e.mqtt_broker import fault_broker
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(mqttloop.unavailable() is not None, reason="MQTT loop not built"),
+]
+USERS = ["mqtt-native", "mqtt"]
+SMALL = RunPlan(concurrency=10, duration_s=2, warmup_s=0.5, repeat=1)
+
+
+@pytest.fixture(scope="module")
+def mosquitto() -> Iterator[ContainerTarget]:
+    with start_target(Catalog(default_directories()), "mosquitto") as target:
+        yield target
+
+
+@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_every_message_is_acknowledged_and_observed_once(
+    mosquitto: ContainerTarget, user: str, qos: int
+) -> None:
+    telemetry = MqttTelemetry(interval_s=0.1, qos=qos, drain_s=10, quiet_s=2, user_class=user)
+    result = measure_mqtt(mosquitto, telemetry, SMALL, nodeid="e2e").runs[0].mqtt
+    assert result is not None
+    assert result.published >= 10 * 2 * 5  # 10 clients, 10 a second, for 2 s and more
+    assert (result.acked, result.unacked) == (result.published, 0)
+    assert (result.connect_failures, result.disconnects, result.publish_errors) == (0, 0, 0)
+    observer = result.observer
+    assert observer is not None
+    assert observer.delivered == result.published
+    assert (observer.duplicates, observer.lost, observer.missing, observer.unexpected) == (0,) * 4
+
+
+def swarm(port: int, user: str, tmp_path: Path, **load: object) -> tuple[SwarmOutcome, dict]:  # type: ignore[type-arg]
+    report = tmp_path / "publishers.json"
+    spec = SwarmSpec(
+        host=f"mqtt://127.0.0.1:{port}",
+        users=4,
+        duration_s=1.5,
+        user_class=user,
+        timeout_s=3,
+        mqtt=MqttLoad(port=port, report_path=str(report), grace_s=1, client_prefix="t", **load),  # type: ignore[arg-type]
+    )
+    outcome = run_swarm(spec)
+    return outcome, json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_dropped_pubcomp_leaves_the_message_unacknowledged_not_lost(
+    user: str, tmp_path: Path
+) -> None:
+    with fault_broker(drop_pubcomp=5, lose=7, duplicate=11) as broker:
+        outcome, report = swarm(broker.port, user, tmp_path, qos=2, interval_s=0.05)
+    published = published_from(report)
+    n = broker.messages  # the k-th (from 1) completed at the k-th PUBREL
+    assert published.total == n == broker.pubrels > 40
+    # every 5th PUBREL got no PUBCOMP: the publisher never heard it was completed
+    assert published.unacked_total == n // 5
+    seen = account("broker", published, broker.copies, still_arriving=False)
+    # every 7th was acknowledged and never kept: lost, unless never acknowledged either
+    assert seen.lost == seen.missing == n // 7 - n // 35
+    assert seen.duplicates == n // 11 - n // 77  # every 11th kept twice (if kept at all)
+    assert seen.delivered == n - n // 7 and seen.unexpected == 0
+    assert outcome.total.errors == outcome.timeouts  # nothing else went wrong
+
+
+def test_a_taken_client_id_is_refused_and_counted(tmp_path: Path) -> None:
+    with fault_broker(taken=frozenset({"t-2", "t-3"})) as broker:
+        outcome, report = swarm(broker.port, "mqtt-native", tmp_path, qos=1, interval_s=0.05)
+    assert broker.refused == 2
+    assert outcome.kind("mqtt_connack_2") == 2
+    assert report["connect_failures"] == 2
+    published = published_from(report)
+    assert {c for c, n in published.counts.items() if n} == {1, 4}
+    assert published.unacked_total == 0
+    assert isinstance(published, Published)
