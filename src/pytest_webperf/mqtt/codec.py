@@ -82,7 +82,9 @@ class Packet:
         return self.type == PUBLISH and bool(self.flags & 8)
 
 
-def publish(topic: str, payload: bytes, qos: int = 0, packet_id: int = 0, dup: bool = False) -> Packet:
+def publish(
+    topic: str, payload: bytes, qos: int = 0, packet_id: int = 0, dup: bool = False
+) -> Packet:
     return Packet(PUBLISH, (8 if dup else 0) | qos << 1, packet_id, topic, payload)
 
 
@@ -129,35 +131,59 @@ def _read_string(body: bytes, at: int, what: str) -> tuple[str, int]:
         raise MalformedPacket(f"{what}: not UTF-8") from None
 
 
+def _parse_publish(flags: int, body: bytes) -> Packet:
+    qos = (flags >> 1) & 3
+    if qos == 3:
+        raise MalformedPacket("PUBLISH with QoS 3")
+    topic, at = _read_string(body, 0, "PUBLISH topic")
+    pid = 0
+    if qos:
+        _need(body, at, 2, "PUBLISH packet id")
+        pid = int.from_bytes(body[at : at + 2], "big")
+        if pid == 0:
+            raise MalformedPacket("PUBLISH with packet id 0")
+        at += 2
+    return Packet(PUBLISH, flags, pid, topic, body[at:])
+
+
+def _parse_connect(body: bytes) -> Packet:
+    name, at = _read_string(body, 0, "CONNECT protocol name")
+    _need(body, at, 4, "CONNECT")
+    level, connect_flags = body[at], body[at + 1]
+    if name != "MQTT" or level != 4:
+        raise MalformedPacket(f"CONNECT: protocol {name!r} level {level}, not MQTT 4")
+    if connect_flags & 1:
+        raise MalformedPacket("CONNECT: reserved flag set")
+    keepalive = int.from_bytes(body[at + 2 : at + 4], "big")
+    client_id, at = _read_string(body, at + 4, "CONNECT client id")
+    return Packet(
+        CONNECT, client_id=client_id, keepalive=keepalive, clean_session=bool(connect_flags & 2)
+    )
+
+
+def _parse_subscriptions(kind: int, body: bytes) -> Packet:
+    _need(body, 0, 3, "SUBSCRIBE/SUBACK")
+    pid = int.from_bytes(body[:2], "big")
+    if kind == SUBACK:
+        return Packet(SUBACK, packet_id=pid, filters=tuple(("", c) for c in body[2:]))
+    filters, at = [], 2
+    while at < len(body):
+        name, at = _read_string(body, at, "SUBSCRIBE filter")
+        _need(body, at, 1, "SUBSCRIBE qos")
+        if body[at] > 2:
+            raise MalformedPacket("SUBSCRIBE qos above 2")
+        filters.append((name, body[at]))
+        at += 1
+    return Packet(SUBSCRIBE, 2, pid, filters=tuple(filters))
+
+
 def _parse(kind: int, flags: int, body: bytes) -> Packet:
     if kind == PUBLISH:
-        qos = (flags >> 1) & 3
-        if qos == 3:
-            raise MalformedPacket("PUBLISH with QoS 3")
-        topic, at = _read_string(body, 0, "PUBLISH topic")
-        pid = 0
-        if qos:
-            _need(body, at, 2, "PUBLISH packet id")
-            pid = int.from_bytes(body[at : at + 2], "big")
-            if pid == 0:
-                raise MalformedPacket("PUBLISH with packet id 0")
-            at += 2
-        return Packet(PUBLISH, flags, pid, topic, body[at:])
+        return _parse_publish(flags, body)
     if flags != FLAGS.get(kind, 0):
         raise MalformedPacket(f"packet type {kind} with flags {flags}")
     if kind == CONNECT:
-        name, at = _read_string(body, 0, "CONNECT protocol name")
-        _need(body, at, 4, "CONNECT")
-        level, connect_flags = body[at], body[at + 1]
-        if name != "MQTT" or level != 4:
-            raise MalformedPacket(f"CONNECT: protocol {name!r} level {level}, not MQTT 4")
-        if connect_flags & 1:
-            raise MalformedPacket("CONNECT: reserved flag set")
-        keepalive = int.from_bytes(body[at + 2 : at + 4], "big")
-        client_id, at = _read_string(body, at + 4, "CONNECT client id")
-        return Packet(
-            CONNECT, client_id=client_id, keepalive=keepalive, clean_session=bool(connect_flags & 2)
-        )
+        return _parse_connect(body)
     if kind == CONNACK:
         if len(body) != 2 or body[0] > 1:
             raise MalformedPacket("CONNACK is 2 bytes, its first 0 or 1")
@@ -167,19 +193,7 @@ def _parse(kind: int, flags: int, body: bytes) -> Packet:
             raise MalformedPacket(f"packet type {kind} is 2 bytes (a packet id)")
         return Packet(kind, FLAGS.get(kind, 0), int.from_bytes(body, "big"))
     if kind in (SUBSCRIBE, SUBACK):
-        _need(body, 0, 3, "SUBSCRIBE/SUBACK")
-        pid = int.from_bytes(body[:2], "big")
-        if kind == SUBACK:
-            return Packet(SUBACK, packet_id=pid, filters=tuple(("", c) for c in body[2:]))
-        filters, at = [], 2
-        while at < len(body):
-            name, at = _read_string(body, at, "SUBSCRIBE filter")
-            _need(body, at, 1, "SUBSCRIBE qos")
-            if body[at] > 2:
-                raise MalformedPacket("SUBSCRIBE qos above 2")
-            filters.append((name, body[at]))
-            at += 1
-        return Packet(SUBSCRIBE, 2, pid, filters=tuple(filters))
+        return _parse_subscriptions(kind, body)
     if kind in (PINGREQ, PINGRESP, DISCONNECT):
         if body:
             raise MalformedPacket(f"packet type {kind} has no body")

@@ -289,7 +289,9 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
         def _flat_out(self) -> None:
             while not self.ledger.stopping:
                 self._publish()
-                if load.qos and not self.acked.wait(timeout=spec.timeout_s):
+                if not load.qos:  # nothing to wait for: let the hub (and Locust's stop) run
+                    gevent.sleep(0)
+                elif not self.acked.wait(timeout=spec.timeout_s):
                     self.recorder.record_error("timeout")
 
         def on_stop(self) -> None:
