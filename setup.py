@@ -76,6 +76,8 @@ NATIVE = [
         "pytest_webperf.swarm._mqttloop",
         ["src/pytest_webperf/swarm/_mqttloop.c"],
         extra_compile_args=["-O2", "-std=gnu11"],
+        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # mqtts://
+        libraries=["ssl", "crypto"] if TLS else [],
         optional=True,
     ),
 ]

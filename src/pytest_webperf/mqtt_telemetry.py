@@ -86,10 +86,11 @@ class MqttTelemetry:
                 grace_s=self.grace_s,
                 client_prefix=f"webperf-{os.getpid()}-{repetition}",
                 report_path=str(directory / "publishers.json"),
+                tls=wired.tls,
             )
             spec = replace(
                 plan.swarm(
-                    f"mqtt://{wired.broker_host}:{wired.broker_port}",
+                    f"{'mqtts' if wired.tls else 'mqtt'}://{wired.broker_host}:{wired.broker_port}",
                     user_class=self.user_class,
                     mqtt=load,
                 ),
@@ -146,6 +147,7 @@ class Wiring:
     broker_port: int
     store: TelemetryStore | None
     broker_host: str = "127.0.0.1"  # --webperf-target-bind's address, where workers reach it
+    tls: bool = False  # mqtts:// (server.toml ``tls = true``: mosquitto-tls)
 
 
 def wiring(target: Target) -> Wiring:
@@ -159,7 +161,7 @@ def wiring(target: Target) -> Wiring:
             "its store in containers), not an external URL"
         )
     if spec.kind == "mqtt":
-        return Wiring(target.port, None, target.host)
+        return Wiring(target.port, None, target.host, tls=bool(spec.tls))
     if spec.mqtt_broker is None:
         raise TargetError(
             f"{target.name}: not an MQTT target: its server.toml has neither "
@@ -201,6 +203,7 @@ class Observer:
                     str(self.out),
                     "--max-seconds",
                     str(max_s),
+                    *(["--tls"] if wired.tls else []),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=log,

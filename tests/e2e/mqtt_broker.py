@@ -120,7 +120,9 @@ def fault_broker(**faults: object) -> Iterator[FaultBroker]:
         server.close()
         for task in asyncio.all_tasks() - {asyncio.current_task()}:
             task.cancel()
-        await asyncio.gather(*asyncio.all_tasks() - {asyncio.current_task()}, return_exceptions=True)
+        await asyncio.gather(
+            *asyncio.all_tasks() - {asyncio.current_task()}, return_exceptions=True
+        )
         await server.wait_closed()
 
     thread = threading.Thread(target=lambda: loop.run_until_complete(serve()), daemon=True)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.e2e.mqtt_broker import fault_broker
 
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.measure import RunPlan
@@ -21,8 +22,6 @@ from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets import start_target
 from pytest_webperf.targets.container import ContainerTarget
-
-from tests.e2e.mqtt_broker import fault_broker
 
 pytestmark = [
     pytest.mark.e2e,
@@ -98,3 +97,16 @@ def test_a_taken_client_id_is_refused_and_counted(tmp_path: Path) -> None:
     assert {c for c, n in published.counts.items() if n} == {1, 4}
     assert published.unacked_total == 0
     assert isinstance(published, Published)
+
+
+@pytest.mark.skipif(not mqttloop.tls_built(), reason="MQTT loop built without TLS")
+@pytest.mark.parametrize("user", USERS)
+def test_mqtts_every_message_over_tls(user: str) -> None:
+    """mosquitto-tls has one listener, and it speaks TLS only: publishers and observer over it."""
+    telemetry = MqttTelemetry(interval_s=0.1, qos=2, drain_s=10, quiet_s=2, user_class=user)
+    with start_target(Catalog(default_directories()), "mosquitto-tls") as target:
+        result = measure_mqtt(target, telemetry, SMALL, nodeid="e2e").runs[0].mqtt
+    assert result is not None and result.published >= 10 * 2 * 5
+    assert (result.acked, result.unacked, result.connect_failures) == (result.published, 0, 0)
+    assert result.observer is not None and result.observer.delivered == result.published
+    assert (result.observer.duplicates, result.observer.lost) == (0, 0)

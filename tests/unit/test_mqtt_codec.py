@@ -24,9 +24,15 @@ def test_a_varint_round_trips_in_one_to_four_bytes(n: int) -> None:
 
 @pytest.mark.parametrize(
     ("n", "raw"),
-    [(0, b"\x00"), (127, b"\x7f"), (128, b"\x80\x01"), (16_383, b"\xff\x7f"),
-     (16_384, b"\x80\x80\x01"), (2_097_152, b"\x80\x80\x80\x01"),
-     (268_435_455, b"\xff\xff\xff\x7f")],
+    [
+        (0, b"\x00"),
+        (127, b"\x7f"),
+        (128, b"\x80\x01"),
+        (16_383, b"\xff\x7f"),
+        (16_384, b"\x80\x80\x01"),
+        (2_097_152, b"\x80\x80\x80\x01"),
+        (268_435_455, b"\xff\xff\xff\x7f"),
+    ],
 )
 def test_the_specifications_examples(n: int, raw: bytes) -> None:  # MQTT 3.1.1, table 2.4
     assert codec.encode_varint(n) == raw
@@ -64,7 +70,7 @@ packets = st.one_of(
         st.just(0),
     ),
     st.builds(
-        lambda t, p, q, i, d: codec.publish(t, p, q, i, d),
+        codec.publish,
         texts,
         st.binary(max_size=300),
         st.integers(1, 2),

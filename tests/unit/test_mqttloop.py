@@ -27,16 +27,30 @@ def test_the_c_buckets_are_the_histograms(value: int) -> None:
 
 def take(**changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "ok": 0, "bytes": 0, "timeouts": 0, "connect_timeouts": 0, "closed": 0,
-        "protocol": 0, "late": 0, "received": 0, "received_bytes": 0, "connack": {},
-        "connect_errno": {}, "io_errno": {}, "latency": EMPTY, "lag": EMPTY, "e2e": EMPTY,
+        "ok": 0,
+        "bytes": 0,
+        "timeouts": 0,
+        "connect_timeouts": 0,
+        "closed": 0,
+        "protocol": 0,
+        "late": 0,
+        "received": 0,
+        "received_bytes": 0,
+        "connack": {},
+        "connect_errno": {},
+        "io_errno": {},
+        "latency": EMPTY,
+        "lag": EMPTY,
+        "e2e": EMPTY,
     }
     data.update(changes)
     return data
 
 
 def test_acknowledged_messages_are_requests_with_their_latency() -> None:
-    interval = interval_from(take(ok=3, latency=(3, 600, 100, 300, [(100, 1), (200, 1), (300, 1)])), 5)
+    interval = interval_from(
+        take(ok=3, latency=(3, 600, 100, 300, [(100, 1), (200, 1), (300, 1)])), 5
+    )
     assert (interval.requests, interval.errors) == (3, 0)
     assert interval.histogram.count == 3 and interval.histogram.max() == 300
 
@@ -71,3 +85,9 @@ def test_a_window_outside_the_packet_ids_is_refused() -> None:
     assert MqttLoad.from_dict(MqttLoad(port=1, sources=["127.0.0.2"]).to_dict()).sources == (  # type: ignore[arg-type]
         "127.0.0.2",
     )
+
+
+def test_a_tls_failure_is_the_tls_kind_with_the_loops_words() -> None:
+    interval = interval_from(take(tls=2, tls_message="certificate verify failed: self-signed"), 5)
+    assert interval.error_kinds == {"tls": 2}
+    assert interval.error_examples["tls"] == "certificate verify failed: self-signed"

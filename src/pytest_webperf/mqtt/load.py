@@ -28,6 +28,8 @@ class MqttLoad:
     grace_s: float = 5.0  # at the end, how long to wait for outstanding acknowledgements
     window: int = 1  # flat out, the native user: messages in flight per client (paho: 1)
     sources: tuple[str, ...] = ()  # the native user: local IPv4 addresses to connect from
+    tls: bool = False  # mqtts://: TLS to the broker (its certificate verified against tls_ca)
+    tls_ca: str | None = None
 
     def __post_init__(self) -> None:
         if self.qos not in (0, 1, 2):

@@ -38,6 +38,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef WEBPERF_TLS /* mqtts:// (setup.py: where OpenSSL's headers are) */
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#endif
+
 /* ------------------------------------------------------------------ histogram */
 
 #define SUB_BITS 8
@@ -81,7 +87,7 @@ static inline void hist_record(hist_t *h, uint64_t v) {
 #define ERRNO_SLOTS 160
 
 typedef struct {
-    uint64_t ok, bytes, timeouts, connect_timeouts, closed, protocol, late;
+    uint64_t ok, bytes, timeouts, connect_timeouts, closed, protocol, late, tls;
     uint64_t received, received_bytes;
     uint32_t connack[256];
     uint32_t connect_errno[ERRNO_SLOTS];
@@ -91,7 +97,7 @@ typedef struct {
 
 static void stats_clear(stats_t *s) {
     s->ok = s->bytes = s->timeouts = s->connect_timeouts = s->closed = s->protocol = 0;
-    s->late = s->received = s->received_bytes = 0;
+    s->late = s->received = s->received_bytes = s->tls = 0;
     memset(s->connack, 0, sizeof s->connack);
     memset(s->connect_errno, 0, sizeof s->connect_errno);
     memset(s->io_errno, 0, sizeof s->io_errno);
@@ -102,7 +108,7 @@ static void stats_clear(stats_t *s) {
 
 /* ------------------------------------------------------------------ connections */
 
-enum { S_CONNECTING = 1, S_CONNACK, S_UP, S_DEAD };
+enum { S_CONNECTING = 1, S_TLS, S_CONNACK, S_UP, S_DEAD };
 enum { F_ACK = 1, F_COMP = 2 }; /* waiting for PUBACK/PUBREC, for PUBCOMP */
 #define OUT_HIGH (64 * 1024)     /* stop generating messages above this many unsent bytes */
 #define READ_SIZE (64 * 1024)
@@ -130,6 +136,7 @@ typedef struct {
     char *in;
     size_t nin, capin;
     uint64_t rng;
+    void *ssl; /* SSL * over TLS, else NULL */
 } conn_t;
 
 typedef struct { int op; long long arg; double fraction; int subscriber; } command_t;
@@ -166,6 +173,10 @@ typedef struct {
     size_t nheap, capheap;
     char *rbuf;
     uint64_t last_scan;
+    void *tls_ctx; /* SSL_CTX * (use_tls), else NULL: plain TCP */
+    char *server_name;
+    int server_is_ip;
+    char tls_message[160]; /* the first TLS failure's words */
 } Engine;
 
 static inline uint64_t now_ns(void) {
@@ -440,6 +451,81 @@ static int publish_one(Engine *e, conn_t *c, uint64_t now) {
 
 /* ------------------------------------------------------------------ I/O */
 
+#define E_TLS 100000 /* io_send/io_recv's errno for a TLS failure (not an errno) */
+
+#ifdef WEBPERF_TLS
+static void tls_failed(Engine *e, conn_t *c, const char *what) {
+    char reason[160] = "";
+    long verify = c->ssl ? SSL_get_verify_result(c->ssl) : X509_V_OK;
+    unsigned long code = ERR_get_error();
+    if (verify != X509_V_OK)
+        snprintf(reason, sizeof reason, "certificate verify failed: %s",
+                 X509_verify_cert_error_string(verify));
+    else if (code)
+        ERR_error_string_n(code, reason, sizeof reason);
+    else
+        snprintf(reason, sizeof reason, "%s", what);
+    ERR_clear_error();
+    pthread_mutex_lock(&e->lock);
+    if (!e->tls_message[0]) snprintf(e->tls_message, sizeof e->tls_message, "%s", reason);
+    pthread_mutex_unlock(&e->lock);
+    errno = E_TLS;
+}
+
+/* an SSL call's result: > 0 done; 0 the peer closed; -1 with errno (EAGAIN: wait; *want_write:
+   for a writable socket) */
+static ssize_t tls_result(Engine *e, conn_t *c, int r, int *want_write) {
+    int err = SSL_get_error(c->ssl, r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        if (want_write) *want_write = err == SSL_ERROR_WANT_WRITE;
+        errno = EAGAIN;
+        return -1;
+    }
+    if (err == SSL_ERROR_ZERO_RETURN) return 0;
+    if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+        if (r == 0 || errno == 0) return 0; /* closed without close_notify */
+        return -1;
+    }
+    tls_failed(e, c, "TLS error");
+    return -1;
+}
+#endif
+
+static ssize_t io_send(Engine *e, conn_t *c, const char *buf, size_t len) {
+#ifdef WEBPERF_TLS
+    if (c->ssl) {
+        ERR_clear_error();
+        int r = SSL_write(c->ssl, buf, (int)(len > 1 << 30 ? 1 << 30 : len));
+        if (r > 0) return r;
+        ssize_t x = tls_result(e, c, r, NULL);
+        if (x == 0) { errno = EPIPE; return -1; }
+        return x;
+    }
+#endif
+    (void)e;
+    return send(c->fd, buf, len, MSG_NOSIGNAL);
+}
+
+static ssize_t io_recv(Engine *e, conn_t *c, char *buf, size_t len) {
+#ifdef WEBPERF_TLS
+    if (c->ssl) {
+        ERR_clear_error();
+        int r = SSL_read(c->ssl, buf, (int)len);
+        if (r > 0) return r;
+        return tls_result(e, c, r, NULL);
+    }
+#endif
+    (void)e;
+    return recv(c->fd, buf, len, 0);
+}
+
+static void tls_free(conn_t *c) {
+#ifdef WEBPERF_TLS
+    if (c->ssl) SSL_free(c->ssl);
+#endif
+    c->ssl = NULL;
+}
+
 static void set_events(Engine *e, conn_t *c, int want_out) {
     if (c->fd < 0 || want_out == c->want_out) return;
     struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = c};
@@ -458,6 +544,7 @@ static void conn_dead(Engine *e, conn_t *c, int unexpected) {
         ATOMIC_ADD(e->connected, -1);
         if (unexpected) ATOMIC_ADD(e->disconnects, 1);
     }
+    tls_free(c);
     c->state = S_DEAD;
     /* what was in flight stays outstanding (never acknowledged) */
     ATOMIC_ADD(e->outstanding, -(long long)c->nfl);
@@ -471,7 +558,8 @@ static void conn_dead(Engine *e, conn_t *c, int unexpected) {
 
 static void io_failed(Engine *e, conn_t *c, int err) {
     pthread_mutex_lock(&e->lock);
-    if (err) count_errno(e->cur->io_errno, err);
+    if (err == E_TLS) e->cur->tls++;
+    else if (err) count_errno(e->cur->io_errno, err);
     else e->cur->closed++;
     pthread_mutex_unlock(&e->lock);
     conn_dead(e, c, 1);
@@ -482,7 +570,7 @@ static void pump(Engine *e, conn_t *c, uint64_t now);
 /* send what is queued; -1: the connection died */
 static int flush(Engine *e, conn_t *c) {
     while (c->wpos < c->nout) {
-        ssize_t n = send(c->fd, c->out + c->wpos, c->nout - c->wpos, MSG_NOSIGNAL);
+        ssize_t n = io_send(e, c, c->out + c->wpos, c->nout - c->wpos);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -682,7 +770,71 @@ partial:
     flush(e, c);
 }
 
+static void mqtt_begin(Engine *e, conn_t *c) {
+    c->state = S_CONNACK;
+    put_connect(e, c);
+    flush(e, c);
+}
+
+/* one step of the TLS handshake (the socket is connected) */
+static void tls_step(Engine *e, conn_t *c) {
+#ifdef WEBPERF_TLS
+    ERR_clear_error();
+    int r = SSL_do_handshake(c->ssl);
+    if (r == 1) {
+        mqtt_begin(e, c);
+        return;
+    }
+    int want_write = 0;
+    if (tls_result(e, c, r, &want_write) < 0 && errno == EAGAIN) {
+        set_events(e, c, want_write);
+        return;
+    }
+    if (errno != E_TLS) tls_failed(e, c, "the broker closed the connection during the TLS handshake");
+    pthread_mutex_lock(&e->lock);
+    e->cur->tls++;
+    pthread_mutex_unlock(&e->lock);
+    ATOMIC_ADD(e->connect_failures, 1);
+    conn_dead(e, c, 0);
+#else
+    (void)e;
+    (void)c;
+#endif
+}
+
+static void tls_start(Engine *e, conn_t *c) {
+#ifdef WEBPERF_TLS
+    SSL *ssl = SSL_new(e->tls_ctx);
+    c->ssl = ssl;
+    c->state = S_TLS;
+    if (!ssl || !SSL_set_fd(ssl, c->fd)) {
+        tls_failed(e, c, "cannot start TLS");
+        pthread_mutex_lock(&e->lock);
+        e->cur->tls++;
+        pthread_mutex_unlock(&e->lock);
+        ATOMIC_ADD(e->connect_failures, 1);
+        conn_dead(e, c, 0);
+        return;
+    }
+    SSL_set_connect_state(ssl);
+    if (!e->server_is_ip) SSL_set_tlsext_host_name(ssl, e->server_name); /* SNI */
+    if (SSL_CTX_get_verify_mode(e->tls_ctx) != SSL_VERIFY_NONE) {
+        X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+        if (e->server_is_ip) X509_VERIFY_PARAM_set1_ip_asc(param, e->server_name);
+        else X509_VERIFY_PARAM_set1_host(param, e->server_name, 0);
+    }
+    tls_step(e, c);
+#else
+    (void)e;
+    (void)c;
+#endif
+}
+
 static void on_event(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
+    if (c->state == S_TLS) {
+        tls_step(e, c);
+        return;
+    }
     if (c->state == S_CONNECTING) {
         int err = 0;
         socklen_t len = sizeof err;
@@ -695,18 +847,17 @@ static void on_event(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
             conn_dead(e, c, 0);
             return;
         }
-        c->state = S_CONNACK;
-        put_connect(e, c);
-        flush(e, c);
+        if (e->tls_ctx) tls_start(e, c);
+        else mqtt_begin(e, c);
         return;
     }
     if (events & EPOLLIN) {
         for (;;) {
-            ssize_t n = recv(c->fd, e->rbuf, READ_SIZE, 0);
+            ssize_t n = io_recv(e, c, e->rbuf, READ_SIZE);
             if (n > 0) {
                 on_bytes(e, c, (unsigned char *)e->rbuf, (size_t)n, now);
                 if (c->state == S_DEAD) return;
-                if (n < READ_SIZE) break;
+                if (n < READ_SIZE && !c->ssl) break; /* TLS: until it wants more */
                 continue;
             }
             if (n == 0) {
@@ -863,7 +1014,7 @@ static int run_commands(Engine *e, uint64_t now) {
                 conn_t *c = e->conns[id];
                 if (c->state == S_UP) { /* a polite goodbye */
                     char bye[2] = {(char)0xE0, 0};
-                    if (send(c->fd, bye, 2, MSG_NOSIGNAL) < 0) { /* closing anyway */ }
+                    if (io_send(e, c, bye, 2) < 0) { /* closing anyway */ }
                 }
                 conn_dead(e, c, 0);
             }
@@ -1019,8 +1170,9 @@ static void engine_join(Engine *e) {
             conn_t *c = e->conns[i];
             if (c->state == S_UP) {
                 char bye[2] = {(char)0xE0, 0};
-                if (send(c->fd, bye, 2, MSG_NOSIGNAL) < 0) { /* closing anyway */ }
+                if (io_send(e, c, bye, 2) < 0) { /* closing anyway */ }
             }
+            tls_free(c);
             if (c->fd >= 0) close(c->fd);
             c->fd = -1;
         }
@@ -1047,6 +1199,10 @@ static void Engine_dealloc(Engine *e) {
     free(e->spare);
     free(e->rbuf);
     free(e->all_lag);
+#ifdef WEBPERF_TLS
+    if (e->tls_ctx) SSL_CTX_free(e->tls_ctx);
+#endif
+    free(e->server_name);
     free(e->heap);
     free(e->commands);
     Py_TYPE(e)->tp_free((PyObject *)e);
@@ -1119,6 +1275,49 @@ static PyObject *Engine_bind_sources(Engine *e, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* use_tls(server_name, ca_file=None): every connection speaks TLS (before the first add) */
+static PyObject *Engine_use_tls(Engine *e, PyObject *args) {
+    const char *server_name, *ca_file = NULL;
+    if (!PyArg_ParseTuple(args, "s|z", &server_name, &ca_file)) return NULL;
+    if (e->started || e->tls_ctx) {
+        PyErr_SetString(PyExc_RuntimeError, "use_tls() comes once, before the first add()");
+        return NULL;
+    }
+#ifdef WEBPERF_TLS
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx) {
+        ERR_clear_error();
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL: cannot make a TLS context");
+        return NULL;
+    }
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    if (ca_file) {
+        if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+            SSL_CTX_free(ctx);
+            ERR_clear_error();
+            PyErr_Format(PyExc_ValueError, "cannot load the CA file %s", ca_file);
+            return NULL;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    }
+    e->server_name = strdup(server_name);
+    if (!e->server_name) { SSL_CTX_free(ctx); return PyErr_NoMemory(); }
+    unsigned char buf[sizeof(struct in6_addr)];
+    e->server_is_ip = inet_pton(AF_INET, server_name, buf) == 1 ||
+                      inet_pton(AF_INET6, server_name, buf) == 1;
+    e->tls_ctx = ctx;
+    Py_RETURN_NONE;
+#else
+    (void)server_name;
+    (void)ca_file;
+    PyErr_SetString(PyExc_RuntimeError, "the native MQTT loop is built without TLS (no OpenSSL)");
+    return NULL;
+#endif
+}
+
 static PyObject *Engine_stop_sending(Engine *e, PyObject *unused) {
     e->stop_sending = 1;
     __sync_synchronize();
@@ -1172,12 +1371,13 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
     e->spare = s;
     pthread_mutex_unlock(&e->lock);
     PyObject *r = Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsKsNsNsNsNsNsN}", "ok", (unsigned long long)s->ok, "bytes",
+        "{sKsKsKsKsKsKsKsKsKsKsssNsNsNsNsNsN}", "ok", (unsigned long long)s->ok, "bytes",
         (unsigned long long)s->bytes, "timeouts", (unsigned long long)s->timeouts,
         "connect_timeouts", (unsigned long long)s->connect_timeouts, "closed",
         (unsigned long long)s->closed, "protocol", (unsigned long long)s->protocol, "late",
         (unsigned long long)s->late, "received", (unsigned long long)s->received,
-        "received_bytes", (unsigned long long)s->received_bytes, "connack",
+        "received_bytes", (unsigned long long)s->received_bytes, "tls",
+        (unsigned long long)s->tls, "tls_message", e->tls_message, "connack",
         counts_dict(s->connack, 256), "connect_errno", counts_dict(s->connect_errno, ERRNO_SLOTS),
         "io_errno", counts_dict(s->io_errno, ERRNO_SLOTS), "latency", hist_tuple(&s->latency),
         "lag", hist_tuple(&s->lag), "e2e", hist_tuple(&s->e2e));
@@ -1243,6 +1443,9 @@ static PyMethodDef Engine_methods[] = {
      "remove(handle): DISCONNECT and close; what it had in flight stays outstanding"},
     {"bind_sources", (PyCFunction)Engine_bind_sources, METH_O,
      "bind_sources([ipv4, ...]): connect from these local addresses, round robin"},
+    {"use_tls", (PyCFunction)Engine_use_tls, METH_VARARGS,
+     "use_tls(server_name, ca_file=None): every connection speaks TLS (verified against "
+     "ca_file if given); before the first add()"},
     {"stop_sending", (PyCFunction)Engine_stop_sending, METH_NOARGS,
      "no message is published after this (acknowledgements still complete)"},
     {"take", (PyCFunction)Engine_take, METH_NOARGS, "the figures since the last take"},
@@ -1280,7 +1483,12 @@ PyMODINIT_FUNC PyInit__mqttloop(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&EngineType);
-    if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0) {
+    if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0 ||
+#ifdef WEBPERF_TLS
+        PyModule_AddIntConstant(m, "TLS", 1) < 0) {
+#else
+        PyModule_AddIntConstant(m, "TLS", 0) < 0) {
+#endif
         Py_DECREF(&EngineType);
         Py_DECREF(m);
         return NULL;

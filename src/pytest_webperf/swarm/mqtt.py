@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import random
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -220,6 +221,12 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
                 clean_session=load.clean_session,
                 protocol=MQTTv311,
             )
+            if load.tls:  # mqtts://: verified against tls_ca if given, else not at all
+                client.tls_set(
+                    ca_certs=load.tls_ca,
+                    cert_reqs=ssl.CERT_REQUIRED if load.tls_ca else ssl.CERT_NONE,
+                )
+                client.tls_insecure_set(not load.tls_ca)
             client.on_connect = self._on_connect
             client.on_disconnect = self._on_disconnect
             client.on_publish = self._on_publish

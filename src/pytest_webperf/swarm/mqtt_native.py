@@ -116,6 +116,8 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
         keepalive_s=load.keepalive_s,
         clean_session=load.clean_session,
         sources=load.sources,
+        tls=load.tls,
+        tls_ca=load.tls_ca,
     )
     atexit.register(loop.finish)
 

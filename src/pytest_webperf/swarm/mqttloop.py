@@ -17,7 +17,15 @@ from typing import Any
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.histogram import Histogram
-from pytest_webperf.swarm.recorder import CLOSED, CONNECT, PROTOCOL, TIMEOUT, Interval, classify
+from pytest_webperf.swarm.recorder import (
+    CLOSED,
+    CONNECT,
+    PROTOCOL,
+    TIMEOUT,
+    TLS,
+    Interval,
+    classify,
+)
 
 try:
     from pytest_webperf.swarm import _mqttloop  # type: ignore[attr-defined]
@@ -44,6 +52,11 @@ def unavailable() -> str | None:
     if _mqttloop is None:
         return f"the native MQTT loop is not built here ({_WHY})"
     return None
+
+
+def tls_built() -> bool:
+    """Whether the native MQTT loop speaks TLS here (built with OpenSSL's headers)."""
+    return _mqttloop is not None and bool(getattr(_mqttloop, "TLS", 0))
 
 
 def resolve_mqtt_user(requested: str) -> str:
@@ -91,6 +104,7 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     add(CONNECT, data["connect_timeouts"], f"no CONNACK within {timeout_s:g} s")
     add(CLOSED, data["closed"], "the broker closed the connection")
     add(PROTOCOL, data["protocol"], "a malformed or unexpected MQTT packet")
+    add(TLS, data.get("tls", 0), data.get("tls_message") or "TLS failed")
     for code, n in data["connack"].items():
         add(connack_kind(code), n, f"CONNACK refused: {CONNACK_REFUSED.get(code, code)}")
     for number, n in data["connect_errno"].items():
@@ -129,6 +143,8 @@ class MqttLoop:
         clean_session: bool = True,
         subscribe: str = "",
         sources: Sequence[str] = (),
+        tls: bool = False,
+        tls_ca: str | None = None,
     ) -> None:
         if _mqttloop is None:
             raise RuntimeError(unavailable())
@@ -150,6 +166,8 @@ class MqttLoop:
         )
         if sources:
             self.engine.bind_sources(list(sources))
+        if tls:  # mqtts://: the C loop's own OpenSSL client (unverified without a CA)
+            self.engine.use_tls(host, tls_ca)
         self.received = 0  # subscribers: messages received, end-to-end latency
         self.e2e = Histogram()
 
