@@ -87,10 +87,11 @@ class MqttTelemetry:
                 client_prefix=f"webperf-{os.getpid()}-{repetition}",
                 report_path=str(directory / "publishers.json"),
                 tls=wired.tls,
+                websocket=wired.websocket,
             )
             spec = replace(
                 plan.swarm(
-                    f"{'mqtts' if wired.tls else 'mqtt'}://{wired.broker_host}:{wired.broker_port}",
+                    f"{wired.scheme}://{wired.broker_host}:{wired.broker_port}",
                     user_class=self.user_class,
                     mqtt=load,
                 ),
@@ -148,6 +149,22 @@ class Wiring:
     store: TelemetryStore | None
     broker_host: str = "127.0.0.1"  # --webperf-target-bind's address, where workers reach it
     tls: bool = False  # mqtts:// (server.toml ``tls = true``: mosquitto-tls)
+    websocket: str = ""  # ws://: its path (server.toml ``[mqtt] transport = "websockets"``)
+
+    @property
+    def scheme(self) -> str:
+        if self.websocket:
+            return "wss" if self.tls else "ws"
+        return "mqtts" if self.tls else "mqtt"
+
+
+def websocket_of(spec: Any) -> str:
+    """The WebSocket path of a broker whose ``[mqtt]`` table says ``transport =
+    "websockets"`` (``path``, default ``/mqtt``), else "" (TCP)."""
+    settings = spec.extra.get("mqtt")
+    if isinstance(settings, dict) and settings.get("transport") == "websockets":
+        return str(settings.get("path", "/mqtt"))
+    return ""
 
 
 def wiring(target: Target) -> Wiring:
@@ -161,7 +178,9 @@ def wiring(target: Target) -> Wiring:
             "its store in containers), not an external URL"
         )
     if spec.kind == "mqtt":
-        return Wiring(target.port, None, target.host, tls=bool(spec.tls))
+        return Wiring(
+            target.port, None, target.host, tls=bool(spec.tls), websocket=websocket_of(spec)
+        )
     if spec.mqtt_broker is None:
         raise TargetError(
             f"{target.name}: not an MQTT target: its server.toml has neither "
@@ -204,6 +223,7 @@ class Observer:
                     "--max-seconds",
                     str(max_s),
                     *(["--tls"] if wired.tls else []),
+                    *(["--websocket", wired.websocket] if wired.websocket else []),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=log,

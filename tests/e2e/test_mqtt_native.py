@@ -99,12 +99,15 @@ def test_a_taken_client_id_is_refused_and_counted(tmp_path: Path) -> None:
     assert isinstance(published, Published)
 
 
-@pytest.mark.skipif(not mqttloop.tls_built(), reason="MQTT loop built without TLS")
 @pytest.mark.parametrize("user", USERS)
-def test_mqtts_every_message_over_tls(user: str) -> None:
-    """mosquitto-tls has one listener, and it speaks TLS only: publishers and observer over it."""
+@pytest.mark.parametrize("server", ["mosquitto-tls", "mosquitto-ws"])
+def test_every_message_over_tls_and_websocket(server: str, user: str) -> None:
+    """mosquitto-tls's one listener speaks TLS only, mosquitto-ws's WebSocket only:
+    publishers and observer over them, every message once."""
+    if server == "mosquitto-tls" and not mqttloop.tls_built():
+        pytest.skip("the MQTT loop is built without TLS")
     telemetry = MqttTelemetry(interval_s=0.1, qos=2, drain_s=10, quiet_s=2, user_class=user)
-    with start_target(Catalog(default_directories()), "mosquitto-tls") as target:
+    with start_target(Catalog(default_directories()), server) as target:
         result = measure_mqtt(target, telemetry, SMALL, nodeid="e2e").runs[0].mqtt
     assert result is not None and result.published >= 10 * 2 * 5
     assert (result.acked, result.unacked, result.connect_failures) == (result.published, 0, 0)

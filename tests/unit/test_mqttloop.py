@@ -91,3 +91,10 @@ def test_a_tls_failure_is_the_tls_kind_with_the_loops_words() -> None:
     interval = interval_from(take(tls=2, tls_message="certificate verify failed: self-signed"), 5)
     assert interval.error_kinds == {"tls": 2}
     assert interval.error_examples["tls"] == "certificate verify failed: self-signed"
+
+
+def test_the_websocket_upgrade_asks_for_the_mqtt_subprotocol() -> None:
+    head = mqttloop.upgrade_request("127.0.0.1", 9001, "/mqtt").decode()
+    assert head.startswith("GET /mqtt HTTP/1.1\r\nHost: 127.0.0.1:9001\r\n")
+    assert "Sec-WebSocket-Protocol: mqtt\r\n" in head and head.endswith("\r\n\r\n")
+    assert "Host: [::1]:9001\r\n" in mqttloop.upgrade_request("::1", 9001, "/").decode()

@@ -30,6 +30,7 @@ class MqttLoad:
     sources: tuple[str, ...] = ()  # the native user: local IPv4 addresses to connect from
     tls: bool = False  # mqtts://: TLS to the broker (its certificate verified against tls_ca)
     tls_ca: str | None = None
+    websocket: str = ""  # ws:// (wss:// with tls): the path of the broker's WebSocket, else TCP
 
     def __post_init__(self) -> None:
         if self.qos not in (0, 1, 2):

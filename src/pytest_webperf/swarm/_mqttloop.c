@@ -108,7 +108,7 @@ static void stats_clear(stats_t *s) {
 
 /* ------------------------------------------------------------------ connections */
 
-enum { S_CONNECTING = 1, S_TLS, S_CONNACK, S_UP, S_DEAD };
+enum { S_CONNECTING = 1, S_TLS, S_UPGRADE, S_CONNACK, S_UP, S_DEAD };
 enum { F_ACK = 1, F_COMP = 2 }; /* waiting for PUBACK/PUBREC, for PUBCOMP */
 #define OUT_HIGH (64 * 1024)     /* stop generating messages above this many unsent bytes */
 #define READ_SIZE (64 * 1024)
@@ -137,6 +137,9 @@ typedef struct {
     size_t nin, capin;
     uint64_t rng;
     void *ssl; /* SSL * over TLS, else NULL */
+    size_t framed; /* WebSocket: out[wpos, framed) is in frames already */
+    char *ws;      /* WebSocket: the upgrade's answer, then an unfinished frame */
+    size_t nws, capws;
 } conn_t;
 
 typedef struct { int op; long long arg; double fraction; int subscriber; } command_t;
@@ -177,6 +180,8 @@ typedef struct {
     char *server_name;
     int server_is_ip;
     char tls_message[160]; /* the first TLS failure's words */
+    char *ws_request;       /* WebSocket (use_websocket): the upgrade request, else NULL */
+    size_t ws_request_len;
 } Engine;
 
 static inline uint64_t now_ns(void) {
@@ -281,7 +286,7 @@ static inline char *put_u16(char *p, unsigned v) {
 }
 
 static inline char *out_room(conn_t *c, size_t n) {
-    if (c->wpos && c->wpos == c->nout) c->wpos = c->nout = 0;
+    if (c->wpos && c->wpos == c->nout) c->wpos = c->nout = c->framed = 0;
     if (grow((void **)&c->out, &c->capout, c->nout + n, 1)) return NULL;
     return c->out + c->nout;
 }
@@ -552,8 +557,10 @@ static void conn_dead(Engine *e, conn_t *c, int unexpected) {
     c->nout = c->wpos = c->nin = 0;
     free(c->out);
     free(c->in);
-    c->out = c->in = NULL;
-    c->capout = c->capin = 0;
+    free(c->ws);
+    c->out = c->in = c->ws = NULL;
+    c->capout = c->capin = c->capws = 0;
+    c->nws = c->framed = 0;
 }
 
 static void io_failed(Engine *e, conn_t *c, int err) {
@@ -567,8 +574,37 @@ static void io_failed(Engine *e, conn_t *c, int err) {
 
 static void pump(Engine *e, conn_t *c, uint64_t now);
 
+/* WebSocket: what was queued since the last frame becomes one binary frame (masked, as a
+   client's must be, with the key 0: the payload is unchanged) */
+static int ws_frame(conn_t *c) {
+    size_t n = c->nout - c->framed;
+    if (!n) return 0;
+    size_t head = n < 126 ? 6 : n < 65536 ? 8 : 14;
+    if (grow((void **)&c->out, &c->capout, c->nout + head, 1)) return -1;
+    char *p = c->out + c->framed;
+    memmove(p + head, p, n);
+    p[0] = (char)0x82;
+    if (n < 126) {
+        p[1] = (char)(0x80 | n);
+    } else if (n < 65536) {
+        p[1] = (char)(0x80 | 126);
+        put_u16(p + 2, (unsigned)n);
+    } else {
+        p[1] = (char)(0x80 | 127);
+        for (int i = 0; i < 8; i++) p[2 + i] = (char)((uint64_t)n >> (56 - 8 * i));
+    }
+    memset(p + head - 4, 0, 4); /* the masking key */
+    c->nout += head;
+    c->framed = c->nout;
+    return 0;
+}
+
 /* send what is queued; -1: the connection died */
 static int flush(Engine *e, conn_t *c) {
+    if (e->ws_request && c->state >= S_CONNACK && ws_frame(c) < 0) {
+        io_failed(e, c, ENOMEM);
+        return -1;
+    }
     while (c->wpos < c->nout) {
         ssize_t n = io_send(e, c, c->out + c->wpos, c->nout - c->wpos);
         if (n < 0) {
@@ -583,7 +619,7 @@ static int flush(Engine *e, conn_t *c) {
         c->wpos += (size_t)n;
         c->last_tx = now_ns();
     }
-    c->wpos = c->nout = 0;
+    c->wpos = c->nout = c->framed = 0;
     /* QoS 0 flat out: wake again when the socket takes more */
     set_events(e, c, c->state == S_UP && !c->subscriber && !e->qos && !e->period_ns &&
                          !e->stop_sending);
@@ -771,9 +807,85 @@ partial:
 }
 
 static void mqtt_begin(Engine *e, conn_t *c) {
+    if (e->ws_request && c->state != S_UPGRADE) { /* ws://: the HTTP upgrade first */
+        char *p = out_room(c, e->ws_request_len);
+        if (!p) { io_failed(e, c, ENOMEM); return; }
+        memcpy(p, e->ws_request, e->ws_request_len);
+        c->nout += e->ws_request_len;
+        c->state = S_UPGRADE;
+        flush(e, c);
+        return;
+    }
     c->state = S_CONNACK;
     put_connect(e, c);
     flush(e, c);
+}
+
+static void on_bytes(Engine *e, conn_t *c, const unsigned char *d, size_t n, uint64_t now);
+
+/* WebSocket bytes: the upgrade's answer, then frames whose payloads are the MQTT stream */
+static void ws_bytes(Engine *e, conn_t *c, const unsigned char *d, size_t n, uint64_t now) {
+    if (grow((void **)&c->ws, &c->capws, c->nws + n, 1)) { io_failed(e, c, ENOMEM); return; }
+    memcpy(c->ws + c->nws, d, n);
+    c->nws += n;
+    size_t at = 0;
+    if (c->state == S_UPGRADE) {
+        char *end = memmem(c->ws, c->nws, "\r\n\r\n", 4);
+        if (!end) {
+            if (c->nws > 16384) protocol_error(e, c);
+            return;
+        }
+        if (c->nws < 13 || memcmp(c->ws, "HTTP/1.1 101", 12) != 0) { /* not switched */
+            protocol_error(e, c);
+            return;
+        }
+        at = (size_t)(end - c->ws) + 4;
+        mqtt_begin(e, c);
+        if (c->state == S_DEAD) return;
+    }
+    while (c->nws - at >= 2) {
+        unsigned char *f = (unsigned char *)c->ws + at;
+        size_t avail = c->nws - at, head = 2, len = f[1] & 127;
+        if (f[1] & 128) { protocol_error(e, c); return; } /* a server's frames are not masked */
+        if (len == 126) {
+            if (avail < 4) break;
+            len = (size_t)f[2] << 8 | f[3];
+            head = 4;
+        } else if (len == 127) {
+            if (avail < 10) break;
+            len = 0;
+            for (int i = 0; i < 8; i++) len = len << 8 | f[2 + i];
+            head = 10;
+        }
+        if (len > MAX_PACKET) { protocol_error(e, c); return; }
+        if (avail < head + len) break;
+        unsigned opcode = f[0] & 15;
+        at += head + len;
+        if (opcode == 8) { io_failed(e, c, 0); return; } /* close */
+        if (opcode == 9) { /* ping: pong with its payload (small) */
+            if (ws_frame(c) < 0) { io_failed(e, c, ENOMEM); return; } /* what came before */
+            char *p = out_room(c, 6 + (len < 126 ? len : 0));
+            f = (unsigned char *)c->ws + at - head - len; /* (out_room does not move c->ws) */
+            if (p && len < 126) {
+                p[0] = (char)0x8A;
+                p[1] = (char)(0x80 | len);
+                memset(p + 2, 0, 4);
+                memcpy(p + 6, f + head, len);
+                c->nout += 6 + len;
+                c->framed = c->nout;
+            }
+            continue;
+        }
+        if (opcode <= 2 && len) {
+            /* on_bytes never touches c->ws: f stays valid */
+            on_bytes(e, c, f + head, len, now);
+            if (c->state == S_DEAD) return;
+        }
+    }
+    if (at) {
+        memmove(c->ws, c->ws + at, c->nws - at);
+        c->nws -= at;
+    }
 }
 
 /* one step of the TLS handshake (the socket is connected) */
@@ -855,13 +967,14 @@ static void on_event(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
         for (;;) {
             ssize_t n = io_recv(e, c, e->rbuf, READ_SIZE);
             if (n > 0) {
-                on_bytes(e, c, (unsigned char *)e->rbuf, (size_t)n, now);
+                if (e->ws_request) ws_bytes(e, c, (unsigned char *)e->rbuf, (size_t)n, now);
+                else on_bytes(e, c, (unsigned char *)e->rbuf, (size_t)n, now);
                 if (c->state == S_DEAD) return;
                 if (n < READ_SIZE && !c->ssl) break; /* TLS: until it wants more */
                 continue;
             }
             if (n == 0) {
-                if (c->state == S_CONNACK) ATOMIC_ADD(e->connect_failures, 1);
+                if (c->state != S_UP) ATOMIC_ADD(e->connect_failures, 1);
                 io_failed(e, c, 0);
                 return;
             }
@@ -1203,6 +1316,7 @@ static void Engine_dealloc(Engine *e) {
     if (e->tls_ctx) SSL_CTX_free(e->tls_ctx);
 #endif
     free(e->server_name);
+    free(e->ws_request);
     free(e->heap);
     free(e->commands);
     Py_TYPE(e)->tp_free((PyObject *)e);
@@ -1316,6 +1430,23 @@ static PyObject *Engine_use_tls(Engine *e, PyObject *args) {
     PyErr_SetString(PyExc_RuntimeError, "the native MQTT loop is built without TLS (no OpenSSL)");
     return NULL;
 #endif
+}
+
+/* use_websocket(request): ws:// (wss:// with use_tls): every connection sends this HTTP
+   upgrade request (swarm/mqttloop.py builds it) and then speaks MQTT in binary frames */
+static PyObject *Engine_use_websocket(Engine *e, PyObject *arg) {
+    char *buf;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(arg, &buf, &len) < 0) return NULL;
+    if (e->started || e->ws_request) {
+        PyErr_SetString(PyExc_RuntimeError, "use_websocket() comes once, before the first add()");
+        return NULL;
+    }
+    e->ws_request = malloc((size_t)len);
+    if (!e->ws_request) return PyErr_NoMemory();
+    memcpy(e->ws_request, buf, (size_t)len);
+    e->ws_request_len = (size_t)len;
+    Py_RETURN_NONE;
 }
 
 static PyObject *Engine_stop_sending(Engine *e, PyObject *unused) {
@@ -1446,6 +1577,8 @@ static PyMethodDef Engine_methods[] = {
     {"use_tls", (PyCFunction)Engine_use_tls, METH_VARARGS,
      "use_tls(server_name, ca_file=None): every connection speaks TLS (verified against "
      "ca_file if given); before the first add()"},
+    {"use_websocket", (PyCFunction)Engine_use_websocket, METH_O,
+     "use_websocket(upgrade_request): MQTT over WebSocket; before the first add()"},
     {"stop_sending", (PyCFunction)Engine_stop_sending, METH_NOARGS,
      "no message is published after this (acknowledgements still complete)"},
     {"take", (PyCFunction)Engine_take, METH_NOARGS, "the figures since the last take"},

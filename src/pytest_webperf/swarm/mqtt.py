@@ -220,7 +220,10 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
                 client_id=f"{load.client_prefix}-{self.client_id}",
                 clean_session=load.clean_session,
                 protocol=MQTTv311,
+                transport="websockets" if load.websocket else "tcp",
             )
+            if load.websocket:
+                client.ws_set_options(path=load.websocket)
             if load.tls:  # mqtts://: verified against tls_ca if given, else not at all
                 client.tls_set(
                     ca_certs=load.tls_ca,

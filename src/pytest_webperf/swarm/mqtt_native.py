@@ -118,6 +118,7 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
         sources=load.sources,
         tls=load.tls,
         tls_ca=load.tls_ca,
+        websocket=load.websocket,
     )
     atexit.register(loop.finish)
 

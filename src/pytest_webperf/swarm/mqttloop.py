@@ -9,6 +9,7 @@ Python's headers are found (Linux); where it is not, MQTT runs use the paho-mqtt
 
 from __future__ import annotations
 
+import base64
 import errno
 import os
 import socket
@@ -71,6 +72,19 @@ def resolve_mqtt_user(requested: str) -> str:
     if requested == "auto":
         return PAHO if unavailable() else NATIVE
     return PAHO
+
+
+def upgrade_request(host: str, port: int, path: str) -> bytes:
+    """The HTTP request that opens an MQTT WebSocket (RFC 6455, subprotocol ``mqtt``); one
+    random key for all of a loop's connections (the answer's Sec-WebSocket-Accept is not
+    checked: a 101 is enough)."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return (
+        f"GET {path} HTTP/1.1\r\nHost: {authority}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+        "Sec-WebSocket-Protocol: mqtt\r\n\r\n"
+    ).encode()
 
 
 def histogram_from(data: tuple[int, int, int, int, list[tuple[int, int]]]) -> Histogram:
@@ -145,6 +159,7 @@ class MqttLoop:
         sources: Sequence[str] = (),
         tls: bool = False,
         tls_ca: str | None = None,
+        websocket: str = "",
     ) -> None:
         if _mqttloop is None:
             raise RuntimeError(unavailable())
@@ -168,6 +183,8 @@ class MqttLoop:
             self.engine.bind_sources(list(sources))
         if tls:  # mqtts://: the C loop's own OpenSSL client (unverified without a CA)
             self.engine.use_tls(host, tls_ca)
+        if websocket:  # ws:// (wss:// with tls): MQTT in binary frames after an upgrade
+            self.engine.use_websocket(upgrade_request(host, port, websocket))
         self.received = 0  # subscribers: messages received, end-to-end latency
         self.e2e = Histogram()
 
