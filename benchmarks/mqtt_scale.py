@@ -123,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         f"connect failures {result.connect_failures}, disconnects {result.disconnects}, "
         f"late {result.late}"
     )
+    if result.pace_lag is not None:
+        lag = result.pace_lag
+        print(
+            f"pace lag: p50 {lag.p50_ms:.1f} ms, p99 {lag.p99_ms:.1f} ms, max {lag.max_ms:.0f} ms"
+        )
     if result.observer is not None:
         o = result.observer
         print(
