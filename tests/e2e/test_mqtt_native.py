@@ -6,6 +6,7 @@ the protocol implies."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from pytest_webperf.mqtt.accounting import Published, account
 from pytest_webperf.mqtt.load import MqttLoad
 from pytest_webperf.mqtt_telemetry import MqttTelemetry, measure_mqtt, published_from
 from pytest_webperf.swarm import mqttloop
+from pytest_webperf.swarm.mqttloop import MqttLoop
 from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets import start_target
@@ -113,3 +115,39 @@ def test_every_message_over_tls_and_websocket(server: str, user: str) -> None:
     assert (result.acked, result.unacked, result.connect_failures) == (result.published, 0, 0)
     assert result.observer is not None and result.observer.delivered == result.published
     assert (result.observer.duplicates, result.observer.lost) == (0, 0)
+
+
+@pytest.mark.parametrize("qos", [1, 2])
+def test_the_loops_subscribers_get_every_message_once(mosquitto: ContainerTarget, qos: int) -> None:
+    """The native loop's own subscribers (no Locust): one subscribes, five publish; it
+    acknowledges each message at its QoS and counts it with its end-to-end latency."""
+    loop = MqttLoop(
+        "127.0.0.1",
+        mosquitto.port,
+        qos=qos,
+        interval_s=0.02,
+        topic=f"sub{qos}",
+        client_prefix=f"e2e-sub{qos}",
+        subscribe=f"sub{qos}/#",
+    )
+    try:
+        loop.add(0, subscriber=True)
+        deadline = time.monotonic() + 10
+        while loop.state()["subscribed"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for client in range(1, 6):
+            loop.add(client, (client - 1) / 5)
+        time.sleep(1.5)
+        loop.stop_sending()
+        while loop.state()["outstanding"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # the last deliveries to the subscriber
+        loop.take()
+        ledger = loop.finish()
+    finally:
+        loop.finish()
+    published = sum(n for _, n, _ in ledger)
+    assert published >= 5 * 1.5 * 50 * 0.8
+    assert all(not unacked for _, _, unacked in ledger)
+    assert loop.received == published
+    assert loop.e2e.count == published and loop.e2e.max() < 10_000_000
