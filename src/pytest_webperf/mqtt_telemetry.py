@@ -58,6 +58,7 @@ class MqttTelemetry:
     observe: bool = True
     topic: str = "telemetry"
     user_class: str = "mqtt"  # the swarm's MQTT user: mqtt (paho) or mqtt-native (mqttloop)
+    protocol: int = 4  # the publishers' MQTT: 4 is 3.1.1, 5 is 5.0 (the observer's is 3.1.1)
 
     @property
     def name(self) -> str:
@@ -88,6 +89,7 @@ class MqttTelemetry:
                 report_path=str(directory / "publishers.json"),
                 tls=wired.tls,
                 websocket=wired.websocket,
+                protocol=self.protocol,
             )
             spec = replace(
                 plan.swarm(

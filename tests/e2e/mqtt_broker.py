@@ -7,7 +7,9 @@ consumer would get, except where told to misbehave:
   message was completed: it stays unacknowledged; the broker has it once);
 - ``lose``: every n-th message is acknowledged in full but never kept (acked, missing);
 - ``duplicate``: every n-th message is kept twice (a second copy to the consumer);
-- ``taken``: client ids already connected: a CONNECT with one is refused (CONNACK 2).
+- ``taken``: client ids already connected: a CONNECT with one is refused (CONNACK 2),
+  after ``refuse_delay_s`` (a swarm's measured phase starts when its users are spawned,
+  not connected).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class FaultBroker:
     lose: int = 0
     duplicate: int = 0
     taken: frozenset[str] = frozenset()
+    refuse_delay_s: float = 0.0
     port: int = 0
     copies: list[tuple[int, int]] = field(default_factory=list)
     refused: int = 0
@@ -61,6 +64,8 @@ class FaultBroker:
                     continue
                 packet, used = found
                 buffer = buffer[used:]
+                if packet.type == codec.CONNECT and packet.client_id in self.taken:
+                    await asyncio.sleep(self.refuse_delay_s)
                 if not self.answer(packet, pending, writer):
                     return
                 await writer.drain()

@@ -89,9 +89,10 @@ def test_a_dropped_pubcomp_leaves_the_message_unacknowledged_not_lost(
     assert outcome.total.errors == outcome.timeouts  # nothing else went wrong
 
 
-def test_a_taken_client_id_is_refused_and_counted(tmp_path: Path) -> None:
-    with fault_broker(taken=frozenset({"t-2", "t-3"})) as broker:
-        outcome, report = swarm(broker.port, "mqtt-native", tmp_path, qos=1, interval_s=0.05)
+@pytest.mark.parametrize("user", USERS)
+def test_a_taken_client_id_is_refused_and_counted(user: str, tmp_path: Path) -> None:
+    with fault_broker(taken=frozenset({"t-2", "t-3"}), refuse_delay_s=0.5) as broker:
+        outcome, report = swarm(broker.port, user, tmp_path, qos=1, interval_s=0.05)
     assert broker.refused == 2
     assert outcome.kind("mqtt_connack_2") == 2
     assert report["connect_failures"] == 2
@@ -103,12 +104,16 @@ def test_a_taken_client_id_is_refused_and_counted(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("user", USERS)
 @pytest.mark.parametrize("server", ["mosquitto-tls", "mosquitto-ws"])
-def test_every_message_over_tls_and_websocket(server: str, user: str) -> None:
+def test_every_message_over_tls_and_websocket_mqtt5(server: str, user: str) -> None:
     """mosquitto-tls's one listener speaks TLS only, mosquitto-ws's WebSocket only:
-    publishers and observer over them, every message once."""
+    publishers and observer over them, every message once; over WebSocket the
+    publishers speak MQTT 5.0 (the observer 3.1.1)."""
     if server == "mosquitto-tls" and not mqttloop.tls_built():
         pytest.skip("the MQTT loop is built without TLS")
-    telemetry = MqttTelemetry(interval_s=0.1, qos=2, drain_s=10, quiet_s=2, user_class=user)
+    protocol = 5 if server == "mosquitto-ws" else 4
+    telemetry = MqttTelemetry(
+        interval_s=0.1, qos=2, drain_s=10, quiet_s=2, user_class=user, protocol=protocol
+    )
     with start_target(Catalog(default_directories()), server) as target:
         result = measure_mqtt(target, telemetry, SMALL, nodeid="e2e").runs[0].mqtt
     assert result is not None and result.published >= 10 * 2 * 5

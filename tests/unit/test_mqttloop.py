@@ -98,3 +98,11 @@ def test_the_websocket_upgrade_asks_for_the_mqtt_subprotocol() -> None:
     assert head.startswith("GET /mqtt HTTP/1.1\r\nHost: 127.0.0.1:9001\r\n")
     assert "Sec-WebSocket-Protocol: mqtt\r\n" in head and head.endswith("\r\n\r\n")
     assert "Host: [::1]:9001\r\n" in mqttloop.upgrade_request("::1", 9001, "/").decode()
+
+
+def test_an_mqtt5_refusal_is_its_reason_code() -> None:
+    interval = interval_from(take(ok=2, refused={0x87: 1}, connack={0x85: 1}), 5)
+    assert interval.error_kinds == {"mqtt_reason_135": 1, "mqtt_connack_133": 1}
+    assert "client identifier not valid" in interval.error_examples["mqtt_connack_133"]
+    with pytest.raises(ValueError, match="protocol must be 4"):
+        MqttLoad(port=1883, protocol=3)

@@ -90,6 +90,7 @@ typedef struct {
     uint64_t ok, bytes, timeouts, connect_timeouts, closed, protocol, late, tls;
     uint64_t received, received_bytes;
     uint32_t connack[256];
+    uint32_t refused[256]; /* MQTT 5: a PUBACK/PUBREC's failure reason code (>= 0x80) */
     uint32_t connect_errno[ERRNO_SLOTS];
     uint32_t io_errno[ERRNO_SLOTS];
     hist_t latency, lag, e2e;
@@ -99,6 +100,7 @@ static void stats_clear(stats_t *s) {
     s->ok = s->bytes = s->timeouts = s->connect_timeouts = s->closed = s->protocol = 0;
     s->late = s->received = s->received_bytes = s->tls = 0;
     memset(s->connack, 0, sizeof s->connack);
+    memset(s->refused, 0, sizeof s->refused);
     memset(s->connect_errno, 0, sizeof s->connect_errno);
     memset(s->io_errno, 0, sizeof s->io_errno);
     hist_clear(&s->latency);
@@ -109,7 +111,8 @@ static void stats_clear(stats_t *s) {
 /* ------------------------------------------------------------------ connections */
 
 enum { S_CONNECTING = 1, S_TLS, S_UPGRADE, S_CONNACK, S_UP, S_DEAD };
-enum { F_ACK = 1, F_COMP = 2 }; /* waiting for PUBACK/PUBREC, for PUBCOMP */
+/* waiting for PUBACK/PUBREC, for PUBCOMP; refused by the broker (MQTT 5) */
+enum { F_ACK = 1, F_COMP = 2, F_REFUSED = 3 };
 #define OUT_HIGH (64 * 1024)     /* stop generating messages above this many unsent bytes */
 #define READ_SIZE (64 * 1024)
 #define MAX_PACKET (1024 * 1024) /* a bigger packet from the broker is a protocol error */
@@ -152,6 +155,7 @@ typedef struct {
     struct sockaddr_in *sources; /* local IPv4 addresses to bind, round robin (scale) */
     size_t nsources, next_source;
     int qos, keepalive_s, clean_session;
+    int v5; /* MQTT 5.0 (protocol level 5), else 3.1.1 */
     size_t window;
     uint64_t timeout_ns, period_ns;
     char *topic, *prefix, *filter;
@@ -304,17 +308,18 @@ static void put_connect(Engine *e, conn_t *c) {
     char id[64];
     int idlen = snprintf(id, sizeof id, "-%lld", c->client);
     size_t idtotal = e->prefix_len + (size_t)idlen + (c->subscriber ? 4 : 0);
-    size_t rem = 10 + 2 + idtotal;
+    size_t rem = 10 + 2 + idtotal + (size_t)e->v5; /* MQTT 5: an empty property list */
     char *p = out_room(c, rem + 5);
     if (!p) return;
     char *s = p;
     *p++ = 0x10;
     p = put_varint(p, rem);
-    memcpy(p, "\0\4MQTT\4", 7);
+    memcpy(p, e->v5 ? "\0\4MQTT\5" : "\0\4MQTT\4", 7);
     p += 7;
     /* the publishers' sessions as asked; a subscriber's is persistent (as the observer's) */
     *p++ = (char)((c->subscriber ? 0 : (e->clean_session ? 2 : 0)));
     p = put_u16(p, (unsigned)e->keepalive_s);
+    if (e->v5) *p++ = 0; /* properties */
     p = put_u16(p, (unsigned)idtotal);
     memcpy(p, e->prefix, e->prefix_len);
     p += e->prefix_len;
@@ -328,13 +333,14 @@ static void put_connect(Engine *e, conn_t *c) {
 }
 
 static void put_subscribe(Engine *e, conn_t *c) {
-    size_t rem = 2 + 2 + e->filter_len + 1;
+    size_t rem = 2 + 2 + e->filter_len + 1 + (size_t)e->v5;
     char *p = out_room(c, rem + 5);
     if (!p) return;
     char *s = p;
     *p++ = (char)0x82;
     p = put_varint(p, rem);
     p = put_u16(p, 1);
+    if (e->v5) *p++ = 0; /* properties */
     p = put_u16(p, (unsigned)e->filter_len);
     memcpy(p, e->filter, e->filter_len);
     p += e->filter_len;
@@ -401,7 +407,7 @@ static size_t put_payload(conn_t *c, char *p, double sent_at) {
 
 static int pid_in_flight(conn_t *c, unsigned pid) {
     for (size_t i = 0; i < c->nfl; i++)
-        if (c->fl[i].pid == pid) return 1;
+        if (c->fl[i].pid == pid && c->fl[i].state != F_REFUSED) return 1;
     return 0;
 }
 
@@ -424,7 +430,7 @@ static int publish_one(Engine *e, conn_t *c, uint64_t now) {
     char idtxt[24];
     size_t idlen = (size_t)(put_uint(idtxt, (uint64_t)c->client) - idtxt);
     size_t tlen = e->topic_len + 1 + idlen;
-    size_t rem = 2 + tlen + (e->qos ? 2 : 0) + blen;
+    size_t rem = 2 + tlen + (e->qos ? 2 : 0) + (size_t)e->v5 + blen;
     char *s = p;
     *p++ = (char)(0x30 | (e->qos << 1));
     p = put_varint(p, rem);
@@ -435,6 +441,7 @@ static int publish_one(Engine *e, conn_t *c, uint64_t now) {
     memcpy(p, idtxt, idlen);
     p += idlen;
     if (e->qos) p = put_u16(p, pid);
+    if (e->v5) *p++ = 0; /* properties */
     memcpy(p, body, blen);
     p += blen;
     c->nout += (size_t)(p - s);
@@ -653,7 +660,7 @@ static void start_publishing(Engine *e, conn_t *c, uint64_t now) {
 
 static flight_t *find_flight(conn_t *c, unsigned pid, size_t *index) {
     for (size_t i = 0; i < c->nfl; i++)
-        if (c->fl[i].pid == pid) {
+        if (c->fl[i].pid == pid && c->fl[i].state != F_REFUSED) {
             *index = i;
             return &c->fl[i];
         }
@@ -694,6 +701,32 @@ static void received(Engine *e, const char *body, size_t n) {
     pthread_mutex_unlock(&e->lock);
 }
 
+/* MQTT 5: the broker refused a message (a PUBACK/PUBREC reason >= 0x80): it leaves the
+   window and the outstanding count, and stays in the ledger unacknowledged */
+static void refused(Engine *e, conn_t *c, flight_t *f, unsigned reason) {
+    if (!f->timed_out) c->live--;
+    f->state = F_REFUSED;
+    ATOMIC_ADD(e->outstanding, -1);
+    pthread_mutex_lock(&e->lock);
+    e->cur->refused[reason & 255]++;
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* MQTT 5: the property list at b[at..n): where it ends, or 0 if malformed */
+static size_t skip_properties(const unsigned char *b, size_t at, size_t n) {
+    size_t len = 0, mult = 1;
+    for (int k = 0; k < 4; k++, at++) {
+        if (at >= n) return 0;
+        len += (size_t)(b[at] & 127) * mult;
+        mult *= 128;
+        if (!(b[at] & 128)) {
+            at++;
+            return at + len <= n ? at + len : 0;
+        }
+    }
+    return 0;
+}
+
 /* one packet from the broker; -1: a protocol error (the connection is closed) */
 static int on_packet(Engine *e, conn_t *c, unsigned char type, const unsigned char *b, size_t n,
                      uint64_t now) {
@@ -702,8 +735,8 @@ static int on_packet(Engine *e, conn_t *c, unsigned char type, const unsigned ch
     size_t i;
     flight_t *f;
     switch (kind) {
-    case 2: /* CONNACK */
-        if (c->state != S_CONNACK || n != 2) return -1;
+    case 2: /* CONNACK (MQTT 5: a reason code and properties) */
+        if (c->state != S_CONNACK || (e->v5 ? n < 3 : n != 2)) return -1;
         if (b[1] != 0) { /* refused: its return code is the error kind */
             pthread_mutex_lock(&e->lock);
             e->cur->connack[b[1]]++;
@@ -716,21 +749,28 @@ static int on_packet(Engine *e, conn_t *c, unsigned char type, const unsigned ch
         ATOMIC_ADD(e->connected, 1);
         start_publishing(e, c, now);
         return 0;
-    case 4: /* PUBACK */
-        if (n != 2) return -1;
-        if ((f = find_flight(c, pid, &i)) && f->state == F_ACK && e->qos == 1) acked(e, c, i, now);
+    case 4: /* PUBACK (MQTT 5: a reason code may follow) */
+        if (e->v5 ? n < 2 : n != 2) return -1;
+        if ((f = find_flight(c, pid, &i)) && f->state == F_ACK && e->qos == 1) {
+            if (n > 2 && b[2] >= 0x80) refused(e, c, f, b[2]);
+            else acked(e, c, i, now);
+        }
         return 0;
-    case 5: /* PUBREC: release it */
-        if (n != 2) return -1;
+    case 5: /* PUBREC: release it (MQTT 5: unless it says the broker refused it) */
+        if (e->v5 ? n < 2 : n != 2) return -1;
+        if (n > 2 && b[2] >= 0x80) {
+            if ((f = find_flight(c, pid, &i)) && f->state == F_ACK) refused(e, c, f, b[2]);
+            return 0;
+        }
         if ((f = find_flight(c, pid, &i)) && f->state == F_ACK) f->state = F_COMP;
         put_ack(c, 0x62, pid);
         return 0;
     case 7: /* PUBCOMP */
-        if (n != 2) return -1;
+        if (e->v5 ? n < 2 : n != 2) return -1;
         if ((f = find_flight(c, pid, &i)) && f->state == F_COMP) acked(e, c, i, now);
         return 0;
     case 6: /* PUBREL (a subscriber's QoS 2 message): complete it */
-        if (n != 2 || (type & 15) != 2) return -1;
+        if ((e->v5 ? n < 2 : n != 2) || (type & 15) != 2) return -1;
         put_ack(c, 0x70, pid);
         return 0;
     case 3: { /* PUBLISH (a subscriber's) */
@@ -743,15 +783,22 @@ static int on_packet(Engine *e, conn_t *c, unsigned char type, const unsigned ch
             pid = (unsigned)(b[2 + tlen] << 8 | b[3 + tlen]);
             put_ack(c, q == 1 ? 0x40 : 0x50, pid);
         }
+        if (e->v5 && !(head = skip_properties(b, head, n))) return -1;
         received(e, (const char *)b + head, n - head);
         return 0;
     }
-    case 9: /* SUBACK */
-        if (n < 3 || b[2] == 0x80) return -1;
+    case 9: { /* SUBACK (MQTT 5: properties before the reason codes) */
+        size_t at = e->v5 ? skip_properties(b, 2, n) : 2;
+        if (n < 3 || !at || at >= n || b[at] >= 0x80) return -1;
         ATOMIC_ADD(e->subscribed, 1);
         return 0;
+    }
     case 13: /* PINGRESP */
         return 0;
+    case 14: /* DISCONNECT from the broker (MQTT 5) */
+        if (!e->v5) return -1;
+        io_failed(e, c, 0);
+        return 1;
     default:
         return -1;
     }
@@ -1190,14 +1237,14 @@ static int push_command(Engine *e, command_t cmd) {
 static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     static char *names[] = {"family", "host",      "port",    "qos",           "period_s",
                             "window", "timeout_s", "topic",   "client_prefix", "keepalive_s",
-                            "clean_session", "filter", NULL};
-    int family, port, qos, keepalive_s = 60, clean_session = 1;
+                            "clean_session", "filter", "protocol", NULL};
+    int family, port, qos, keepalive_s = 60, clean_session = 1, protocol = 4;
     const char *host, *topic, *prefix, *filter = "";
     double period_s, timeout_s;
     Py_ssize_t window;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "isiidndss|ips", names, &family, &host, &port,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "isiidndss|ipsi", names, &family, &host, &port,
                                      &qos, &period_s, &window, &timeout_s, &topic, &prefix,
-                                     &keepalive_s, &clean_session, &filter))
+                                     &keepalive_s, &clean_session, &filter, &protocol))
         return -1;
     memset(&e->addr, 0, sizeof e->addr);
     if (family == AF_INET) {
@@ -1216,11 +1263,12 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         goto bad_address;
     }
     if (qos < 0 || qos > 2 || period_s < 0 || window < 1 || window > 65535 || timeout_s <= 0 ||
-        keepalive_s < 0 || keepalive_s > 65535) {
-        PyErr_SetString(PyExc_ValueError, "bad qos, period, window, timeout or keep-alive");
+        keepalive_s < 0 || keepalive_s > 65535 || (protocol != 4 && protocol != 5)) {
+        PyErr_SetString(PyExc_ValueError, "bad qos, period, window, timeout, keep-alive or protocol");
         return -1;
     }
     e->qos = qos;
+    e->v5 = protocol == 5;
     e->period_ns = (uint64_t)(period_s * 1e9);
     e->window = (size_t)window;
     e->timeout_ns = (uint64_t)(timeout_s * 1e9);
@@ -1502,14 +1550,14 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
     e->spare = s;
     pthread_mutex_unlock(&e->lock);
     PyObject *r = Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsKsKsssNsNsNsNsNsN}", "ok", (unsigned long long)s->ok, "bytes",
+        "{sKsKsKsKsKsKsKsKsKsKsssNsNsNsNsNsNsN}", "ok", (unsigned long long)s->ok, "bytes",
         (unsigned long long)s->bytes, "timeouts", (unsigned long long)s->timeouts,
         "connect_timeouts", (unsigned long long)s->connect_timeouts, "closed",
         (unsigned long long)s->closed, "protocol", (unsigned long long)s->protocol, "late",
         (unsigned long long)s->late, "received", (unsigned long long)s->received,
         "received_bytes", (unsigned long long)s->received_bytes, "tls",
         (unsigned long long)s->tls, "tls_message", e->tls_message, "connack",
-        counts_dict(s->connack, 256), "connect_errno", counts_dict(s->connect_errno, ERRNO_SLOTS),
+        counts_dict(s->connack, 256), "refused", counts_dict(s->refused, 256), "connect_errno", counts_dict(s->connect_errno, ERRNO_SLOTS),
         "io_errno", counts_dict(s->io_errno, ERRNO_SLOTS), "latency", hist_tuple(&s->latency),
         "lag", hist_tuple(&s->lag), "e2e", hist_tuple(&s->e2e));
     stats_clear(s);

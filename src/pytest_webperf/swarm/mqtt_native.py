@@ -119,6 +119,7 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
         tls=load.tls,
         tls_ca=load.tls_ca,
         websocket=load.websocket,
+        protocol=load.protocol,
     )
     atexit.register(loop.finish)
 

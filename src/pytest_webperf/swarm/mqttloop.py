@@ -45,6 +45,14 @@ CONNACK_REFUSED = {
     3: "server unavailable",
     4: "bad user name or password",
     5: "not authorized",
+    0x80: "unspecified error",  # MQTT 5's reason codes
+    0x84: "unsupported protocol version",
+    0x85: "client identifier not valid",
+    0x86: "bad user name or password",
+    0x87: "not authorized",
+    0x88: "server unavailable",
+    0x89: "server busy",
+    0x8A: "banned",
 }
 
 
@@ -121,6 +129,8 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     add(TLS, data.get("tls", 0), data.get("tls_message") or "TLS failed")
     for code, n in data["connack"].items():
         add(connack_kind(code), n, f"CONNACK refused: {CONNACK_REFUSED.get(code, code)}")
+    for code, n in data.get("refused", {}).items():  # MQTT 5: a PUBACK/PUBREC's failure
+        add(f"mqtt_reason_{code}", n, f"the broker refused the message (reason code {code:#x})")
     for number, n in data["connect_errno"].items():
         error = OSError(number, os.strerror(number))
         add("emfile" if number == errno.EMFILE else CONNECT, n, str(error))
@@ -160,6 +170,7 @@ class MqttLoop:
         tls: bool = False,
         tls_ca: str | None = None,
         websocket: str = "",
+        protocol: int = 4,
     ) -> None:
         if _mqttloop is None:
             raise RuntimeError(unavailable())
@@ -178,6 +189,7 @@ class MqttLoop:
             keepalive_s,
             clean_session,
             subscribe,
+            protocol,
         )
         if sources:
             self.engine.bind_sources(list(sources))
