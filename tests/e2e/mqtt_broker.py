@@ -39,6 +39,7 @@ class FaultBroker:
     pubrels = 0
     messages = 0
     malformed = 0
+    pings = 0
 
     def keep(self, payload: bytes) -> None:
         self.messages += 1
@@ -100,6 +101,7 @@ class FaultBroker:
             if not (self.drop_pubcomp and self.pubrels % self.drop_pubcomp == 0):
                 send(codec.encode(Packet(codec.PUBCOMP, packet_id=p.packet_id)))
         elif p.type == codec.PINGREQ:
+            self.pings += 1
             send(codec.encode(Packet(codec.PINGRESP)))
         elif p.type == codec.DISCONNECT:
             return False

@@ -156,3 +156,13 @@ def test_the_loops_subscribers_get_every_message_once(mosquitto: ContainerTarget
     assert all(not unacked for _, _, unacked in ledger)
     assert loop.received == published
     assert loop.e2e.count == published and loop.e2e.max() < 10_000_000
+
+
+def test_an_idle_connection_is_kept_alive(tmp_path: Path) -> None:
+    """Nothing to publish for longer than half the keep-alive: PINGREQ (and no timeout)."""
+    with fault_broker() as broker:
+        outcome, report = swarm(
+            broker.port, "mqtt-native", tmp_path, qos=1, interval_s=30, keepalive_s=1
+        )
+    assert broker.pings >= 4  # 4 idle clients, 1.5 s, one PINGREQ each every 0.5 s or so
+    assert outcome.total.errors == 0 and report["disconnects"] == 0
