@@ -70,7 +70,16 @@ NATIVE = [
         define_macros=[("WEBPERF_TLS", "1")] if TLS else [],
         libraries=["ssl", "crypto"] if TLS else [],
         optional=True,
-    )
+    ),
+    # the native MQTT loop (swarm/_mqttloop.c, swarm/mqtt_native.py): epoll too
+    Extension(
+        "pytest_webperf.swarm._mqttloop",
+        ["src/pytest_webperf/swarm/_mqttloop.c"],
+        extra_compile_args=["-O2", "-std=gnu11"],
+        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # mqtts://
+        libraries=["ssl", "crypto"] if TLS else [],
+        optional=True,
+    ),
 ]
 
 setup(

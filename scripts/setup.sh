@@ -30,6 +30,18 @@ setup_openssl_headers() {
     fi
 }
 
+# mosquitto_pub/mosquitto_sub (Debian: mosquitto-clients), benchmarks/mqtt.py's C clients.
+setup_mosquitto_clients() {
+    if command -v mosquitto_pub >/dev/null; then return; fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        log "installing mosquitto-clients (benchmarks/mqtt.py compares with mosquitto_pub)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto-clients >/dev/null
+    else
+        log "mosquitto_pub is not here: benchmarks/mqtt.py leaves it out; install mosquitto-clients for it"
+    fi
+}
+
 setup_venv() {
     local py=${PYTHON:-python3}
     command -v "$py" >/dev/null || die "python3 not found: install Python >= 3.10 (apt-get install python3 python3-venv)"
@@ -39,7 +51,8 @@ setup_venv() {
     fi
     local stamp=.venv/.webperf-installed
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-        || [ src/pytest_webperf/swarm/_hotloop.c -nt "$stamp" ]; then
+        || [ src/pytest_webperf/swarm/_hotloop.c -nt "$stamp" ] \
+        || [ src/pytest_webperf/swarm/_mqttloop.c -nt "$stamp" ]; then
         log "installing pytest-webperf and its dev tools into .venv"
         .venv/bin/python -m pip install --quiet --upgrade pip
         .venv/bin/python -m pip install --quiet -e '.[dev]'
@@ -138,6 +151,7 @@ setup_images() {
 
 main() {
     setup_openssl_headers
+    setup_mosquitto_clients
     setup_venv
     setup_docker
     setup_base_image

@@ -121,8 +121,8 @@ def _includes(raw: object, directory: Path, path: Path) -> tuple[Path, ...]:
 def _tls(raw: object, kind: str, path: Path) -> bool:
     if not isinstance(raw, bool):
         raise CatalogError(f"{path}: 'tls' must be true or false, not {raw!r}")
-    if raw and kind != "http":
-        raise CatalogError(f"{path}: 'tls = true' is for kind = \"http\" servers only")
+    if raw and kind not in ("http", "mqtt"):  # https://, mqtts://
+        raise CatalogError(f'{path}: \'tls = true\' is for kind = "http" or "mqtt" servers only')
     return raw
 
 

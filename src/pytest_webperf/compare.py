@@ -161,7 +161,9 @@ def verdict_settled(verdict: Verdict) -> bool:
 def default_checks(measurement: Measurement) -> tuple[Check, ...]:
     """The checks a measurement is judged by when neither the test nor the run gives
     any: MQTT's for MQTT telemetry, else HTTP's. The one place the fallback is chosen."""
-    mqtt = measurement.generator == "mqtt" or any(r.mqtt is not None for r in measurement.runs)
+    mqtt = (measurement.generator or "").startswith("mqtt") or any(
+        r.mqtt is not None for r in measurement.runs
+    )
     return DEFAULT_MQTT_CHECKS if mqtt else DEFAULT_CHECKS
 
 

@@ -168,7 +168,8 @@ SETTINGS: tuple[Setting, ...] = (
         parse_user_class,
         "the swarm's HTTP user: auto (native where it is built, else lean), native (the "
         "C request loop), lean (pure Python on raw keep-alive sockets), fast (Locust's "
-        "FastHttpUser), or module:UserClass (your own Locust User)",
+        "FastHttpUser), or module:UserClass (your own Locust User); webperf.mqtt: auto and "
+        "native are the native MQTT loop (where built), the others paho-mqtt",
     ),
     Setting(
         "spawn_rate",

@@ -20,6 +20,7 @@ from pytest_webperf.mqtt_telemetry import MqttTelemetry
 from pytest_webperf.runplan import RunPlan
 from pytest_webperf.swarm import userspec
 from pytest_webperf.swarm.hotloop import resolve_user, user_for_url
+from pytest_webperf.swarm.mqttloop import resolve_mqtt_user
 from pytest_webperf.swarm.userspec import is_custom
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.paired import PairedTarget
@@ -143,6 +144,7 @@ def mqtt_load(
         quiet_s=parse_duration(args["quiet"]),
         observe=args["observe"],
         topic=args["topic"],
+        user_class=resolve_mqtt_user(measurer.config.user),
     )
     spawn_rate = args["spawn_rate"]
     plan = dataclasses.replace(

@@ -327,8 +327,8 @@ class Measurer:
 
 
 def _generator(kind: LoadKind) -> str:
-    """What sends a kind of load: the resolved HTTP user, or ``mqtt`` (paho clients,
-    whatever the HTTP user)."""
+    """What sends a kind of load: the resolved HTTP user, or the MQTT one (``mqtt``:
+    paho clients, ``mqtt-native``: the native MQTT loop)."""
     if isinstance(kind, MqttTelemetry):
-        return "mqtt"
+        return kind.user_class
     return str(getattr(kind, "user_class", "lean"))

@@ -60,6 +60,8 @@ class MqttTelemetry:
     grace_s: float = 5.0
     observe: bool = True
     topic: str = "telemetry"
+    user_class: str = "mqtt"  # the swarm's MQTT user: mqtt (paho) or mqtt-native (mqttloop)
+    protocol: int = 4  # the publishers' MQTT: 4 is 3.1.1, 5 is 5.0 (the observer's is 3.1.1)
 
     @property
     def name(self) -> str:
@@ -88,10 +90,15 @@ class MqttTelemetry:
                 grace_s=self.grace_s,
                 client_prefix=f"webperf-{os.getpid()}-{repetition}",
                 report_path=str(directory / "publishers.json"),
+                tls=wired.tls,
+                websocket=wired.websocket,
+                protocol=self.protocol,
             )
             spec = replace(
                 plan.swarm(
-                    f"mqtt://{wired.broker_host}:{wired.broker_port}", user_class="mqtt", mqtt=load
+                    f"{wired.scheme}://{wired.broker_host}:{wired.broker_port}",
+                    user_class=self.user_class,
+                    mqtt=load,
                 ),
                 timeout_s=plan.timeout_s + self.grace_s,
             )
@@ -146,6 +153,23 @@ class Wiring:
     broker_port: int
     store: TelemetryStore | None
     broker_host: str = "127.0.0.1"  # --webperf-target-bind's address, where workers reach it
+    tls: bool = False  # mqtts:// (server.toml ``tls = true``: mosquitto-tls)
+    websocket: str = ""  # ws://: its path (server.toml ``[mqtt] transport = "websockets"``)
+
+    @property
+    def scheme(self) -> str:
+        if self.websocket:
+            return "wss" if self.tls else "ws"
+        return "mqtts" if self.tls else "mqtt"
+
+
+def websocket_of(spec: Any) -> str:
+    """The WebSocket path of a broker whose ``[mqtt]`` table says ``transport =
+    "websockets"`` (``path``, default ``/mqtt``), else "" (TCP)."""
+    settings = spec.extra.get("mqtt")
+    if isinstance(settings, dict) and settings.get("transport") == "websockets":
+        return str(settings.get("path", "/mqtt"))
+    return ""
 
 
 def wiring(target: Target) -> Wiring:
@@ -159,7 +183,9 @@ def wiring(target: Target) -> Wiring:
             "its store in containers), not an external URL"
         )
     if spec.kind == "mqtt":
-        return Wiring(target.port, None, target.host)
+        return Wiring(
+            target.port, None, target.host, tls=bool(spec.tls), websocket=websocket_of(spec)
+        )
     if spec.mqtt_broker is None:
         raise TargetError(
             f"{target.name}: not an MQTT target: its server.toml has neither "
@@ -201,6 +227,8 @@ class Observer:
                     str(self.out),
                     "--max-seconds",
                     str(max_s),
+                    *(["--tls"] if wired.tls else []),
+                    *(["--websocket", wired.websocket] if wired.websocket else []),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=log,

@@ -95,8 +95,8 @@ class WebperfSession:
 
     def machine_for(self, generator: str | None) -> MachineInfo:
         """This machine as the baselines of a measurement whose load ``generator`` sent
-        see it (``Measurement.generator``: the resolved HTTP user; ``mqtt``, which no
-        HTTP user changes; None, not recorded: the run's user): the same user gives the
+        see it (``Measurement.generator``: the resolved HTTP user; the MQTT user, ``mqtt``
+        (paho) or ``mqtt-native``; None, not recorded: the run's user): the same user gives the
         same id whether it came from the command line, the environment, the ini file,
         a marker or ``webperf.http(user=...)``."""
         if generator is None:

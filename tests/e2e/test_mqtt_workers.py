@@ -1,7 +1,7 @@
 """MQTT over several generator processes: each has its own client-id range, the master
 merges their ledgers, and every message is accounted for (0 lost, 0 duplicated),
-with two local workers and with one local and one remote (``webperf worker``), which
-publish to the broker's bind address."""
+with two local workers (paho's user) and with one local and one remote (``webperf
+worker``: the native user, where built), which publish to the broker's bind address."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.mqtt_telemetry import MqttTelemetry, measure_mqtt
 from pytest_webperf.runplan import RunPlan
+from pytest_webperf.swarm.mqttloop import resolve_mqtt_user
 from pytest_webperf.swarm.spec import Remote
 from pytest_webperf.targets import start_target
 
@@ -33,8 +34,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.parametrize("remote", [False, True], ids=["2-local", "1-local-1-remote"])
-def test_forty_paced_qos2_clients_over_two_processes_lose_nothing(remote: bool) -> None:
+@pytest.mark.parametrize(
+    ("remote", "user"),
+    [(False, "mqtt"), (True, resolve_mqtt_user("auto"))],  # paho's locally, native remote
+    ids=["2-local", "1-local-1-remote-native"],
+)
+def test_forty_paced_qos2_clients_over_two_processes_lose_nothing(remote: bool, user: str) -> None:
     address = f"127.0.0.1:{free_port()}"
     worker = None
     if remote:
@@ -56,7 +61,7 @@ def test_forty_paced_qos2_clients_over_two_processes_lose_nothing(remote: bool) 
         with start_target(CATALOG, "mosquitto", bind="127.0.0.2" if remote else None) as target:
             measurement = measure_mqtt(
                 target,
-                MqttTelemetry(interval_s=0.2, qos=2, drain_s=20, quiet_s=2),
+                MqttTelemetry(interval_s=0.2, qos=2, drain_s=20, quiet_s=2, user_class=user),
                 plan,
                 nodeid="e2e",
             )

@@ -56,7 +56,7 @@ def test_include_outside_the_catalogue_is_refused(tmp_path):
         ("routes = 3\n", "'routes' must be a list of strings"),
         ("startup_timeout = [\n", "cannot read"),
         ('tls = "yes"\n', "'tls' must be true or false"),
-        ('kind = "mqtt"\ntls = true\n', "'tls = true' is for kind = \"http\""),
+        ('kind = "tcp"\ntls = true\n', '\'tls = true\' is for kind = "http" or "mqtt"'),
     ],
 )
 def test_bad_server_toml_names_the_file(tmp_path, toml, message):
@@ -141,3 +141,4 @@ def test_tls_is_off_unless_asked_and_nginx_tls_speaks_it(tmp_path):
     builtin = Catalog([BUILTIN_DIR])
     assert builtin.get("nginx-tls").tls and not builtin.get("nginx").tls
     assert builtin.get("nginx-tls").routes == builtin.get("nginx").routes
+    assert builtin.get("mosquitto-tls").tls and builtin.get("mosquitto-tls").kind == "mqtt"

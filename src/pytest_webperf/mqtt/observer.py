@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import signal
+import ssl
 import time
 from typing import Any
 
@@ -88,9 +89,18 @@ def observe(args: argparse.Namespace) -> Observation:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     client = Client(
-        CallbackAPIVersion.VERSION2, client_id=args.client_id, clean_session=True, protocol=MQTTv311
+        CallbackAPIVersion.VERSION2,
+        client_id=args.client_id,
+        clean_session=True,
+        protocol=MQTTv311,
+        transport="websockets" if args.websocket else "tcp",
     )
+    if args.websocket:
+        client.ws_set_options(path=args.websocket)
     client.on_connect, client.on_subscribe, client.on_message = on_connect, on_subscribe, on_message
+    if args.tls:  # mqtts:// (unverified: the catalogue's broker makes its certificate at start)
+        client.tls_set(cert_reqs=ssl.CERT_NONE)
+        client.tls_insecure_set(True)
     client.connect(args.host, args.port, keepalive=60)
     deadline = time.monotonic() + args.max_seconds
     next_status = 0.0
@@ -115,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-id", default=f"webperf-observer-{os.getpid()}")
     parser.add_argument("--out", required=True)
     parser.add_argument("--max-seconds", type=float, default=3600.0)
+    parser.add_argument("--tls", action="store_true", help="mqtts: TLS to the broker")
+    parser.add_argument("--websocket", default="", help="ws: the broker's WebSocket path")
     args = parser.parse_args(argv)
     write_json(args.out, observe(args).to_dict())
     return 0

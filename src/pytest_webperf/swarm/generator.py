@@ -137,6 +137,10 @@ def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
         from pytest_webperf.swarm import mqtt
 
         return mqtt.make_user(spec, index)
+    if spec.user_class == "mqtt-native":
+        from pytest_webperf.swarm import mqtt_native
+
+        return mqtt_native.make_user(spec, index)
     if spec.user_class == "lean":
         from pytest_webperf.swarm import lean
 

@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import random
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,7 @@ import gevent
 import gevent.event
 from locust import User, task
 from locust.exception import StopUser
-from paho.mqtt.client import Client, MQTTv311
+from paho.mqtt.client import Client, MQTTv5, MQTTv311
 from paho.mqtt.enums import CallbackAPIVersion
 
 from pytest_webperf.histogram import Histogram
@@ -36,6 +37,8 @@ from pytest_webperf.swarm.recorder import Recorder
 from pytest_webperf.swarm.spec import SwarmSpec
 
 READ, WRITE = 1, 2  # libev event masks
+# MQTT 5's CONNACK reasons paho gives for 3.1.1's return codes, and those codes
+V311_RETURN_CODES = {0x84: 1, 0x85: 2, 0x88: 3, 0x86: 4, 0x87: 5}
 
 
 def payload(client_id: int, seq: int, sent_at: float, rng: random.Random) -> bytes:
@@ -198,15 +201,26 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
             self.in_flight: dict[int, tuple[int, float]] = {}  # mid -> (seq, perf time)
             self.acked = gevent.event.Event()
             self.connected = gevent.event.Event()
+            self.refused = 0  # a CONNACK's refusal, as MQTT 3.1.1's return code (or 5's reason)
             self.client = self._client()
             try:
-                self.client.connect(load.host, load.port, keepalive=load.keepalive_s)
+                if load.protocol == 5:
+                    self.client.connect(
+                        load.host,
+                        load.port,
+                        keepalive=load.keepalive_s,
+                        clean_start=load.clean_session,
+                    )
+                else:
+                    self.client.connect(load.host, load.port, keepalive=load.keepalive_s)
                 connected = self.connected.wait(timeout=spec.timeout_s)
             except OSError:
                 connected = False
-            if not connected:
+            if not connected or self.refused:
                 self.ledger.connect_failures += 1
-                self.recorder.record_error("connect")
+                self.recorder.record_error(
+                    f"mqtt_connack_{self.refused}" if self.refused else "connect"
+                )
                 raise StopUser()
 
         @property
@@ -214,12 +228,22 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
             return self.ledger.recorder
 
         def _client(self) -> Client:
+            session = {"clean_session": load.clean_session} if load.protocol == 4 else {}
             client = Client(
                 CallbackAPIVersion.VERSION2,
                 client_id=f"{load.client_prefix}-{self.client_id}",
-                clean_session=load.clean_session,
-                protocol=MQTTv311,
+                protocol=MQTTv5 if load.protocol == 5 else MQTTv311,
+                transport="websockets" if load.websocket else "tcp",
+                **session,
             )
+            if load.websocket:
+                client.ws_set_options(path=load.websocket)
+            if load.tls:  # mqtts://: verified against tls_ca if given, else not at all
+                client.tls_set(
+                    ca_certs=load.tls_ca,
+                    cert_reqs=ssl.CERT_REQUIRED if load.tls_ca else ssl.CERT_NONE,
+                )
+                client.tls_insecure_set(not load.tls_ca)
             client.on_connect = self._on_connect
             client.on_disconnect = self._on_disconnect
             client.on_publish = self._on_publish
@@ -227,15 +251,21 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
             return client
 
         def _on_connect(self, _c: Client, _u: Any, _flags: Any, reason: Any, _p: Any) -> None:
-            if not reason.is_failure:
-                self.connected.set()
+            if reason.is_failure:  # paho words 3.1.1's return codes as 5's reasons: back
+                code = int(reason.value)
+                self.refused = V311_RETURN_CODES.get(code, code) if load.protocol == 4 else code
+            self.connected.set()
 
         def _on_disconnect(self, *_: Any) -> None:
             self.ledger.disconnects += 1
 
-        def _on_publish(self, _c: Client, _u: Any, mid: int, _reason: Any, _p: Any) -> None:
+        def _on_publish(self, _c: Client, _u: Any, mid: int, reason: Any, _p: Any) -> None:
             entry = self.in_flight.pop(mid, None)
             if entry is None:
+                return
+            if reason.is_failure:  # MQTT 5: the broker refused it (stays unacknowledged)
+                self.recorder.record_error(f"mqtt_reason_{int(reason.value)}")
+                self.acked.set()
                 return
             seq, sent = entry
             self.ledger.outstanding.get(self.client_id, {}).pop(seq, None)
@@ -289,7 +319,9 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[Any]:
         def _flat_out(self) -> None:
             while not self.ledger.stopping:
                 self._publish()
-                if load.qos and not self.acked.wait(timeout=spec.timeout_s):
+                if not load.qos:  # nothing to wait for: let the hub (and Locust's stop) run
+                    gevent.sleep(0)
+                elif not self.acked.wait(timeout=spec.timeout_s):
                     self.recorder.record_error("timeout")
 
         def on_stop(self) -> None:
