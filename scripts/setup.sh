@@ -74,8 +74,10 @@ setup_docker() {
     fi
     if ! docker_answers; then
         log "starting dockerd (log: /var/log/webperf-dockerd.log)"
-        # no systemd in containers/CI sandboxes: start the daemon directly
-        nohup dockerd >/var/log/webperf-dockerd.log 2>&1 &
+        # no systemd in containers/CI sandboxes: start the daemon directly, in a session
+        # of its own, so that neither Ctrl-C on this command (SIGINT to the foreground
+        # process group) nor the end of the job that ran it stops the engine
+        setsid -f dockerd </dev/null >>/var/log/webperf-dockerd.log 2>&1
         for _ in $(seq 1 60); do docker_answers && break; sleep 1; done
     fi
     docker_answers || die "dockerd did not come up; see /var/log/webperf-dockerd.log"
