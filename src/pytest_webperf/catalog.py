@@ -224,7 +224,8 @@ class Catalog:
             where = f"searched {dirs}" if dirs else "no catalogue directory was found"
             raise CatalogError(
                 f"no server {name!r} in the catalogue ({where}); known: {known}. "
-                "Add servers/<name>/server.toml or pass --webperf-servers=DIR."
+                "Add servers/<name>/server.toml, or name the directory "
+                "(pytest --webperf-servers=DIR, webperf --servers DIR)."
             ) from None
 
     def image_spec(self, spec: ServerSpec) -> ServerSpec:

@@ -177,7 +177,7 @@ def _test_config(node: pytest.Item | pytest.Function, base: RunConfig) -> RunCon
 
 @pytest.hookimpl(trylast=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test using ``webperf`` runs once per concurrency; ids end ``-c<N>``."""
+    """Every test using ``webperf`` runs once per concurrency; ids end ``[c<N>]``."""
     if "webperf" not in metafunc.fixturenames:
         return
     try:
