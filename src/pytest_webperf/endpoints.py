@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.samples import Latency
-
-if TYPE_CHECKING:
-    from pytest_webperf.models import RunResult
 
 
 class Counted:
@@ -149,7 +146,14 @@ class EndpointSummary:
         )
 
 
-def endpoint_summaries(runs: Sequence[RunResult]) -> dict[str, EndpointSummary]:
+class WithEndpoints(Protocol):
+    """What ``endpoint_summaries`` reads of a repetition (``models.RunResult``)."""
+
+    @property
+    def endpoints(self) -> Mapping[str, EndpointResult]: ...
+
+
+def endpoint_summaries(runs: Sequence[WithEndpoints]) -> dict[str, EndpointSummary]:
     """Each endpoint of ``runs`` (in the order first sent) over all of them; empty when
     the runs sent a single request shape."""
     names = list(dict.fromkeys(name for run in runs for name in run.endpoints))

@@ -9,17 +9,35 @@ import copy
 import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pytest_webperf import __version__, baseline, gitref, metrics
+from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import BaselineError, WebperfError
+from pytest_webperf.machine import MachineInfo
 from pytest_webperf.models import Measurement
 from pytest_webperf.report.html import write_html
 from pytest_webperf.report.json_report import history_entry, report, write_json
 from pytest_webperf.report.markdown import write_markdown
 
-if TYPE_CHECKING:
-    from pytest_webperf.session import WebperfSession
+
+class WebperfSession(Protocol):
+    """What the end of a run reads and adds to of ``session.WebperfSession``."""
+
+    config: RunConfig
+    rootdir: Path
+    measurements: list[Measurement]
+    finished: list[str]  # what was done, for the terminal summary
+    problems: list[str]  # what could not be done: the run fails
+
+    @property
+    def extensions(self) -> Any: ...
+
+    def store_for(self, measurement: Measurement) -> baseline.BaselineStore: ...
+
+    def machine_for(self, generator: str | None) -> MachineInfo: ...
+
+    def meta(self) -> dict[str, Any]: ...
 
 
 def failed_absolute(measurement: Measurement) -> bool:

@@ -14,18 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.e2e.costly import copy_costly, set_cost
 from tests.e2e.gitrepo import commit_base, git
+from tests.e2e.options import SHORT
 
-COSTLY = Path(__file__).resolve().parents[1] / "servers" / "costly"
 COST_US = 300
 RUN = [
-    "-p",
-    "no:locust",
-    "-W",
-    "error",
-    "--webperf-concurrency=4",
-    "--webperf-duration=1s",
-    "--webperf-warmup=0.5s",
+    *SHORT,
     "--webperf-repeat=3",
     "--webperf-against-budget=1s",  # the minimum pairs only: the test is about wiring
 ]
@@ -36,19 +31,10 @@ def test_work(webperf):
 """
 
 
-def set_cost(repo: Path, cost: int) -> None:
-    toml = repo / "servers" / "costly" / "server.toml"
-    text = toml.read_text()
-    start = text.index('COST_US = "')
-    end = text.index('"', start + len('COST_US = "'))
-    toml.write_text(f'{text[:start]}COST_US = "{cost}{text[end:]}')
-
-
 @pytest.fixture
 def repo(pytester: pytest.Pytester, engine: None) -> Path:
     """A git repository holding the costly server at COST_US and a webperf test."""
-    shutil.copytree(COSTLY, pytester.path / "servers" / "costly")
-    set_cost(pytester.path, COST_US)
+    copy_costly(pytester.path, COST_US)
     pytester.makepyfile(test_ab=TARGET)
     commit_base(pytester.path)
     return pytester.path

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.e2e.gitrepo import commit_base
+from tests.e2e.options import SHORT
 
 SERVER = """
 import asyncio, os
@@ -67,13 +68,7 @@ from pytest_webperf import checking
 checking.CONTENDED_CPU_PERCENT = float("inf")
 """
 LOAD = [
-    "-p",
-    "no:locust",
-    "-W",
-    "error",
-    "--webperf-concurrency=4",
-    "--webperf-duration=1s",
-    "--webperf-warmup=0.5s",
+    *SHORT,
     "--webperf-repeat=3",
     # /fast's bound is loose on purpose: the test is about which route fails
     "--webperf-compare-fail=p95[slow]:10%,p95[/fast]:100%,error_rate[slow]<0.01",

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.e2e.options import SHORT
 
 from pytest_webperf.engine import docker_client
 from pytest_webperf.swarm.runner import run_swarm
@@ -28,13 +29,7 @@ from pytest_webperf.workload import Workload
 pytest_plugins = ["pytester"]
 SERVER = Path(__file__).with_name("fault_server.py")
 QUICK = [
-    "-p",
-    "no:locust",
-    "-W",
-    "error",
-    "--webperf-concurrency=4",
-    "--webperf-duration=1s",
-    "--webperf-warmup=0.5s",
+    *SHORT,
     "--webperf-repeat=1",
 ]
 TEST = """

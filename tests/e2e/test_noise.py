@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.e2e.gitrepo import commit_base
+from tests.e2e.options import SHORT
 
 SERVERS = Path(__file__).resolve().parents[1] / "servers"
 
@@ -96,13 +97,7 @@ def test_noisy(webperf):
     webperf.http(target, path="/work")
 """
 NOISY_RUN = [
-    "-p",
-    "no:locust",
-    "-W",
-    "error",
-    "--webperf-concurrency=4",
-    "--webperf-duration=1s",
-    "--webperf-warmup=0.5s",
+    *SHORT,
     "--webperf-repeat=2",
     "--webperf-against=HEAD",
     "--webperf-against-always",

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.e2e.costly import copy_costly, set_cost
 from tests.e2e.gitrepo import commit_base, git
 
 from pytest_webperf.profiler import perf_problem, py_spy_path
@@ -139,7 +139,6 @@ def test_an_a_a_run_flags_no_function(pytester: pytest.Pytester, repo: Path) -> 
     assert profile["changes"] == [], profile["changes"]
 
 
-COSTLY = Path(__file__).resolve().parents[1] / "servers" / "costly"
 C_TEST = """
 def test_work(webperf):
     target = webperf.server("costly")
@@ -147,16 +146,9 @@ def test_work(webperf):
 """
 
 
-def set_cost(repo: Path, cost: int) -> None:
-    toml = repo / "servers" / "costly" / "server.toml"
-    text = toml.read_text()
-    start = text.index('COST_US = "') + len('COST_US = "')
-    toml.write_text(text[:start] + str(cost) + text[text.index('"', start) :])
-
-
 @pytest.mark.skipif(perf_problem() is not None, reason=f"perf cannot sample: {perf_problem()}")
 def test_a_c_function_made_slower_is_named_first(pytester: pytest.Pytester, engine: None) -> None:
-    shutil.copytree(COSTLY, pytester.path / "servers" / "costly")
+    copy_costly(pytester.path, 300)
     source = pytester.path / "servers" / "costly" / "server.c"
     text = source.read_text()
     assert "static void burn(" in text
@@ -164,7 +156,6 @@ def test_a_c_function_made_slower_is_named_first(pytester: pytest.Pytester, engi
     source.write_text(
         text.replace("static void burn(", "__attribute__((noinline)) static void burn(")
     )
-    set_cost(pytester.path, 300)
     pytester.makepyfile(test_c=C_TEST)
     commit_base(pytester.path)
     set_cost(pytester.path, 600)
