@@ -12,7 +12,17 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import __version__, ab, baseline, compare, gitref, machine, metrics, placement
+from pytest_webperf import (
+    __version__,
+    ab,
+    baseline,
+    compare,
+    gitref,
+    history,
+    machine,
+    metrics,
+    placement,
+)
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.checks import DEFAULT_CHECKS, Check, format_checks
 from pytest_webperf.config import RunConfig
@@ -373,6 +383,8 @@ class WebperfSession:
         )
         wanted = [(path, write, what) for path, write, what in writers if path is not None]
         histories = self.histories() if wanted else {}  # before this run's save joins them
+        if self.config.history is not None and self.measurements:
+            self._attempt(f"appending the verdicts to {config.history}", self._append_history)
         if self.config.save and self.measurements:
             self._attempt("saving baselines", self._save)
         if wanted:
@@ -398,6 +410,14 @@ class WebperfSession:
         extended = copy.deepcopy(dict(data))  # the hook's keys stay out of the other reports
         self.extensions.update_json(extended)
         write_json(path, extended)
+
+    def _append_history(self) -> None:
+        assert self.config.history is not None
+        machine_of = lambda m: self.store_for(m).machine_id  # noqa: E731
+        written = history.append(
+            self.config.history, self.measurements, machine_of, gitref.git_commit(self.rootdir)
+        )
+        self.finished.append(f"webperf: {written} verdict(s) appended to {self.config.history}")
 
     def _save(self) -> None:
         saved = self.measurements

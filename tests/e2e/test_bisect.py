@@ -1,0 +1,176 @@
+"""``webperf bisect`` end to end: a throwaway repository of 7 commits whose 4th makes its
+server about 30 % slower (more sha256 rounds per request, set by a file in the
+repository: CPU, never a sleep); every step is a real A/B pytest run in a worktree."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SERVER = """
+import hashlib, http.server, os
+from pathlib import Path
+
+ROUNDS = int(Path(__file__).with_name("work.txt").read_text())
+BLOCK = bytes(1024)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def do_GET(self):
+        digest = b""
+        if self.path == "/work":
+            for _ in range(ROUNDS):
+                digest = hashlib.sha256(digest + BLOCK).digest()
+        body = b"ok"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""
+TEST = """
+import sys
+
+def test_work(webperf):
+    target = webperf.process([sys.executable, "server.py"], name="work")
+    webperf.http(target, path="/work")
+"""
+# ~1.3 us a round and ~100 us of http.server besides: 1000 -> 1320 rounds is ~30 % more
+# CPU per request (much work per request: the server's own overhead and its noise small)
+ROUNDS, SLOWER = 1000, 1320
+PYTEST = [
+    "-p",
+    "no:locust",
+    "--webperf-concurrency=2",
+    "--webperf-duration=3s",
+    "--webperf-warmup=0.3s",
+    "--webperf-repeat=3",
+    "--webperf-profile=off",
+]
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def history(pytester: pytest.Pytester) -> list[str]:
+    """Seven commits, oldest first; the 4th sets SLOWER rounds, the others touch notes."""
+    repo = pytester.path
+    pytester.makepyfile(server=SERVER, test_work=TEST)
+    (repo / "work.txt").write_text(f"{ROUNDS}\n")
+    git(repo, "init", "-q")
+    shas = []
+    for number in range(1, 8):
+        if number == 4:
+            (repo / "work.txt").write_text(f"{SLOWER}\n")
+        else:
+            (repo / "notes.txt").write_text(f"note {number}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"commit {number}")
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    return shas
+
+
+def bisect(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.run(sys.executable, "-m", "pytest_webperf.cli", "bisect", *args, timeout=300)
+
+
+def test_bisect_names_the_commit_that_made_the_server_slower(
+    pytester: pytest.Pytester, history: list[str]
+) -> None:
+    before = git(pytester.path, "status", "--porcelain")
+    result = bisect(
+        pytester,
+        "HEAD~6",
+        "HEAD",
+        "--budget=1s",
+        "--",
+        *PYTEST,
+        "--webperf-compare-fail=cpu_per_req:15%",
+    )
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    fourth = history[3][:10]
+    result.stdout.fnmatch_lines(
+        [
+            "webperf bisect: 6 commit(s) after HEAD~6 (*) up to HEAD; *",
+            f"step: {fourth} commit 4",
+            "  test_work.py::test_work[[]c2[]] [[]GET /work[]]: cpu_per_req:15% +*% (+*..+*%) fail",
+            "  -> bad: *regression*",
+            f"first bad commit: {fourth} commit 4 ({history[3]})",
+            "  *cpu_per_req:15% +*% (+*%..+*%) fail",
+        ]
+    )
+    assert "could not tell apart" not in result.stdout.str()
+    # the user's checkout is untouched, and no worktree is left behind
+    assert git(pytester.path, "status", "--porcelain") == before
+    assert git(pytester.path, "rev-parse", "HEAD") == history[-1]
+    assert len(git(pytester.path, "worktree", "list").splitlines()) == 1
+
+
+def test_an_undecidable_step_is_skipped_and_the_suspects_named(
+    pytester: pytest.Pytester, history: list[str]
+) -> None:
+    # a 0.5 % threshold that 2 short pairs of a Python server cannot judge: commit 3 (the
+    # same server as the base) stays undecided and is skipped
+    result = bisect(
+        pytester,
+        "HEAD~5",
+        "HEAD~3",
+        "--budget=1s",
+        "--",
+        "--webperf-compare-fail=cpu_per_req:0.5%",
+        *PYTEST,
+        "--webperf-duration=1s",
+        "--webperf-repeat=2",
+    )
+    assert result.ret == 1, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "webperf bisect: 2 commit(s) after HEAD~5 (*) up to HEAD~3; *",
+            f"step: {history[2][:10]} commit 3",
+            "  -> skip: undecided after its budget *",
+            "could not tell apart 2 commits (undecided steps skipped): the first bad commit "
+            "is one of",
+            f"  {history[2][:10]} commit 3 (skipped: undecided)",
+            f"  {history[3][:10]} commit 4",
+        ]
+    )
+
+
+def test_an_undecided_run_exits_as_asked_and_its_verdict_joins_the_history(
+    pytester: pytest.Pytester, history: list[str]
+) -> None:
+    # commit 7 against commit 6: the same server, a threshold 2 short pairs cannot judge
+    args = [*PYTEST, "--webperf-duration=1s", "--webperf-against=HEAD~1"]
+    args += ["--webperf-against-budget=1s", "--webperf-compare-fail=cpu_per_req:0.5%"]
+    result = pytester.runpytest_subprocess(
+        *args, "--webperf-undecided-exit=125", "--webperf-history=perf/h.jsonl"
+    )
+    assert result.ret == 125, result.stdout.str()
+    result.stdout.fnmatch_lines(["webperf: 1 verdict(s) appended to perf/h.jsonl"])
+    (line,) = (pytester.path / "perf" / "h.jsonl").read_text().splitlines()
+    entry = json.loads(line)
+    assert entry["test"] == "test_work.py::test_work[c2]" and entry["status"] == "undecided"
+    assert entry["commit"] == history[-1] and entry["base"]["commit"] == history[-2]
+    assert entry["machine_id"]
+    (check,) = entry["checks"]
+    assert check["metric"] == "cpu_per_req" and check["low"] < check["change"] < check["high"]
