@@ -217,6 +217,20 @@ def _settled_good(report: Mapping[str, Any] | None) -> bool:
     return bool(tests) and all(within(c) for c in open_)
 
 
+def unmeasured(report: Mapping[str, Any] | None) -> list[str]:
+    """Relative checks (not counts) with a side measured as zero: no server does no work
+    per request, so the figure was not measured and no verdict on it is trusted."""
+    found = []
+    for test in (report or {}).get("tests", ()):
+        for check in test.get("verdict", {}).get("checks", ()):
+            metric = METRICS.get(str(check.get("metric")))
+            if metric is None or metric.count or check.get("change") is None:
+                continue
+            if check.get("current") == 0 or check.get("baseline") == 0:
+                found.append(f"{test.get('nodeid')}: {check.get('check')}")
+    return found
+
+
 def judge_step(
     commit: Commit, returncode: int, report: Mapping[str, Any] | None, tail: str
 ) -> Step:
@@ -227,6 +241,10 @@ def judge_step(
         f"{t.get('nodeid')} [{t.get('name')}]: {c}" for t in tests for c in changes_of(t)
     )
     summary = ", ".join(f"{t.get('nodeid')}: {s}" for t, s in zip(tests, statuses, strict=True))
+    zero = unmeasured(report)
+    if zero and returncode in (0, SKIP_EXIT):
+        why = f"a side measured zero, not trusted ({', '.join(zero)})"
+        return Step(commit, "skip", why, changes)
     if returncode == 0:
         return Step(commit, "good", summary or "passed", changes)
     if returncode == SKIP_EXIT and _settled_good(report):

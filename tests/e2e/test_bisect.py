@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -163,7 +164,10 @@ def test_an_undecided_run_exits_as_asked_and_its_verdict_joins_the_history(
     args = [*PYTEST, "--webperf-duration=1s", "--webperf-against=HEAD~1"]
     args += ["--webperf-against-budget=1s", "--webperf-compare-fail=cpu_per_req:0.5%"]
     result = pytester.runpytest_subprocess(
-        *args, "--webperf-undecided-exit=125", "--webperf-history=perf/h.jsonl"
+        *args,
+        "--webperf-undecided-exit=125",
+        "--webperf-history=perf/h.jsonl",
+        "--junitxml=junit.xml",
     )
     assert result.ret == 125, result.stdout.str()
     result.stdout.fnmatch_lines(["webperf: 1 verdict(s) appended to perf/h.jsonl"])
@@ -174,3 +178,9 @@ def test_an_undecided_run_exits_as_asked_and_its_verdict_joins_the_history(
     assert entry["machine_id"]
     (check,) = entry["checks"]
     assert check["metric"] == "cpu_per_req" and check["low"] < check["change"] < check["high"]
+    # --junitxml carries the verdict and the figures as the test's properties
+    junit = ElementTree.parse(pytester.path / "junit.xml")
+    props = {p.get("name"): p.get("value") for p in junit.iter("property")}
+    assert props["webperf[GET /work].verdict"] == "undecided"
+    assert float(props["webperf[GET /work].cpu_per_req_us"]) > 0
+    assert props["webperf[GET /work].cpu_per_req:0.5%"].endswith(" undecided")

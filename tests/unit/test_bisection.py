@@ -100,6 +100,16 @@ def test_a_step_is_read_from_pytests_exit_status_and_report() -> None:
         judge_step(COMMIT, 4, None, "bad option")
 
 
+def test_a_pass_with_a_side_measured_zero_is_not_trusted() -> None:
+    zero = check("cpu_per_req", -1.0, -1.0, -1.0, "improved")
+    zero["current"], zero["baseline"] = 0.0, 1400.0
+    step = judge_step(COMMIT, 0, report(zero, status="pass"), "")
+    assert step.outcome == "skip" and "a side measured zero" in step.why
+    errors = check("errors", -1.0, -1.0, -1.0, "pass")  # a count of zero is a count
+    errors["current"], errors["baseline"] = 0.0, 2.0
+    assert judge_step(COMMIT, 0, report(errors, status="pass"), "").outcome == "good"
+
+
 @pytest.mark.parametrize(
     ("metric", "low", "high", "good"),
     [
