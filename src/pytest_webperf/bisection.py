@@ -297,7 +297,13 @@ def bisect(
 ) -> Search:
     """Search the commits after ``good`` up to ``bad`` for the first regression, saying
     every step; the returned search names the suspects."""
-    repo = gitref.toplevel(directory)
+    try:
+        repo = gitref.toplevel(directory)
+    except OptionError:
+        raise OptionError(
+            f"webperf bisect needs a git repository, and {directory} is not inside one "
+            "(run it from your repository's checkout)"
+        ) from None
     where = directory.resolve().relative_to(repo)
     commits = commits_between(repo, good, bad)
     good_sha = gitref.resolve_commit(repo, good)

@@ -188,6 +188,11 @@ def test_good_must_be_an_ancestor_of_bad(repo: Path) -> None:
         bisection.commits_between(repo, "nope", "HEAD")
 
 
+def test_outside_a_repository_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(OptionError, match="webperf bisect needs a git repository"):
+        bisection.bisect(tmp_path, "HEAD~1", "HEAD", [], say=print)
+
+
 def test_arguments_after_the_double_dash_are_for_bisect_only(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
