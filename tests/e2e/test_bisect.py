@@ -76,23 +76,29 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-@pytest.fixture
-def history(pytester: pytest.Pytester) -> list[str]:
-    """Seven commits, oldest first; the 4th sets a SLOWER delay, the others touch notes."""
+def commits(pytester: pytest.Pytester, server: str, name: str, values: list[int]) -> list[str]:
+    """One commit per value (oldest first) writing it to ``name``; a value equal to the
+    previous one touches notes instead."""
     repo = pytester.path
-    pytester.makepyfile(server=SERVER, test_work=TEST)
-    (repo / "delay.txt").write_text(f"{DELAY}\n")
+    pytester.makepyfile(server=server, test_work=TEST)
     git(repo, "init", "-q")
-    shas = []
-    for number in range(1, 8):
-        if number == 4:
-            (repo / "delay.txt").write_text(f"{SLOWER}\n")
+    shas, last = [], None
+    for number, value in enumerate(values, 1):
+        if value != last:
+            (repo / name).write_text(f"{value}\n")
         else:
             (repo / "notes.txt").write_text(f"note {number}\n")
+        last = value
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", f"commit {number}")
         shas.append(git(repo, "rev-parse", "HEAD"))
     return shas
+
+
+@pytest.fixture
+def history(pytester: pytest.Pytester) -> list[str]:
+    """Seven commits, oldest first; the 4th sets a SLOWER delay, the others touch notes."""
+    return commits(pytester, SERVER, "delay.txt", [DELAY] * 3 + [SLOWER] * 4)
 
 
 def bisect(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -216,9 +222,11 @@ def test_an_undecidable_step_is_skipped_and_the_suspects_named(
 
 
 def test_an_undecided_run_exits_as_asked_and_its_verdict_joins_the_history(
-    pytester: pytest.Pytester, history: list[str]
+    pytester: pytest.Pytester,
 ) -> None:
     # commit 7 against commit 6: the same server, a threshold 2 short pairs cannot judge
+    # (a server busy for ~1.4 ms a request: its CPU well above psutil's 10 ms tick)
+    history = commits(pytester, CPU_SERVER, "work.txt", [1000] * 7)
     args = [*PYTEST, "--webperf-duration=1s", "--webperf-against=HEAD~1"]
     args += ["--webperf-against-budget=1s", "--webperf-compare-fail=cpu_per_req:0.5%"]
     result = pytester.runpytest_subprocess(
@@ -242,3 +250,27 @@ def test_an_undecided_run_exits_as_asked_and_its_verdict_joins_the_history(
     assert props["webperf[GET /work].verdict"] == "undecided"
     assert float(props["webperf[GET /work].cpu_per_req_us"]) > 0
     assert props["webperf[GET /work].cpu_per_req:0.5%"].endswith(" undecided")
+
+
+def test_a_server_cpu_read_as_zero_is_not_a_pass(pytester: pytest.Pytester) -> None:
+    # the gate bug under the bisect's -100 % steps, reproduced: the sleeping server uses
+    # ~2 ms of CPU in a 0.2 s run, below the 10 ms tick its process tree's CPU is read
+    # in (psutil, /proc/PID/stat), so most runs read 0 with requests served; before,
+    # cpu_per_req was "skipped" (a zero base) or "improved" -100 %, and the test passed
+    commits(pytester, SERVER, "delay.txt", [DELAY, DELAY])
+    args = [*PYTEST, "--webperf-duration=0.2s", "--webperf-warmup=0.1s"]
+    args += ["--webperf-against=HEAD~1", "--webperf-against-budget=1s"]
+    result = pytester.runpytest_subprocess(
+        *args,
+        "--webperf-compare-fail=cpu_per_req:10%",
+        "--webperf-undecided-exit=125",
+        "--webperf-json=report.json",
+    )
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    runs = test["repetitions"] + test["base_repetitions"]
+    zero = [r for r in runs if r["requests"] > 0 and r["server_cpu_seconds"] == 0]
+    assert zero, [r["server_cpu_seconds"] for r in runs]  # the reproduction itself
+    assert result.ret == 125, result.stdout.str()
+    assert test["verdict"]["status"] == "undecided"
+    (check,) = test["verdict"]["checks"]
+    assert check["outcome"] == "undecided" and "cpu_per_req: not measured: " in check["message"]
