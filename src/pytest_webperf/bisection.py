@@ -10,6 +10,8 @@ the test's own checks) and reads the verdicts from the JSON report:
   open check's interval lies wholly on the good side of its threshold (the change is
   credibly smaller than the regression hunted, at the level a failure needs, though
   too noisy for the gate's power rule);
+- a check the gate left unjudged under other load (``contended``) is never a pass:
+  bad when its paired interval lies wholly beyond the threshold, else skipped;
 - otherwise a verdict that stayed undecided after the A/B budget had added its pairs:
   the step is **skipped** (reported), and the search goes on around it, as
   ``git bisect skip``.
