@@ -15,7 +15,7 @@ import docker
 from pytest_webperf import compare, noise
 from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.checks import DEFAULT_CHECKS, parse_checks
-from pytest_webperf.errors import WebperfError
+from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.images import ensure_images
 from pytest_webperf.prune import REPO_PREFIX, current_tags, plan
 from pytest_webperf.report import terminal
@@ -152,6 +152,40 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """The first commit after GOOD up to BAD whose tests regress against GOOD."""
+    from pytest_webperf import bisection
+
+    extra = [f"--webperf-against-budget={args.budget:g}s"] if args.budget is not None else []
+    search = bisection.bisect(
+        Path.cwd(), args.good, args.bad, [*extra, *args.pytest_args], say=print
+    )
+    for line in bisection.conclusion(search):
+        print(line)
+    return 0 if len(search.suspects()) == 1 else 1
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """The trend of every series in a verdict history, and its change points."""
+    from pytest_webperf import history
+
+    path = Path(args.path)
+    try:
+        records, broken = history.read(path)
+    except OSError as exc:
+        raise OptionError(f"webperf history: cannot read {path}: {exc.strerror}") from None
+    analyses = history.analyse(records)
+    print(f"webperf history: {len(records)} verdict(s) in {path}, {len(analyses)} series")
+    if broken:
+        print(f"webperf history: {broken} unreadable line(s) skipped")
+    for analysis in analyses:
+        for line in history.describe(analysis):
+            print(line)
+    history.write_html(Path(args.output), path, analyses)
+    print(f"webperf: history written to {args.output}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="webperf", description=__doc__)
     top.add_argument(
@@ -225,11 +259,43 @@ def parser() -> argparse.ArgumentParser:
         help="exit when no master has listened this long (default 300s; exit 2 if none ever)",
     )
     worker.set_defaults(func=cmd_worker)
+    bisect = sub.add_parser(
+        "bisect",
+        usage="webperf bisect [--budget DURATION] GOOD BAD [-- PYTEST ARGS]",
+        epilog="after --: the tests and pytest options every step runs with",
+        help="find the first commit after GOOD up to BAD whose webperf tests regress "
+        "against GOOD (A/B at every step, in a temporary git worktree)",
+    )
+    bisect.add_argument("good", help="a commit known to be good (the base of every step)")
+    bisect.add_argument("bad", help="a later commit known to be slower")
+    bisect.add_argument(
+        "--budget",
+        type=parse_positive_duration,
+        metavar="DURATION",
+        help="per test and step: time spent adding pairs while undecided before the "
+        "commit is skipped (--webperf-against-budget; default its own, 60s)",
+    )
+    bisect.set_defaults(func=cmd_bisect)
+    trend = sub.add_parser(
+        "history",
+        help="draw a verdict history (--webperf-history) per test and flag its change points",
+    )
+    trend.add_argument("path", help="the history file (JSON lines)")
+    trend.add_argument("-o", "--output", default="webperf-history.html")
+    trend.set_defaults(func=cmd_history)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] = []
+    if "--" in given:  # webperf bisect GOOD BAD -- pytest args
+        at = given.index("--")
+        given, rest = given[:at], given[at + 1 :]
+    args = parser().parse_args(given)
+    if rest and args.command != "bisect":
+        parser().error(f"arguments after -- are for webperf bisect only: {' '.join(rest)}")
+    args.pytest_args = rest
     try:
         return int(args.func(args))
     except WebperfError as exc:

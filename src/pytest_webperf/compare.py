@@ -70,6 +70,7 @@ from pytest_webperf.metrics import (
     foreign_cpu,
 )
 from pytest_webperf.models import Measurement, RunResult, Status, Verdict
+from pytest_webperf.zerofigure import zero_figure
 
 NO_BASELINE = "no baseline (run with --webperf-save)"
 ONE_INSTANCE = (
@@ -133,6 +134,12 @@ def evaluate(
             results.append(missing)
         elif isinstance(check, AbsoluteCheck):
             results.append(_absolute(check, current))
+        elif baseline is not None and (
+            zero := zero_figure(metric_of(check), current, baseline, sides)
+        ):
+            results.append(
+                CheckResult(str(check), check.metric, "undecided", zero, endpoint=check.endpoint)
+            )
         elif baseline is not None:
             results.append(
                 _relative(

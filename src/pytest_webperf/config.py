@@ -26,6 +26,7 @@ from pytest_webperf.values import (
     parse_cpus,
     parse_cpuset,
     parse_duration,
+    parse_exit_code,
     parse_fraction,
     parse_http_url,
     parse_memory,
@@ -216,6 +217,18 @@ SETTINGS: tuple[Setting, ...] = (
         "while a check is undecided (e.g. 60s)",
     ),
     Setting(
+        "undecided_exit",
+        parse_exit_code,
+        "exit with this status when no test failed and some verdict was undecided "
+        "(0, the default: it passes; 125 lets `git bisect run` skip the commit)",
+    ),
+    Setting(
+        "history",
+        Path,
+        "append every verdict (A/B or against a baseline) as a line to this JSONL file "
+        "(`webperf history PATH` draws it and looks for change points)",
+    ),
+    Setting(
         "profile",
         parse_profile,
         "CPU profiles of both sides of an A/B run, diffed per function per request: auto "
@@ -284,6 +297,8 @@ class RunConfig:
     against: str | None = None
     against_always: bool = False
     against_budget: float = 60.0
+    undecided_exit: int = 0
+    history: Path | None = None
     profile: str = "auto"
     restart_every: int = 1
     require_power: bool = False

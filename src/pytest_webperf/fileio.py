@@ -39,3 +39,22 @@ def _fsync_dir(directory: Path) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    """Add ``lines`` at the end of ``path`` (made if absent) in one ``write`` on a file
+    opened for appending, then fsync: what was there is never rewritten, and writers
+    appending at once do not interleave within a line on a local file system. A crash
+    mid-write can leave a torn last line, which readers skip."""
+    if not lines:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(f"{line}\n" for line in lines).encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, data)
+        while written < len(data):  # a short write (signals, full pipes): the rest follows
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_webperf import __version__, baseline, gitref, metrics
+from pytest_webperf import __version__, baseline, gitref, history, metrics
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import BaselineError, WebperfError
 from pytest_webperf.machine import MachineInfo
@@ -93,6 +93,12 @@ def finish_run(session: WebperfSession) -> None:
     )
     wanted = [(path, write, what) for path, write, what in writers if path is not None]
     saves = histories(session) if wanted else {}  # before this run's save joins them
+    if config.history is not None and session.measurements:
+        _attempt(
+            session,
+            f"appending the verdicts to {config.history}",
+            functools.partial(append_history, session, config.history),
+        )
     if session.config.save and session.measurements:
         _attempt(session, "saving baselines", functools.partial(save_baselines, session))
     if wanted:
@@ -118,6 +124,17 @@ def _write_json(session: WebperfSession, path: Path, data: Mapping[str, Any]) ->
     extended = copy.deepcopy(dict(data))  # the hook's keys stay out of the other reports
     session.extensions.update_json(extended)
     write_json(path, extended)
+
+
+def append_history(session: WebperfSession, path: Path) -> None:
+    """Every verdict of the run, a JSON line each, appended to ``path`` (never rewritten)."""
+    written = history.append(
+        path,
+        session.measurements,
+        lambda m: session.store_for(m).machine_id,
+        gitref.git_commit(session.rootdir),
+    )
+    session.finished.append(f"webperf: {written} verdict(s) appended to {path}")
 
 
 def save_baselines(session: WebperfSession) -> None:

@@ -21,6 +21,8 @@ from pytest_webperf import hookspec
 from pytest_webperf.ab import Unchanged
 from pytest_webperf.advice import advice_of, failure_reasons, group_summary_advice
 from pytest_webperf.api import Webperf
+from pytest_webperf.bisection import undecided_exit
+from pytest_webperf.ci import junit_properties
 from pytest_webperf.config import SETTINGS, RunConfig, Setting, explain, resolve
 from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.otlp import LiveMetrics, Tee
@@ -250,6 +252,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     session = item.config.stash.get(session_key, None)
     webperf_handle = getattr(item, "funcargs", {}).get("webperf")
     if session is not None and isinstance(webperf_handle, Webperf):
+        for m in webperf_handle.measurements:  # for --junitxml
+            item.user_properties.extend(junit_properties(m))
         # advice (generator-bound, no baseline) is said once in the summary, not here
         failed = [
             f"[{m.name} on {m.server}] {reason}"
@@ -416,6 +420,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 reporter.write_line(line, red=True)
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif webperf is not None and session.exitstatus == pytest.ExitCode.OK:
+        code = undecided_exit(webperf.measurements, webperf.config.undecided_exit)
+        session.exitstatus = session.exitstatus if code is None else code
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

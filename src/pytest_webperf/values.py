@@ -85,6 +85,15 @@ def parse_count(text: str | int) -> int:
     return _whole(text, 0)
 
 
+def parse_exit_code(text: str | int) -> int:
+    """A process exit status, 0 to 125 (126 and above mean "not run" or a signal to a
+    shell, and ``git bisect run`` aborts on them)."""
+    value = _whole(text, 0)
+    if value > 125:
+        raise ValueError(f"{text!r} is not an exit status from 0 to 125")
+    return value
+
+
 def parse_fraction(text: str | float) -> float:
     """``1%``, ``0.01`` -> 0.01; between 0 and 1."""
     raw = str(text).strip()
