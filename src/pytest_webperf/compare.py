@@ -50,6 +50,7 @@ from pytest_webperf.checking import (
     _error_health,
     _missing_endpoint,
     _relative,
+    metric_of,
     unsettled,
 )
 from pytest_webperf.checks import (
