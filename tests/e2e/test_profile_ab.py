@@ -82,9 +82,9 @@ RUN = [
     "-W",
     "error",
     "--webperf-concurrency=2",
-    "--webperf-duration=3s",
+    "--webperf-duration=2s",
     "--webperf-warmup=0.5s",
-    "--webperf-repeat=6",
+    "--webperf-repeat=5",
     "--webperf-against-budget=1s",  # the minimum pairs only
     "--webperf-json=p.json",
 ]
@@ -114,7 +114,7 @@ def test_the_function_made_slower_is_named_first(pytester: pytest.Pytester, repo
     assert "Traceback" not in result.stdout.str()
     profile = entry_of(repo)["profile"]
     assert "why" not in profile, profile
-    assert profile["tools"] == ["py-spy"] and profile["pairs"] == 6
+    assert profile["tools"] == ["py-spy"] and profile["pairs"] == 5
     changes = profile["changes"]
     assert changes and changes[0]["function"] == "beta (server.py)", changes
     assert changes[0]["change_us"] > 0 and changes[0]["low_us"] > 0
