@@ -79,6 +79,7 @@ class Ordering:
     status: str  # one of STATUSES
     why: str = ""  # why it is not ranked or not separated, and what would fix it
     confidence: float = CONFIDENCE
+    bracket: bool = False  # low..high: two capacity searches' brackets, not a CI
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,13 +91,15 @@ class Ordering:
             "confidence": self.confidence,
             "status": self.status,
             "why": self.why,
+            **({"bracket": True} if self.bracket else {}),
         }
 
     def text(self) -> str:
         """``nginx-cache/varnish 1.09x, 95% CI 0.97..1.22: not separated``."""
         ratio = "-" if self.ratio is None else f"{self.ratio:.2f}x"
+        interval = "search brackets" if self.bracket else f"{self.confidence:.0%} CI"
         ci = (
-            f", {self.confidence:.0%} CI {self.low:.2f}..{self.high:.2f}"
+            f", {interval} {self.low:.2f}..{self.high:.2f}"
             if self.low is not None and self.high is not None
             else ""
         )
@@ -162,6 +165,57 @@ def judge(
     elif status == NOT_SEPARATED and est.se:
         why = _needed(est.se, est.df, min(first.units, second.units), gap)
     return Ordering(first.name, second.name, ratio, low, high, status, why, confidence)
+
+
+def judge_capacities(first: Mapping[str, Any], second: Mapping[str, Any]) -> Ordering:
+    """The study's ``first > second`` judged from two capacity searches (their JSON:
+    ``status``, ``rate``, ``low``, ``high``). A search's answer is a bracket (the last
+    rate that met the SLO, the first that broke it), so the ratio's interval runs from
+    ``first.low / second.high`` to ``first.high / second.low``, judged with the same
+    margin as repetitions; a generator-bound search is never ranked."""
+    names = str(first.get("server")), str(second.get("server"))
+    bound = [n for n, c in zip(names, (first, second), strict=True) if _bracket(c) is None]
+    if bound:
+        why = "; ".join(
+            f"{n}: capacity {c.get('status')}"
+            for n, c in zip(names, (first, second), strict=True)
+            if n in bound
+        )
+        return Ordering(
+            *names, None, None, None, NOT_RANKED, why + ": no rate to rank", bracket=True
+        )
+    (a_low, a_high), (b_low, b_high) = _bracket(first) or (0, 0), _bracket(second) or (0, 0)
+    a, b = float(first.get("rate") or a_low), float(second.get("rate") or b_low)
+    ratio = a / b if a > 0 and b > 0 else None
+    low = a_low / b_high if b_high > 0 else None
+    high = a_high / b_low if b_low > 0 else math.inf
+    if low is not None and low > MARGIN:
+        status = HOLDS
+    elif high < 1 / MARGIN:
+        status = REVERSED
+    else:
+        status = NOT_SEPARATED
+    why = (
+        "the searches' brackets overlap (a finer tolerance= narrows them)"
+        if status == NOT_SEPARATED
+        else ""
+    )
+    shown_high = None if math.isinf(high) else high
+    return Ordering(*names, ratio, low, shown_high, status, why, bracket=True)
+
+
+def _bracket(capacity: Mapping[str, Any]) -> tuple[float, float] | None:
+    """Where a search put the capacity: (at least, below), or None (no rate: a
+    generator-bound search, or none that ran)."""
+    status = capacity.get("status")
+    low, high = capacity.get("low"), capacity.get("high")
+    if status == "found" and isinstance(low, int | float) and isinstance(high, int | float):
+        return float(low), float(high)
+    if status == "at-limit" and isinstance(low, int | float):
+        return float(low), math.inf
+    if status == "below-start" and isinstance(high, int | float):
+        return 0.0, float(high)
+    return None
 
 
 def _needed(se: float, df: float | None, units: int, gap: float | None) -> str:

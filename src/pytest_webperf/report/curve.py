@@ -60,6 +60,8 @@ def curve_figures(entry: Mapping[str, Any]) -> list[Figure]:
         tint = SIDE_COLOUR[side] if side else PERCENTILE_COLOUR["p95_ms"]
         completed.append(Line(f"{name}completed", _points(probes, "achieved"), tint, markers=True))
     rates = [float(p[0]) for line in latency for p in line.points]
+    if not rates:  # no probe measured anything (a search that never ran): no curve
+        return []
     top = max([*values_of(latency, 1), 1.0])
     limit = _LATENCY_LIMIT.search(str(searches[0][1].get("slo", "")))
     if limit is not None:

@@ -46,6 +46,7 @@ class Study:
     metric: str  # "rps" or "requests" (mean per repetition)
     label: str
     groups: tuple[Figures, ...]
+    capacity_test: str | None = None  # the suite's webperf.capacity test, ranked by rate
 
 
 def _f(
@@ -72,6 +73,7 @@ STUDIES: tuple[Study, ...] = (
             _f("/hello", 500, "node > apache-php", apache_php=12_500, node=59_000),
             _f("/hello", 1000, "node > apache-php", apache_php=24_000, node=118_000),
         ),
+        "test_seed000_apache_vs_node.py::test_apache_vs_node_capacity",
     ),
     Study(
         "001",
@@ -98,6 +100,7 @@ STUDIES: tuple[Study, ...] = (
                 node_mqtt=953,
             ),
         ),
+        "test_mqtt_qos2.py::test_http_telemetry_capacity",
     ),
     Study(
         "003",
@@ -116,6 +119,7 @@ STUDIES: tuple[Study, ...] = (
                 lb_pool=225,
             ),
         ),
+        "test_seed003_async_vs_pool.py::test_async_vs_pool_capacity",
     ),
     Study(
         "004",
@@ -141,6 +145,7 @@ STUDIES: tuple[Study, ...] = (
                 node=3_415,
             ),
         ),
+        "test_seed004_c10k.py::test_c10k_capacity",
     ),
 )
 
@@ -302,6 +307,62 @@ def compare(
                     else status == ordering.HOLDS,
                 }
             )
+    return found + capacity_compare(entries)
+
+
+def capacity_compare(entries: Sequence[Entry]) -> list[dict[str, Any]]:
+    """The studies' orderings judged on capacity: per workload, the suite's
+    ``webperf.capacity`` tests' highest rates within the SLO, beside the study's figures
+    at its heaviest load (the ranking a study under load gives), each pair judged from
+    the two searches' brackets (``ordering.judge_capacities``)."""
+    found = []
+    for study in STUDIES:
+        by_path: dict[str | None, dict[str, Mapping[str, Any]]] = {}
+        users: dict[str | None, int] = {}
+        for e in entries:
+            capacity = e.get("capacity")
+            if _test_of(str(e.get("nodeid", ""))) != study.capacity_test:
+                continue
+            if isinstance(capacity, Mapping):
+                path = _path(e) or None
+                by_path.setdefault(path, {}).setdefault(str(e.get("server")), capacity)
+                users[path] = int(number(e.get("concurrency")) or 0)
+        for path, here in by_path.items():
+            fitting = [g for g in study.groups if path is None or g.path in (None, path)]
+            if not fitting:
+                continue
+            group = max(fitting, key=lambda g: g.users)
+            ranked = [s for s in group.ranking if s in here]
+            if len(ranked) < 2:
+                continue
+            rate = {s: float(here[s].get("rate") or 0.0) for s in ranked}
+            pairs = [
+                ordering.judge_capacities(here[a], here[b]) for a, b in itertools.pairwise(ranked)
+            ]
+            status = ordering.overall(pairs)
+            found.append(
+                {
+                    "seed": study.seed,
+                    "title": study.title,
+                    "metric": "capacity",
+                    "label": f"capacity, req/s within {here[ranked[0]].get('slo') or 'the SLO'}",
+                    "path": path or group.path,
+                    "users": users[path],
+                    "study_users": group.users,
+                    "servers": ranked,
+                    "here": rate,
+                    "study": {s: group.values.get(s) for s in ranked},
+                    "study_ranking": ranked,
+                    "ranking": sorted(ranked, key=lambda s: -rate[s]),
+                    "status": status,
+                    "pairs": [p.to_dict() for p in pairs],
+                    "kept": False,
+                    "notes": [],
+                    "holds": None
+                    if status in (ordering.NOT_RANKED, ordering.NOT_SEPARATED)
+                    else status == ordering.HOLDS,
+                }
+            )
     return found
 
 
@@ -329,6 +390,7 @@ def pair_text(pair: Mapping[str, Any]) -> str:
         str(pair.get("status")),
         str(pair.get("why") or ""),
         number(pair.get("confidence")) or ordering.CONFIDENCE,
+        bracket=pair.get("bracket") is True,
     ).text()
 
 
