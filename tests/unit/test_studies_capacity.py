@@ -111,3 +111,14 @@ def test_swapping_the_servers_swaps_holds_and_reversed(
         assert a / (b * wb) > ordering.MARGIN
     if there.status == "not separated":
         assert not (a / (b * wb) > ordering.MARGIN or a * wa / b < 1 / ordering.MARGIN)
+
+
+def test_the_tables_capacity_column_shows_a_searchs_bracket_not_the_estimate() -> None:
+    from pytest_webperf.report.table import COLUMNS
+
+    column = dict(COLUMNS)["capacity~"]
+    estimate = {"repetitions": [{"capacity_rps": 16_243.0}]}
+    assert column(estimate) == "16,243"
+    assert column({**estimate, "capacity": found("a", 2_075, 2_167)}) == "2,075-2,167"
+    assert column({**estimate, "capacity": found("a", 20_000, 0, "at-limit")}) == ">=20,000"
+    assert column({**estimate, "capacity": {"status": "generator-bound"}}) == "generator-bound"

@@ -111,7 +111,20 @@ def _cpu_per_req(entry: Entry) -> str:
 
 
 def _capacity(entry: Entry) -> str:
-    """Estimated req/s the server's CPUs could serve (utilization law), beside the measured."""
+    """Estimated req/s the server's CPUs could serve (utilization law), beside the measured;
+    for a ``webperf.capacity`` search, what it measured instead: its bracket (``400-418``,
+    ``>=20,000`` at its limit, ``<50`` below its start) or why it has none."""
+    search = entry.get("capacity")
+    if isinstance(search, Mapping):
+        low, high = number(search.get("low")), number(search.get("high"))
+        status = search.get("status")
+        if status == "found" and low is not None and high is not None:
+            return f"{fmt(low)}-{fmt(high)}"
+        if status == "at-limit" and low is not None:
+            return f">={fmt(low)}"
+        if status == "below-start" and high is not None:
+            return f"<{fmt(high)}"
+        return str(status or MISSING)
     return fmt(mean([number(r.get("capacity_rps")) for r in repetitions(entry)]))
 
 
