@@ -60,7 +60,23 @@ def capacity(
     unpaced = dataclasses.replace(workload, arrival_rate=0.0)
     label = Label(measurer.nodeid, name or f"capacity of {http_name(unpaced)}")
     sides = [(target, "")]
+    described = None
     if isinstance(target, PairedTarget):  # A/B: a search on each side, interleaved
+        described = measurer.described(target)
+        if target.base is None and not target.changed:  # the same as at the base
+            measurer.skip_unchanged(
+                target,
+                Measurement(
+                    nodeid=measurer.nodeid,
+                    name=label.name,
+                    server=target.name,
+                    concurrency=plan.concurrency,
+                    workload=unpaced,
+                    runs=(),
+                    target=target.describe(),
+                    generator=user_class,
+                ),
+            )
         sides = [(target.change, "B")] + ([(target.base, "A")] if target.base else [])
     found = capacity_probe.find(
         sides,
@@ -87,7 +103,7 @@ def capacity(
         capacity=change,
         base_capacity=base.capacity if base else None,
         base_runs=base.runs if base else (),
-        against=measurer._against().describe() if base and measurer._against else None,
+        against=described,  # A/B: new since the base (no base_runs) or against it
     )
     gate = capacity_probe.gate_checks(measurer.config.compare_fail or ())
     judged = measurer._judged(measurement, gate)

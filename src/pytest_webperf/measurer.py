@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from pytest_webperf import compare
 from pytest_webperf.ab import Against, Pairs, Schedule, Unchanged, run_pairs
@@ -190,6 +190,28 @@ class Measurer:
             )
         )
 
+    def described(self, target: PairedTarget) -> dict[str, Any]:
+        """An A/B measurement's ``against``: the base ref, and whether the target changed."""
+        assert self._against is not None
+        return {**self._against().describe(), "changed": target.changed}
+
+    def skip_unchanged(self, target: PairedTarget, measurement: Measurement) -> NoReturn:
+        """A target the same as at the base ref: recorded as ``unchanged``, not measured."""
+        assert self._against is not None
+        tree = self._against().tree
+        message = (
+            f"{target.name} is the same as at {tree.ref} ({tree.commit[:12]}): not measured "
+            "(--webperf-against-always measures it)"
+        )
+        self.measurements.append(
+            dataclasses.replace(
+                measurement,
+                against=self.described(target),
+                verdict=Verdict("unchanged", notes=(message,)),
+            )
+        )
+        raise Unchanged(message)
+
     def _measure_pairs(
         self,
         target: PairedTarget,
@@ -200,26 +222,14 @@ class Measurer:
         label: Label,
         checks: Sequence[Check] | None,
     ) -> Measurement:
-        assert self._against is not None
         config = self.config
-        against = self._against()
-        described: dict[str, Any] = {**against.describe(), "changed": target.changed}
+        described = self.described(target)
         if target.base is None and target.changed:
             return self._measure_new(
                 target, kind, plan, measurement=measurement, described=described, checks=checks
             )
         if target.base is None:
-            message = (
-                f"{target.name} is the same as at {against.tree.ref} "
-                f"({against.tree.commit[:12]}): not measured (--webperf-against-always "
-                "measures it)"
-            )
-            self.measurements.append(
-                dataclasses.replace(
-                    measurement, against=described, verdict=Verdict("unchanged", notes=(message,))
-                )
-            )
-            raise Unchanged(message)
+            self.skip_unchanged(target, measurement)
         measurement = dataclasses.replace(measurement, against=described)
 
         def judged(pairs: Pairs) -> Measurement:

@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.e2e.costly import copy_costly
+from tests.e2e.gitrepo import commit_base
 from tests.e2e.test_known_capacity import POOL_SERVER
 
 pytest_plugins = ["pytester"]
@@ -62,3 +64,25 @@ def test_half_the_capacity_is_caught_by_the_capacity_gate(pytester: pytest.Pytes
     assert check["metric"] == "capacity" and check["outcome"] == "fail", check
     assert check["high"] < -0.1, check  # even the interval's best end is down > 10 %
     result.stdout.fnmatch_lines(["*capacity * req/s * against the base (A)'s * req/s*"])
+
+
+UNCHANGED = """
+def test_costly(webperf):
+    webperf.capacity(webperf.server("costly"), "/work", slo="p99<100ms", duration="1s")
+"""
+
+
+def test_a_server_unchanged_since_the_base_is_not_searched(
+    pytester: pytest.Pytester, engine: None
+) -> None:
+    copy_costly(pytester.path, 300)
+    pytester.makepyfile(test_costly=UNCHANGED)
+    commit_base(pytester.path)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:locust", "--webperf-against=HEAD", "--webperf-json=u.json", "-rs", timeout=120
+    )
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED * webperf: unchanged: costly is the same as at HEAD*"])
+    (entry,) = json.loads((pytester.path / "u.json").read_text())["tests"]
+    assert entry["verdict"]["status"] == "unchanged" and "capacity" not in entry
+    assert entry["repetitions"] == []
