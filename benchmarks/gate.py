@@ -6,6 +6,7 @@ through pytest on the same machine in one run.
                                         [--restart-every 1,0] [--settings 3x3s]
                                         [--warmup 1s] [--concurrency 8] [--budget 30s]
                                         [--cost N] [--compare-fail SPEC]
+                                        [--contention on,off] [--background 1x50%]
                                         [--out gate-results.json]
 
 Two gates, each a separate ``pytest`` subprocess per trial, read back from
@@ -22,6 +23,13 @@ Two gates, each a separate ``pytest`` subprocess per trial, read back from
   A/A trial, ``--webperf-against=HEAD --webperf-against-always`` (the same code on both
   sides). ``--budget`` is ``--webperf-against-budget``; the setting's repetitions are
   the minimum number of pairs.
+
+Under other load (``--background NxDUTY``: N processes each busy DUTY of the time, in
+bursts of random length, mean ``--burst``, so a pair's two sides see different load, as
+a CI neighbour's compile steps do) the contention rule can be measured: ``--contention
+on,off`` runs every trial kind with the plugin's rule (rps and latency not judged when
+other processes used more than ``metrics.CONTENDED_CPU_PERCENT`` of a core) and
+without it (a ``conftest.py`` in the trial's project lifts the limit), alternated.
 
 Reported per mode, setting and restart-every: false alarms over the A/A trials and
 detections per slowdown (verdict ``regression``), with exact Clopper-Pearson 95 %
@@ -76,6 +84,28 @@ def test_work(webperf):
     webperf.http(target, path="/work")
 """
 JUDGED = ("rps", "cpu_per_req", "p95")  # the relative default checks, in the summary
+# --contention off: the trial's project lifts the rule's limit (checking reads it per call)
+RULE_OFF = """
+import math
+
+from pytest_webperf import checking
+
+checking.CONTENDED_CPU_PERCENT = math.inf
+"""
+# other load: a process busy DUTY of the time in bursts of random length (exponential,
+# mean BURST seconds), idle in between; argv: duty burst
+BURNER = """
+import random, sys, time
+
+duty, burst = float(sys.argv[1]), float(sys.argv[2])
+rng = random.Random()
+while True:
+    busy = rng.expovariate(1 / burst)
+    end = time.monotonic() + busy
+    while time.monotonic() < end:
+        pass
+    time.sleep(busy * (1 - duty) / duty)
+"""
 
 
 @dataclass(frozen=True)
@@ -103,6 +133,8 @@ class Trial:
     fired: dict[str, bool] = field(default_factory=dict)  # stored: per single check
     pairs: int | None = None  # ab: pairs measured
     stopped: str = ""
+    rule: str = "on"  # the contention rule: "on" (the plugin's) or "off" (lifted)
+    busy: float | None = None  # other processes' CPU, % of a core (the worse side)
 
 
 @dataclass
@@ -210,7 +242,21 @@ def judged_checks(verdict: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["metric"]: {k: c.get(k) for k in keys} for c in verdict["checks"]}
 
 
-def trial_of(entry: dict[str, Any], slowdown: float, knob: int, wall: float) -> Trial:
+def busiest(entry: dict[str, Any]) -> float | None:
+    """Other processes' CPU (% of a core) of the busier side, as the rule reads it: the
+    mean over a side's repetitions (``metrics.foreign_cpu``)."""
+    sides = [entry.get("repetitions") or [], entry.get("base_repetitions") or []]
+    found = [
+        statistics.fmean(values)
+        for runs in sides
+        if (values := [v for r in runs if (v := r.get("foreign_cpu_percent")) is not None])
+    ]
+    return max(found) if found else None
+
+
+def trial_of(
+    entry: dict[str, Any], slowdown: float, knob: int, wall: float, rule: str = "on"
+) -> Trial:
     verdict = entry["verdict"]
     against = entry.get("against") or {}
     return Trial(
@@ -222,6 +268,8 @@ def trial_of(entry: dict[str, Any], slowdown: float, knob: int, wall: float) -> 
         judged_checks(verdict),
         pairs=against.get("pairs"),
         stopped=against.get("stopped", ""),
+        rule=rule,
+        busy=busiest(entry),
     )
 
 
@@ -265,7 +313,9 @@ class StoredGate:
             {KNOB_ENV: str(knob)},
         )
 
-    def trial(self, slowdown: float, knob: int) -> Trial:
+    def trial(self, slowdown: float, knob: int, rule: str = "on") -> Trial:
+        if rule != "on":
+            raise SystemExit("--contention off is measured in A/B mode only (--mode ab)")
         self.count += 1
         scratch = self.project / f"trial-{self.count}"
         shutil.copytree(self.reference_dir, scratch / "bl")
@@ -311,7 +361,7 @@ class AbGate:
         ]
         self.count = 0
 
-    def trial(self, slowdown: float, knob: int) -> Trial:
+    def trial(self, slowdown: float, knob: int, rule: str = "on") -> Trial:
         self.count += 1
         server, (name, base_knob) = self.args.server, (KNOBS[self.args.server][0], self.args.cost)
         repo = self.directory / f"trial-{self.count}"
@@ -320,6 +370,8 @@ class AbGate:
         set_knob(toml, name, base_knob)
         (repo / TEST_FILE).write_text(AB_TEST.format(server=server))
         (repo / "pytest.ini").write_text("[pytest]\n")
+        if rule == "off":
+            (repo / "conftest.py").write_text(RULE_OFF)
         git(repo, "init", "-q")
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", "base")
@@ -330,7 +382,7 @@ class AbGate:
             git(repo, "commit", "-q", "-am", f"{name} x {slowdown:g}")
             against = ["--webperf-against=HEAD~1"]
         entry, wall = run_pytest([*self.command, *against], repo, repo / "report.json")
-        return trial_of(entry, slowdown, knob, wall)
+        return trial_of(entry, slowdown, knob, wall, rule)
 
 
 # --- the rows -------------------------------------------------------------------------------
@@ -340,18 +392,26 @@ def run_row(
     row: Row, args: argparse.Namespace, base: Path, saved: Callable[[], None] = lambda: None
 ) -> Row:
     """Every trial of a row; ``saved`` is called after each (the JSON so far)."""
+    with Background(args.background, args.burst):
+        return _run_row(row, args, base, saved)
+
+
+def _run_row(row: Row, args: argparse.Namespace, base: Path, saved: Callable[[], None]) -> Row:
     row.load_before = os.getloadavg()
     gate: StoredGate | AbGate = (
         StoredGate(row, args, base) if row.mode == "stored" else AbGate(row, args, base)
     )
+    kinds = [(s, rule) for s in args.slowdowns for rule in args.contention]
     for i in range(args.k):
-        shift = i % len(args.slowdowns)  # rotate: every kind runs early and late alike
-        for slowdown in args.slowdowns[shift:] + args.slowdowns[:shift]:
+        shift = i % len(kinds)  # rotate: every kind runs early and late alike
+        for slowdown, rule in kinds[shift:] + kinds[:shift]:
             knob = round(args.cost * slowdown)
             try:
-                trial = gate.trial(slowdown, knob)
+                trial = gate.trial(slowdown, knob, rule)
             except TrialFailed as failed:
-                trial = Trial(slowdown, knob, "errored", [failed.output], failed.wall_s, {})
+                trial = Trial(
+                    slowdown, knob, "errored", [failed.output], failed.wall_s, {}, rule=rule
+                )
                 print(failed.output, flush=True)
             row.trials.append(trial)
             saved()
@@ -361,13 +421,51 @@ def run_row(
                 if m in JUDGED
             )
             pairs = "" if trial.pairs is None else f" {trial.pairs} pairs"
+            busy = "" if trial.busy is None else f" other {trial.busy:.0f}%"
             print(
-                f"  {row} x{slowdown:.2f} #{i + 1}: {trial.status:15} {shown}  "
-                f"{trial.wall_s:.0f}s{pairs}  load {os.getloadavg()[0]:.1f}",
+                f"  {row} x{slowdown:.2f} rule {rule} #{i + 1}: {trial.status:15} {shown}  "
+                f"{trial.wall_s:.0f}s{pairs}{busy}  load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     row.load_after = os.getloadavg()
     return row
+
+
+class Background:
+    """``--background NxDUTY``: N burner processes for the length of a row, each in a
+    session of its own and killed whole at the end (Ctrl-C included)."""
+
+    def __init__(self, spec: tuple[int, float] | None, burst: float) -> None:
+        self.spec, self.burst = spec, burst
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> Background:
+        if self.spec is not None:
+            count, duty = self.spec
+            self.processes = [
+                subprocess.Popen(
+                    [sys.executable, "-c", BURNER, str(duty), str(self.burst)],
+                    start_new_session=True,
+                )
+                for _ in range(count)
+            ]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for process in self.processes:
+            process.kill()
+            process.wait()
+
+
+def parse_background(text: str) -> tuple[int, float] | None:
+    """``1x50%`` -> (1, 0.5); ``off`` -> None."""
+    if text in ("", "off"):
+        return None
+    count, _, duty = text.partition("x")
+    value = float(duty.removesuffix("%")) / 100
+    if int(count) < 1 or not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text}: NxDUTY, e.g. 1x50%")
+    return int(count), value
 
 
 # --- report ---------------------------------------------------------------------------------
@@ -415,10 +513,24 @@ def summary(row: Row, args: argparse.Namespace) -> list[str]:
         f"  undecided: {rate(row.trials, lambda t: t.status == 'undecided')}",
         f"  errored (measured nothing): {rate(row.trials, lambda t: t.status == 'errored')}",
     ]
-    for slowdown in args.slowdowns:
-        trials = [t for t in row.trials if t.slowdown == slowdown]
+    if args.background is not None:
+        count, duty = args.background
+        lines.append(f"  other load: {count} process(es) busy {duty:.0%}, bursts {args.burst:g}s")
+    for slowdown, rule in [(s, r) for s in args.slowdowns for r in args.contention]:
+        trials = [t for t in row.trials if t.slowdown == slowdown and t.rule == rule]
         what = "false alarms (A/A)" if slowdown == 1.0 else f"detected {slowdown - 1:+.0%}"
+        if len(args.contention) > 1:
+            what += f", rule {rule}"
         lines.append(f"  x{slowdown:<5.2f} {what:19} {rate(trials, _regression)}")
+        lines.append(
+            f"         undecided {rate(trials, lambda t: t.status == 'undecided')}, "
+            f"a check contended {rate(trials, _contended)}"
+        )
+        for metric in ("rps", "p95"):  # the checks the rule can hold back
+            lines.append(
+                f"         {metric} check failed {rate(trials, _failed(metric))}, "
+                f"contended {rate(trials, _outcome(metric, 'contended'))}"
+            )
         pairs = [t.pairs for t in trials if t.pairs is not None]
         if pairs:
             lines.append(f"         pairs median {statistics.median(pairs):g}, max {max(pairs)}")
@@ -447,6 +559,18 @@ def single_checks(args: argparse.Namespace) -> list[str]:
 
 def _regression(trial: Trial) -> bool:
     return trial.status == "regression"
+
+
+def _failed(metric: str) -> Callable[[Trial], bool]:
+    return _outcome(metric, "fail")
+
+
+def _outcome(metric: str, outcome: str) -> Callable[[Trial], bool]:
+    return lambda trial: trial.checks.get(metric, {}).get("outcome") == outcome
+
+
+def _contended(trial: Trial) -> bool:
+    return any(c.get("outcome") == "contended" for c in trial.checks.values())
 
 
 def _fired(spec: str) -> Callable[[Trial], bool]:
@@ -503,11 +627,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="",
         help="--webperf-compare-fail for every trial (default: the plugin's default checks)",
     )
+    parser.add_argument(
+        "--contention",
+        default="on",
+        help="the contention rule: on (the plugin's), off, or on,off (alternated; ab only)",
+    )
+    parser.add_argument(
+        "--background",
+        type=parse_background,
+        default=None,
+        help="other load for the length of each row: NxDUTY, e.g. 1x50%% (default none)",
+    )
+    parser.add_argument(
+        "--burst", type=parse_duration, default=1.0, help="--background bursts' mean length"
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the trials as JSON")
     args = parser.parse_args(argv)
     args.mode = args.mode.split(",")
     if not set(args.mode) <= {"stored", "ab"}:
         parser.error(f"--mode {','.join(args.mode)}: stored, ab or stored,ab")
+    args.contention = args.contention.split(",")
+    if not set(args.contention) <= {"on", "off"}:
+        parser.error(f"--contention {','.join(args.contention)}: on, off or on,off")
+    if "off" in args.contention and "stored" in args.mode:
+        parser.error("--contention off is measured in A/B mode: add --mode ab")
     if 1.0 not in args.slowdowns:
         parser.error("--slowdowns must include 1.0: false alarms need A/A trials")
     args.cost = args.cost or KNOBS[args.server][1]
