@@ -22,3 +22,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
 address = (os.environ.get("BIND", "127.0.0.1"), int(os.environ["PORT"]))
 http.server.ThreadingHTTPServer(address, Handler).serve_forever()
 """
+
+
+def work_server(prelude: str, work: str) -> str:
+    """The source of a threaded ``http.server`` at $PORT on 127.0.0.1 answering every GET
+    with ``ok`` (keep-alive, no Nagle); GET /work first runs ``work`` (statements, one a
+    line); ``prelude`` is its module-level set-up (imports beyond http.server and os, the
+    knobs it reads)."""
+    body = "\n".join(f"            {line}" for line in work.strip().splitlines())
+    return f"""
+import http.server, os
+from pathlib import Path
+{prelude.strip()}
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def do_GET(self):
+        if self.path == "/work":
+{body}
+        body = b"ok"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""

@@ -12,39 +12,17 @@ as not judged (contended); the bisect reads its paired interval (bisection.conte
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from tests.e2e.gitrepo import git
+from tests.e2e.hello_server import work_server
 
-SERVER = """
-import http.server, os, time
-from pathlib import Path
-
-DELAY = float(Path(__file__).with_name("delay.txt").read_text()) / 1000
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def do_GET(self):
-        if self.path == "/work":
-            time.sleep(DELAY)
-        body = b"ok"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
-"""
+SERVER = work_server(
+    'import time\nDELAY = float(Path(__file__).with_name("delay.txt").read_text()) / 1000',
+    "time.sleep(DELAY)",
+)
 TEST = """
 import sys
 
@@ -64,16 +42,6 @@ PYTEST = [
     "--webperf-repeat=3",
     "--webperf-profile=off",
 ]
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 def commits(
@@ -141,45 +109,27 @@ def test_bisect_names_the_commit_that_made_the_server_slower(
     assert len(git(pytester.path, "worktree", "list").splitlines()) == 1
 
 
-CPU_SERVER = """
-import hashlib, http.server, os
-from pathlib import Path
-
+CPU_WORK = """
+digest = b""
+for _ in range(ROUNDS):
+    digest = hashlib.sha256(digest + BLOCK).digest()
+"""
+CPU_PRELUDE = """
+import hashlib, time
 ROUNDS = int(Path(__file__).with_name("work.txt").read_text())
 BLOCK = bytes(1024)
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def do_GET(self):
-        digest = b""
-        if self.path == "/work":
-            for _ in range(ROUNDS):
-                digest = hashlib.sha256(digest + BLOCK).digest()
-        body = b"ok"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+BORN = time.monotonic()
 """
+CPU_SERVER = work_server(CPU_PRELUDE, CPU_WORK)
 
 
 # Per-request CPU that grows with the instance's age (as in test_noise.py): the pairs AB
 # and BA disagree by a factor ~2 whatever the code, so two pairs cannot judge 2 %.
-AGEING = CPU_SERVER.replace(
-    "            for _ in range(ROUNDS):",
-    "            for _ in range(int(ROUNDS * min(8.0, 2 ** ((time.monotonic() - BORN) / 2)))):",
-).replace(
-    "import hashlib, http.server, os",
-    "import hashlib, http.server, os, time\nBORN = time.monotonic()",
+AGEING = work_server(
+    CPU_PRELUDE,
+    CPU_WORK.replace(
+        "range(ROUNDS)", "range(int(ROUNDS * min(8.0, 2 ** ((time.monotonic() - BORN) / 2))))"
+    ),
 )
 
 
@@ -189,15 +139,7 @@ def test_an_undecidable_step_is_skipped_and_the_suspects_named(
     # commit 2 does 30 % fewer rounds than the base: an estimate on the good side that the
     # ageing server's noise keeps from being a credible improvement, or anything else:
     # undecided, and skipped; commit 3 is BAD as given
-    repo = pytester.path
-    pytester.makepyfile(server=AGEING, test_work=TEST)
-    git(repo, "init", "-q")
-    shas = []
-    for number, rounds in ((1, 100), (2, 70), (3, 400)):
-        (repo / "work.txt").write_text(f"{rounds}\n")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", f"commit {number}")
-        shas.append(git(repo, "rev-parse", "HEAD"))
+    shas = commits(pytester, AGEING, "work.txt", [100, 70, 400])
     result = bisect(
         pytester,
         "HEAD~2",
