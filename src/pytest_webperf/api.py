@@ -335,12 +335,14 @@ class Webperf:
         spawn_rate: float | None = None,
         observe: bool = True,
         topic: str = "telemetry",
+        protocol: int = 4,
         name: str | None = None,
     ) -> Measurement:
         """Seed 002's load: ``users`` MQTT clients publishing telemetry at ``qos`` through
         the target's broker, one message per client every ``interval`` (0: flat out),
         every message accounted for (published, acknowledged, delivered to an observer
-        and stored by the server; lost, duplicated, late). Judged with the MQTT checks
+        and stored by the server; lost, duplicated, late). The publishers speak MQTT
+        3.1.1 (``protocol=4``) or 5.0 (``protocol=5``). Judged with the MQTT checks
         (``lost:0``, ``dup:0``, ``tps:5%``, ...) unless the test gives its own."""
         arguments.check("mqtt", args := locals())
         telemetry, plan = mqtt_load(self._measurer, target, args)

@@ -137,6 +137,10 @@ def qos(value: Any) -> str | None:
     return None if _is_whole(value) and value in (0, 1, 2) else "0, 1 or 2"
 
 
+def mqtt_protocol(value: Any) -> str | None:
+    return None if _is_whole(value) and value in (4, 5) else "4 (MQTT 3.1.1) or 5 (MQTT 5.0)"
+
+
 def topic(value: Any) -> str | None:
     if isinstance(value, str) and value and not set(value) & {"+", "#", "\0"}:
         return None
@@ -280,6 +284,7 @@ MQTT: dict[str, Check] = {
     "spawn_rate": optional(spawn_rate),
     "observe": flag,
     "topic": topic,
+    "protocol": mqtt_protocol,
     "name": optional(name),
 }
 CAPACITY: dict[str, Check] = {

@@ -145,6 +145,7 @@ def mqtt_load(
         observe=args["observe"],
         topic=args["topic"],
         user_class=resolve_mqtt_user(measurer.config.user),
+        protocol=args["protocol"],
     )
     spawn_rate = args["spawn_rate"]
     plan = dataclasses.replace(

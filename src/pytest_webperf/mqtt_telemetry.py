@@ -66,7 +66,8 @@ class MqttTelemetry:
     @property
     def name(self) -> str:
         pace = f"every {self.interval_s * 1000:g}ms" if self.interval_s > 0 else "flat out"
-        return f"MQTT qos{self.qos} {pace}"
+        version = " 5.0" if self.protocol == 5 else ""  # 3.1.1's names are as they were
+        return f"MQTT{version} qos{self.qos} {pace}"
 
     @property
     def workload(self) -> Workload:

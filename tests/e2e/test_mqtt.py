@@ -122,13 +122,15 @@ def test_a_bare_broker_flat_out_at_qos1_has_only_an_observer() -> None:
 
 def test_mqtt_goes_through_the_http_rules_limit_and_placement(pytester: pytest.Pytester) -> None:
     """One loop: an MQTT run is judged against the target's CPU limit (not the machine's
-    cores) and its generator is pinned under split placement, as an HTTP run is."""
+    cores) and its generator is pinned under split placement, as an HTTP run is. Its
+    publishers speak MQTT 5.0 (``protocol=5``) to a server that subscribes with 3.1.1:
+    every message stored once all the same."""
     pytester.makepyfile(
         test_mq="""
 def test_mq(webperf):
     target = webperf.server("go-mqtt", cpus=0.5)
     webperf.mqtt(target, users=10, interval="200ms", duration="2s", warmup="0.5s",
-                 repeat=1, drain="10s", quiet="2s")
+                 repeat=1, drain="10s", quiet="2s", protocol=5)
 """
     )
     result = pytester.runpytest_subprocess(
@@ -141,3 +143,5 @@ def test_mq(webperf):
     assert [g["cpus"] for g in rep["generator_processes"]] == [[0]]  # pinned apart
     assert entry["target"]["limits"] == {"cpus": 0.5, "memory": None, "cpuset": "1"}
     assert rep["mqtt"]["store"]["lost"] == 0 and rep["mqtt"]["store"]["duplicates"] == 0
+    assert rep["mqtt"]["published"] > 0 and rep["mqtt"]["store"]["delivered"] > 0
+    assert entry["name"] == "MQTT 5.0 qos2 every 200ms"

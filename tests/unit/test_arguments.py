@@ -158,6 +158,8 @@ MQTT_REFUSED = [
     ("observe", "yes"),
     ("topic", "telemetry/#"),
     ("topic", ""),
+    ("protocol", 3),
+    ("protocol", "5"),
     ("name", ""),
 ]
 

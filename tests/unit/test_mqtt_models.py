@@ -9,6 +9,7 @@ import pytest
 from pytest_webperf.histogram import Histogram
 from pytest_webperf.models import RunResult
 from pytest_webperf.mqtt.load import MqttLoad
+from pytest_webperf.mqtt_telemetry import MqttTelemetry
 from pytest_webperf.mqttresult import Delivery, MqttResult
 from pytest_webperf.samples import Latency
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -82,3 +83,10 @@ def test_swarm_spec_carries_the_mqtt_load() -> None:
 def test_mqtt_load_refuses_nonsense(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         MqttLoad(port=1, **bad)  # type: ignore[arg-type]
+
+
+def test_an_mqtt5_load_is_named_apart_from_3_1_1() -> None:
+    """Baselines are kept per name: a 5.0 run is never judged against a 3.1.1 one, and
+    3.1.1's names are as they were."""
+    assert MqttTelemetry(interval_s=0.5, qos=2).name == "MQTT qos2 every 500ms"
+    assert MqttTelemetry(interval_s=0, qos=1, protocol=5).name == "MQTT 5.0 qos1 flat out"
