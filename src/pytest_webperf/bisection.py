@@ -10,8 +10,6 @@ the test's own checks) and reads the verdicts from the JSON report:
   open check's interval lies wholly on the good side of its threshold (the change is
   credibly smaller than the regression hunted, at the level a failure needs, though
   too noisy for the gate's power rule);
-- a check the gate left unjudged under other load (``contended``) is never a pass:
-  bad when its paired interval lies wholly beyond the threshold, else skipped;
 - otherwise a verdict that stayed undecided after the A/B budget had added its pairs:
   the step is **skipped** (reported), and the search goes on around it, as
   ``git bisect skip``.
@@ -219,32 +217,6 @@ def _settled_good(report: Mapping[str, Any] | None) -> bool:
     return bool(tests) and all(within(c) for c in open_)
 
 
-def beyond(check: Mapping[str, Any]) -> bool:
-    """Whether a relative check's interval lies wholly on the bad side of its threshold."""
-    low, high, threshold = check.get("low"), check.get("high"), check.get("threshold")
-    metric = METRICS.get(str(check.get("metric")))
-    if low is None or high is None or threshold is None or metric is None:
-        return False
-    return bool(low > threshold) if metric.bad == "up" else bool(high < -threshold)
-
-
-def contended(report: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
-    """Checks the gate left unjudged because other processes were busy (rps and latency
-    beyond their threshold): those whose paired interval lies wholly beyond the threshold,
-    and the rest. Every step is an A/B run whose pairs interleave the two commits, so the
-    other processes' load falls on both sides of a pair and is in the paired interval:
-    a step trusts that interval, and never takes such a check as a pass."""
-    wholly: list[str] = []
-    open_: list[str] = []
-    for test in (report or {}).get("tests", ()):
-        for check in test.get("verdict", {}).get("checks", ()):
-            if check.get("outcome") == "contended":
-                (wholly if beyond(check) else open_).append(
-                    f"{test.get('nodeid')}: {check.get('check')}"
-                )
-    return wholly, open_
-
-
 def unmeasured(report: Mapping[str, Any] | None) -> list[str]:
     """Relative checks (not counts) with a side measured as zero: no server does no work
     per request, so the figure was not measured and no verdict on it is trusted."""
@@ -272,13 +244,6 @@ def judge_step(
     zero = unmeasured(report)
     if zero and returncode in (0, SKIP_EXIT):
         why = f"a side measured zero, not trusted ({', '.join(zero)})"
-        return Step(commit, "skip", why, changes)
-    wholly, unjudged = contended(report)
-    if wholly and returncode in (0, SKIP_EXIT):
-        why = f"regression on the paired interval, under other load ({', '.join(wholly)})"
-        return Step(commit, "bad", why, changes)
-    if unjudged and returncode in (0, SKIP_EXIT):
-        why = f"not judged under other load, the interval open ({', '.join(unjudged)})"
         return Step(commit, "skip", why, changes)
     if returncode == 0:
         return Step(commit, "good", summary or "passed", changes)
@@ -368,9 +333,7 @@ def conclusion(search: Search) -> list[str]:
         if step is None:
             lines.append("  (BAD as given: not measured by this search)")
         else:
-            lines += [
-                f"  {line}" for line in step.changes if line.endswith((" fail", " contended"))
-            ]
+            lines += [f"  {line}" for line in step.changes if line.endswith(" fail")]
             lines.append(f"  {step.why}")
         return lines
     lines = [

@@ -151,6 +151,7 @@ def evaluate(
                     alpha=alpha,
                     generator_bound=generator_bound,
                     words=words,
+                    paired=instances is not None,
                 )
             )
     return tuple(results)
