@@ -6,8 +6,8 @@ file in the repository); every step is a real A/B pytest run in a worktree, judg
 +27.6..+30.5 % at load average 3-5 (the server's CPU per request, the check this test
 used before, spanned +-15-40 % in A/A here and named the 4th commit half the time).
 
-Cost: 3 steps of 3 pairs of 1 s, ~45 s. Under other load the gate reports the p50 change
-as not judged (contended); the bisect reads its paired interval (bisection.contended)."""
+Cost: 3 steps of 3 pairs of 1 s, ~45 s. Under other load the A/B gate still judges the
+p50 change, on its paired interval (the pairs interleave the two commits)."""
 
 from __future__ import annotations
 

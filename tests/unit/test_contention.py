@@ -67,6 +67,21 @@ def test_a_slower_server_is_caught_under_contention_all_the_same():
     assert not any(r.startswith("rps") for r in verdict.reasons)
 
 
+def test_an_ab_run_judges_rps_under_contention_on_its_paired_interval():
+    # interleaved pairs put the other load on both sides: measured (benchmarks/gate.py),
+    # no false alarm with or without the rule, and rps caught 9/20 +10 % slowdowns
+    # only without it; the message says how busy the machine was
+    current, base = measurement(700, 100, 60.0), measurement(1000, 100, 1.0)
+    verdict = decide(current, base, CHECKS, instances=list(range(5)))
+    assert verdict.status == "regression", verdict
+    (reason,) = verdict.reasons
+    assert reason.startswith("rps 1000 -> 700")
+    assert "other processes used 60% of a core during the change (B) and 1% during the" in reason
+    assert "which the interleaved pairs' interval includes" in reason
+    quiet = decide(measurement(700, 100, 2.0), base, CHECKS, instances=list(range(5)))
+    assert not any("other processes" in r for r in quiet.reasons)
+
+
 def test_unknown_contention_counts_as_quiet():
     verdict = decide(measurement(700, 100, None), measurement(1000, 100, None), CHECKS)
     assert verdict.status == "regression"
