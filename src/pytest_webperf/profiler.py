@@ -5,7 +5,7 @@ Per part of the target (its root pid on this host, a container's too), the proce
 as it is when the measured phase starts:
 
 * **Python** (a process of the tree is a Python interpreter) with ``py-spy`` found (on
-  the PATH or beside this interpreter: it is in the ``dev`` extra):
+  the PATH or beside this interpreter: a dependency of the plugin):
   ``py-spy record --format raw -r 99 --pid ROOT --subprocesses --nonblocking --gil``.
   Only the thread holding the GIL is sampled (a thread waiting for it is not using the
   CPU, and would blur the profile of a threaded server), so a sample is 1/99 s of
