@@ -206,6 +206,7 @@ class _Run:
     process: subprocess.Popen[bytes] | None = None
     stderr: Path | None = None
     problem: str | None = None
+    python: bool = False  # a Python interpreter in the tree (sampled by perf: no py-spy)
 
 
 @dataclass
@@ -228,7 +229,8 @@ class Recording:
                 run.problem = f"{part}: no process to sample"
                 continue
             spy = py_spy_path()
-            if spy is not None and any(is_python(pid) for pid in pids):
+            run.python = any(is_python(pid) for pid in pids)
+            if spy is not None and run.python:
                 run.tool = "py-spy"
                 argv = [spy, "record", "--format", "raw", "-r", str(RATE), "--pid", str(root)]
                 argv += ["--subprocesses", "--nonblocking", "--gil", "-o", str(run.output)]
@@ -277,6 +279,12 @@ class Recording:
             except (OSError, ValueError, subprocess.SubprocessError) as exc:
                 problems.append(f"{run.part}: {run.tool} output unreadable ({exc})")
                 continue
+            if run.tool == "perf" and run.python:
+                notes.append(
+                    f"{run.part}: a Python interpreter sampled by perf, which names the "
+                    "interpreter's C functions, not the Python ones: no py-spy found "
+                    "(pip install py-spy)"
+                )
             if run.tool == "perf":
                 later = [pid for pid in tree(self.parts[run.part]) if pid not in run.pids]
                 if later:

@@ -3,6 +3,10 @@ and the differential profile of A/B pairs as the JSON holds it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import pytest
 
 from pytest_webperf import profiler
@@ -83,6 +87,27 @@ def test_no_perf_binary_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
         assert on is not None and "A/B runs only" in on
     finally:
         profiler.perf_problem.cache_clear()
+
+
+def test_a_python_target_without_py_spy_says_its_profile_names_no_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if profiler.perf_problem() is not None:
+        pytest.skip(f"perf cannot sample here: {profiler.perf_problem()}")
+    monkeypatch.setattr(profiler, "py_spy_path", lambda: None)
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    recording = Recording({"server": server.pid})
+    try:
+        recording.start()
+        time.sleep(0.3)
+        capture = recording.collect()
+    finally:
+        recording.close()
+        server.kill()
+        server.wait()
+    assert isinstance(capture, Capture), capture
+    assert capture.tools == ("perf",)
+    assert any("no py-spy found" in note for note in capture.notes), capture.notes
 
 
 def make_run(repetition: int, requests: int) -> RunResult:
