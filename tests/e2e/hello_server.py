@@ -55,3 +55,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
 """
+
+
+def hashing_server(rounds: str, *, ageing: bool = False) -> str:
+    """A ``work_server`` whose GET /work hashes 1 KiB ``rounds`` times (a Python
+    expression: a number, or a file read). ``ageing``: the rounds double every 2 s of the
+    instance's age, up to 8x, so instances disagree by a factor ~2 whatever the code."""
+    count = "int(ROUNDS * min(8.0, 2 ** ((time.monotonic() - BORN) / 2)))" if ageing else "ROUNDS"
+    prelude = (
+        f"import hashlib, time\nROUNDS = {rounds}\nBLOCK = bytes(1024)\nBORN = time.monotonic()"
+    )
+    work = f"""
+digest = b""
+for _ in range({count}):
+    digest = hashlib.sha256(digest + BLOCK).digest()
+"""
+    return work_server(prelude, work)

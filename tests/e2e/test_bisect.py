@@ -17,7 +17,7 @@ from xml.etree import ElementTree
 
 import pytest
 from tests.e2e.gitrepo import git
-from tests.e2e.hello_server import work_server
+from tests.e2e.hello_server import hashing_server, work_server
 
 SERVER = work_server(
     'import time\nDELAY = float(Path(__file__).with_name("delay.txt").read_text()) / 1000',
@@ -109,28 +109,11 @@ def test_bisect_names_the_commit_that_made_the_server_slower(
     assert len(git(pytester.path, "worktree", "list").splitlines()) == 1
 
 
-CPU_WORK = """
-digest = b""
-for _ in range(ROUNDS):
-    digest = hashlib.sha256(digest + BLOCK).digest()
-"""
-CPU_PRELUDE = """
-import hashlib, time
-ROUNDS = int(Path(__file__).with_name("work.txt").read_text())
-BLOCK = bytes(1024)
-BORN = time.monotonic()
-"""
-CPU_SERVER = work_server(CPU_PRELUDE, CPU_WORK)
-
-
+WORK_FILE = 'int(Path(__file__).with_name("work.txt").read_text())'
+CPU_SERVER = hashing_server(WORK_FILE)
 # Per-request CPU that grows with the instance's age (as in test_noise.py): the pairs AB
 # and BA disagree by a factor ~2 whatever the code, so two pairs cannot judge 2 %.
-AGEING = work_server(
-    CPU_PRELUDE,
-    CPU_WORK.replace(
-        "range(ROUNDS)", "range(int(ROUNDS * min(8.0, 2 ** ((time.monotonic() - BORN) / 2))))"
-    ),
-)
+AGEING = hashing_server(WORK_FILE, ageing=True)
 
 
 def test_an_undecidable_step_is_skipped_and_the_suspects_named(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.e2e.gitrepo import commit_base
+from tests.e2e.hello_server import hashing_server
 from tests.e2e.options import SHORT
 
 SERVERS = Path(__file__).resolve().parents[1] / "servers"
@@ -59,36 +60,6 @@ def test_noise_reports_both_spreads_and_what_a_gate_could_detect(
 # failure nor a credible improvement, whatever the machine's own noise does: undecided.
 # (A pure A/A would put the estimate above +2 % half the time: "not-credible", whose
 # message does not say "too noisy"; see the report of issue 19.)
-NOISY_SERVER = """
-import hashlib, http.server, os, time
-
-ROUNDS = {rounds}
-BLOCK = bytes(1024)
-BORN = time.monotonic()
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def do_GET(self):
-        if self.path == "/work":
-            age = time.monotonic() - BORN
-            digest = b""
-            for _ in range(int(ROUNDS * min(8.0, 2 ** (age / 2)))):
-                digest = hashlib.sha256(digest + BLOCK).digest()
-        body = b"ok"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
-"""
 NOISY_TEST = """
 import sys
 
@@ -109,9 +80,9 @@ NOISY_RUN = [
 
 @pytest.fixture
 def noisy_repo(pytester: pytest.Pytester) -> Path:
-    pytester.makepyfile(server=NOISY_SERVER.format(rounds=100), test_noisy=NOISY_TEST)
+    pytester.makepyfile(server=hashing_server("100", ageing=True), test_noisy=NOISY_TEST)
     commit_base(pytester.path)
-    (pytester.path / "server.py").write_text(NOISY_SERVER.format(rounds=70))
+    (pytester.path / "server.py").write_text(hashing_server("70", ageing=True))
     return pytester.path
 
 
