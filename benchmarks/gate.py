@@ -314,8 +314,7 @@ class StoredGate:
         )
 
     def trial(self, slowdown: float, knob: int, rule: str = "on") -> Trial:
-        if rule != "on":
-            raise SystemExit("--contention off is measured in A/B mode only (--mode ab)")
+        del rule  # always "on": parse_args refuses --contention off with --mode stored
         self.count += 1
         scratch = self.project / f"trial-{self.count}"
         shutil.copytree(self.reference_dir, scratch / "bl")
