@@ -191,6 +191,14 @@ class CgroupReader:
             return None
         return cls(dirs, paths.get(V2) or paths.get("cpuacct") or paths.get("memory") or "")
 
+    def cpu_counter(self) -> str | None:
+        """The file ``cpu_seconds`` reads (for ``cpustamp.read_counter``), None if none."""
+        if self.dirs.v2 is not None and (self.dirs.v2 / "cpu.stat").is_file():
+            return str(self.dirs.v2 / "cpu.stat")
+        if self.dirs.cpuacct is not None and (self.dirs.cpuacct / "cpuacct.usage").is_file():
+            return str(self.dirs.cpuacct / "cpuacct.usage")
+        return None
+
     def cpu_seconds(self) -> float | None:
         """CPU time used by every process that was ever in the cgroup, in seconds."""
         if self.dirs.v2 is not None:

@@ -230,11 +230,11 @@ def events_to(
         if event["type"] == "started":
             monitor.watch_generator(int(event["pid"]))
         elif event["type"] == "measure-start":
-            monitor.mark_start()
+            monitor.mark_start(event.get("cpu"))
         elif event["type"] == "done":
             # the server's CPU window is the requests' window: users still stopping
             # after this (a second at 10,000 users) would cost CPU for uncounted requests
-            monitor.mark_end()
+            monitor.mark_end(event.get("cpu"))
 
     return on_event
 
@@ -269,7 +269,10 @@ def run_repetition(
     ticker = _Ticker(progress, label, plan, repetition) if progress is not None else None
     with kind.round(target, plan, repetition) as round_:
         with monitor_factory(target) as monitor:
-            outcome = run_swarm(round_.spec, events_to(monitor, clock, ticker))
+            spec = round_.spec
+            if monitor is not None and (probes := monitor.cpu_probes()):
+                spec = replace(spec, cpu_probes=probes)  # the child stamps their CPU
+            outcome = run_swarm(spec, events_to(monitor, clock, ticker))
         dead = died(target, before)
         if dead is not None:
             raise dead

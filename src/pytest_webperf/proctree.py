@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -272,6 +272,19 @@ def parse_proc_net_tcp(text: str) -> set[int]:
         if len(fields) > 9 and fields[3] == _ESTABLISHED:
             inodes.add(int(fields[9]))
     return inodes
+
+
+def stamped_tree(rows: Sequence[Sequence[float]]) -> dict[ProcessKey, ProcessCpu]:
+    """A tree as ``cpustamp.read_tree`` stamped it, as a poll's counters."""
+    return {
+        (int(pid), float(created)): ProcessCpu(int(pid), int(ppid), float(own), float(children))
+        for pid, created, ppid, own, children in rows
+    }
+
+
+def stamped_delta(first: Sequence[Sequence[float]], last: Sequence[Sequence[float]]) -> float:
+    """CPU seconds a tree used between two stamps (``tree_cpu_delta`` of the two)."""
+    return tree_cpu_delta(stamped_tree(first), stamped_tree(last))
 
 
 def tree_cpu_delta(

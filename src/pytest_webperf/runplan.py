@@ -4,11 +4,12 @@ generator processes) and the monitor that samples the target and the generator a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from pytest_webperf.cpustamp import CpuProbe
 from pytest_webperf.sampler import RunMonitor
 from pytest_webperf.samples import GeneratorSample, ResourceSample
 from pytest_webperf.swarm.spec import Remote, SwarmSpec
@@ -20,7 +21,13 @@ class Monitor(Protocol):
 
     def watch_generator(self, pid: int) -> None: ...
 
-    def mark_start(self) -> None: ...
+    def cpu_probes(self) -> tuple[CpuProbe, ...]:
+        """The parts whose CPU the swarm child stamps at the measured phase's bounds."""
+        ...
+
+    def mark_start(self, stamp: Mapping[str, Any] | None = None) -> None:
+        """The measured phase starts; ``stamp``: the child's reading at that instant."""
+        ...
 
     def resource_samples(self) -> list[ResourceSample]: ...
 
@@ -28,7 +35,7 @@ class Monitor(Protocol):
 
     def server_cpu_seconds(self) -> float | None: ...
 
-    def mark_end(self) -> None: ...
+    def mark_end(self, stamp: Mapping[str, Any] | None = None) -> None: ...
 
     @property
     def errors(self) -> list[str]: ...

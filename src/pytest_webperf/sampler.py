@@ -16,14 +16,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import Generic, Literal, Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import psutil
 
 from pytest_webperf.cgroup import CgroupReader, owns_its_cgroup
-from pytest_webperf.proctree import MB, ProcessTreeSampler, TargetGone
+from pytest_webperf.cpustamp import CpuProbe
+from pytest_webperf.proctree import MB, ProcessTreeSampler, TargetGone, stamped_delta
 from pytest_webperf.resources import tick
 from pytest_webperf.samples import GeneratorSample, ResourceSample
 
@@ -128,6 +129,8 @@ class _Mark:
     at: float
     cgroup_cpu: Mapping[str, float | None]
     tree_cpu: Mapping[str, float | None]
+    # the swarm child's stamp of each part's tree at this bound (``cpustamp``), if any
+    stamped: Mapping[str, Sequence[Sequence[float]]] = field(default_factory=dict)
 
 
 class ResourceMonitor(_PeriodicMonitor[ResourceSample]):
@@ -209,20 +212,33 @@ class ResourceMonitor(_PeriodicMonitor[ResourceSample]):
             p.name: None if p.cgroup is None else p.cgroup.cpu_limit_cores() for p in self._parts
         }
 
-    def mark(self, name: str) -> None:
-        """Record every part's CPU counters now, under ``name``."""
+    def cpu_probes(self) -> tuple[CpuProbe, ...]:
+        """Each part, for the swarm child to stamp (``cpustamp``)."""
+        return tuple(
+            CpuProbe(p.name, p.sampler.root_pid, p.cgroup.cpu_counter() if p.cgroup else None)
+            for p in self._parts
+            if p.sampler is not None
+        )
+
+    def mark(self, name: str, stamp: Mapping[str, Any] | None = None) -> None:
+        """Record every part's CPU counters under ``name``: now, or as ``stamp`` (the
+        swarm child's, at the bound it defines) holds them."""
+        parts = (stamp or {}).get("parts", {})
         with self._lock:
             now = self._clock()
-            cgroup = {
-                p.name: None if p.cgroup is None else p.cgroup.cpu_seconds() for p in self._parts
-            }
-            tree = {p.name: self._poll_tree(p) for p in self._parts}
-            self._marks[name] = _Mark(now, cgroup, tree)
+            cgroup, tree = {}, {}
+            for p in self._parts:
+                given = parts.get(p.name) or {}
+                read = None if p.cgroup is None else p.cgroup.cpu_seconds()
+                cgroup[p.name] = given["cgroup"] if given.get("cgroup") is not None else read
+                tree[p.name] = self._poll_tree(p)
+            stamped = {k: v["tree"] for k, v in parts.items() if v.get("tree") is not None}
+            self._marks[name] = _Mark(now, cgroup, tree, stamped)
 
-    def mark_start(self, at: float | None = None) -> None:
+    def mark_start(self, at: float | None = None, stamp: Mapping[str, Any] | None = None) -> None:
         """Start of the measured phase: the origin of ``t`` and the mark "start"."""
         super().mark_start(at)
-        self.mark("start")
+        self.mark("start", stamp)
 
     def cpu_seconds(
         self, since: str = "start", until: str | None = None, *, source: CpuSource | None = None
@@ -244,6 +260,10 @@ class ResourceMonitor(_PeriodicMonitor[ResourceSample]):
         result: dict[str, float | None] = {}
         for part in self._parts:
             kind = source or ("cgroup" if part.cgroup is not None else "psutil")
+            if kind == "psutil" and part.name in first.stamped and part.name in last.stamped:
+                # both bounds stamped by the child: exactly the requests' window
+                result[part.name] = stamped_delta(first.stamped[part.name], last.stamped[part.name])
+                continue
             a = (first.cgroup_cpu if kind == "cgroup" else first.tree_cpu).get(part.name)
             b = (last.cgroup_cpu if kind == "cgroup" else last.tree_cpu).get(part.name)
             result[part.name] = None if a is None or b is None else max(0.0, b - a)
@@ -409,24 +429,31 @@ class RunMonitor:
             self._generator = generator
         generator.start()
 
-    def mark_start(self) -> None:
+    def cpu_probes(self) -> tuple[CpuProbe, ...]:
+        return () if self._resources is None else self._resources.cpu_probes()
+
+    def mark_start(self, stamp: Mapping[str, Any] | None = None) -> None:
+        """The measured phase starts: now, or at the instant the child's ``stamp`` was
+        read (the origin of both series, and of the server's CPU)."""
         now = self._clock()
+        if stamp is not None and isinstance(stamp.get("at"), int | float):
+            now = min(now, float(stamp["at"]))  # the same monotonic clock, machine-wide
         with self._lock:
             self._origin = now
             generator = self._generator
         if self._resources is not None:
-            self._resources.mark_start(now)
+            self._resources.mark_start(now, stamp)
         if generator is not None:
             generator.mark_start(now)
 
-    def mark_end(self) -> None:
+    def mark_end(self, stamp: Mapping[str, Any] | None = None) -> None:
         """End of the measured phase (once; leaving the block does it if not done)."""
         with self._lock:
             if self._ended or self._origin is None:
                 return
             self._ended = True
         if self._resources is not None:
-            self._resources.mark("end")
+            self._resources.mark("end", stamp)
 
     def resource_samples(self) -> list[ResourceSample]:
         return [] if self._resources is None else self._resources.samples()

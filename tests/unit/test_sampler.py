@@ -360,3 +360,28 @@ def test_interval_must_be_positive(sleeper: subprocess.Popen[str]) -> None:
         ResourceMonitor({"x": sleeper.pid}, interval=0)
     with pytest.raises(ValueError, match="at least one part"):
         ResourceMonitor({})
+
+
+def test_the_cpu_of_a_window_comes_from_its_stamps_however_late_they_arrive(
+    busy_tree: subprocess.Popen[str],
+) -> None:
+    # the swarm child stamps the server's CPU at each bound of the measured phase; the
+    # parent marks them when their events arrive, late on a loaded machine: what counts
+    # is the window the stamps bound, not the marks' own time (before, a 0.5 s late
+    # start read a 1 s window's CPU as half, or as 0)
+    from pytest_webperf.cpustamp import CpuProbe, stamp
+
+    monitor = ResourceMonitor({"busy": busy_tree.pid}, interval=10)
+    (probe,) = monitor.cpu_probes()
+    assert probe == CpuProbe("busy", busy_tree.pid, None)  # no cgroup of its own
+    first = stamp([probe])
+    time.sleep(0.4)
+    last = stamp([probe])
+    time.sleep(0.6)  # the events arrive now: the burner has burnt on meanwhile
+    monitor.mark_start(stamp=first)
+    monitor.mark("end", last)
+    stamped = monitor.cpu_seconds("start", "end")["busy"]
+    assert stamped is not None
+    # one burner over 0.4 s: up to 0.4 s of CPU (10 ms ticks), never the later 0.6 s
+    assert 0.05 <= stamped <= 0.45, stamped
+    assert last["at"] - first["at"] >= 0.4

@@ -36,6 +36,7 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any
 
+from pytest_webperf.cpustamp import stamp
 from pytest_webperf.swarm.generator import (
     Emit,
     Process,
@@ -146,13 +147,14 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
         first = swarm.roll()  # whatever completed before now is not counted
         if spec.warmup_s > 0:
             first = tick_for(spec.warmup_s, "warmup", first)  # its last roll starts the measure
-        emit("measure-start", processes=first.processes)
+        emit("measure-start", processes=first.processes, **stamped(spec))
         done = None
         tickets = tickets_of(swarm.environment)
         if spec.workload.requests and tickets is not None:
             tickets.open(spec.workload.requests)  # ab's -n: exactly this many, from now
             done = lambda: tickets.finished  # noqa: E731
         last = tick_for(spec.duration_s, "measure", first, done)
+        bound = stamped(spec)  # the server's CPU at the final roll, before anything else
         if is_custom(spec.user_class) and isinstance(swarm, LocalSwarm):
             names = ", ".join(sorted(f"{m} {n}".strip() for m, n in swarm.recorder.channels))
             emit("note", message=f"{label(spec.user_class)}: requests named {names or '(none)'}")
@@ -162,12 +164,19 @@ def run(spec: SwarmSpec, emit: Emit) -> None:
             users=swarm.user_count,
             processes=last.processes,
             rolled_requests=swarm.rolled_requests(),
+            **bound,
         )
     finally:
         swarm.quit()
     # Locust's own totals, all phases, once the workers' last reports are in
     locust_total = swarm.environment.stats.total
     emit("locust", requests=locust_total.num_requests, failures=locust_total.num_failures)
+
+
+def stamped(spec: SwarmSpec) -> dict[str, Any]:
+    """The target's CPU counters now (``cpustamp``), for the bound of the measured phase
+    the caller just rolled; nothing when the spec names no part."""
+    return {"cpu": stamp(spec.cpu_probes)} if spec.cpu_probes else {}
 
 
 def main(argv: list[str] | None = None) -> int:

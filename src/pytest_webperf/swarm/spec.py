@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_webperf.cpustamp import CpuProbe, probes_of
 from pytest_webperf.mqtt.load import MqttLoad
 from pytest_webperf.workload import Workload
 
@@ -58,6 +59,8 @@ class SwarmSpec:
     remote: Remote | None = None  # generator workers on other machines join the master
     tls_ca: str | None = None  # https: verify the certificate against this CA file (else not)
     tls_resume: bool = False  # https: a new connection resumes the last one's TLS session
+    # the target's parts, whose CPU the child stamps at the measured phase's bounds
+    cpu_probes: tuple[CpuProbe, ...] = ()
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -126,6 +129,7 @@ class SwarmSpec:
             "remote": None if self.remote is None else self.remote.to_dict(),
             "tls_ca": self.tls_ca,
             "tls_resume": self.tls_resume,
+            "cpu_probes": [probe.to_dict() for probe in self.cpu_probes],
         }
 
     @classmethod
@@ -146,4 +150,5 @@ class SwarmSpec:
             remote=Remote.from_dict(data["remote"]) if data.get("remote") else None,
             tls_ca=str(data["tls_ca"]) if data.get("tls_ca") else None,
             tls_resume=bool(data.get("tls_resume", False)),
+            cpu_probes=probes_of(data.get("cpu_probes", ())),
         )
