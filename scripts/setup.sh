@@ -18,13 +18,23 @@ cd "$root"
 log() { printf '[webperf setup] %s\n' "$*" >&2; }
 die() { printf '[webperf setup] error: %s\n' "$*" >&2; exit 1; }
 
+# Debian's packages, as root: the lists updated once per set-up, and apt waits for
+# another apt (unattended upgrades, a second set-up) to let go of its lock.
+apt_updated=0
+apt_install() {
+    if [ "$apt_updated" = 0 ]; then
+        apt-get -o DPkg::Lock::Timeout=600 update -qq
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
+}
+
 # OpenSSL's headers, so the native loop is built with TLS (setup.py looks for them).
 setup_openssl_headers() {
     if [ -f /usr/include/openssl/ssl.h ] || [ -f /usr/local/include/openssl/ssl.h ]; then return; fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         log "installing libssl-dev (the native loop's TLS)"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev >/dev/null
+        apt_install libssl-dev
     else
         log "OpenSSL's headers are not here: the native loop is built without TLS (https then uses the lean user); install libssl-dev for it"
     fi
@@ -35,8 +45,7 @@ setup_mosquitto_clients() {
     if command -v mosquitto_pub >/dev/null; then return; fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         log "installing mosquitto-clients (benchmarks/mqtt.py compares with mosquitto_pub)"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto-clients >/dev/null
+        apt_install mosquitto-clients
     else
         log "mosquitto_pub is not here: benchmarks/mqtt.py leaves it out; install mosquitto-clients for it"
     fi
@@ -69,8 +78,7 @@ setup_docker() {
     fi
     if ! command -v dockerd >/dev/null; then
         log "installing docker.io from the distribution's packages"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+        apt_install docker.io
     fi
     if ! docker_answers; then
         log "starting dockerd (log: /var/log/webperf-dockerd.log)"
@@ -104,8 +112,7 @@ setup_base_image() {
     [ "$(id -u)" = 0 ] || die "$image cannot be pulled and building it needs root (debootstrap)"
     command -v debootstrap >/dev/null || {
         log "installing debootstrap"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+        apt_install debootstrap
     }
     local mirror rootfs
     mirror=$(apt_mirror)
@@ -130,8 +137,7 @@ setup_browser() {
         die "the report test needs headless Chromium: install it (e.g. apt-get install chromium)"
     fi
     log "installing chromium from the distribution's packages (the report screenshot test)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    apt_install chromium
 }
 
 # perf for the A/B runs' CPU profiles (py-spy, for Python targets, is in the dev extra).
@@ -142,7 +148,7 @@ setup_perf() {
         return
     fi
     log "installing linux-perf from the distribution's packages (CPU profiles of A/B runs)"
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null; } \
+    apt_install linux-perf \
         || log "linux-perf did not install: A/B runs will have no CPU profiles of native servers"
 }
 
