@@ -14,6 +14,16 @@ the test's own checks) and reads the verdicts from the JSON report:
   the step is **skipped** (reported), and the search goes on around it, as
   ``git bisect skip``.
 
+BAD is measured against GOOD first: the checks it fails, and by how much, are the
+effect hunted (``hunt.py``). A step its test's checks leave undecided is read against
+that effect (good when its interval rules the effect out, bad when it is consistent
+with the whole effect and not with none), measured once more with twice the budget
+when it spans both, and only then skipped. Each step says which rule decided it.
+
+pytest arguments that name the user's checkout (``--rootdir``, ``-c``, test paths, any
+absolute path inside the repository) are mapped into the step's worktree, so every
+step measures its own commit; the options bisect sets itself are refused in one line.
+
 The end names the first bad commit and its change, or, where skipped steps leave it
 open, the commits it could not tell apart. ``pytest --webperf-against=REF
 --webperf-undecided-exit=125`` gives ``git bisect run`` the same three answers.
@@ -32,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_webperf import gitref
+from pytest_webperf import gitref, hunt
 from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.metrics import METRICS
 from pytest_webperf.models import Measurement
@@ -73,6 +83,9 @@ class Step:
     outcome: Outcome
     why: str  # one line: the verdicts, or what went wrong
     changes: tuple[str, ...] = ()  # per test and check: the change with its interval
+    rule: str = "the tests' checks"  # what decided the outcome
+    undecided: bool = False  # skipped as undecided after its budget (more pairs may decide)
+    report: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -86,6 +99,7 @@ class Search:
     bad: int = -1
     skipped: set[int] = field(default_factory=set)
     steps: dict[int, Step] = field(default_factory=dict)
+    nothing: str | None = None  # why there is nothing to hunt (BAD not worse than GOOD)
 
     def __post_init__(self) -> None:
         if self.bad < 0:
@@ -242,25 +256,92 @@ def judge_step(
     )
     summary = ", ".join(f"{t.get('nodeid')}: {s}" for t, s in zip(tests, statuses, strict=True))
     zero = unmeasured(report)
+
+    def step(outcome: Outcome, why: str, rule: str = "the tests' checks") -> Step:
+        undecided = outcome == "skip" and returncode == SKIP_EXIT
+        return Step(commit, outcome, why, changes, rule, undecided, report)
+
     if zero and returncode in (0, SKIP_EXIT):
-        why = f"a side measured zero, not trusted ({', '.join(zero)})"
-        return Step(commit, "skip", why, changes)
+        return step("skip", f"a side measured zero, not trusted ({', '.join(zero)})")
     if returncode == 0:
-        return Step(commit, "good", summary or "passed", changes)
+        return step("good", summary or "passed")
     if returncode == SKIP_EXIT and _settled_good(report):
-        return Step(commit, "good", f"within the thresholds, credibly ({summary})", changes)
+        return step("good", f"credibly within them ({summary})", "the tests' thresholds")
     if returncode == SKIP_EXIT:
-        return Step(commit, "skip", f"undecided after its budget ({summary})", changes)
+        return step("skip", f"undecided after its budget ({summary})")
     if returncode == 1 and any(s in ("regression", "broken") for s in statuses):
-        return Step(commit, "bad", summary, changes)
+        return step("bad", summary)
     if returncode == 1:
-        return Step(commit, "skip", f"tests failed without a webperf verdict: {tail}", changes)
+        return step("skip", f"tests failed without a webperf verdict: {tail}")
     raise WebperfError(f"webperf bisect: pytest exited {returncode} at {commit.short}: {tail}")
 
 
 def _tail(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
+
+
+# options bisect sets at every step: given again, they would undo it
+OWN_OPTIONS = {
+    "--webperf-against": "every step is measured against GOOD",
+    "--webperf-json": "each step's report is read from bisect's own",
+    "--webperf-undecided-exit": "bisect reads an undecided step from it",
+}
+# options whose value is a path the run writes: kept in the user's checkout, not mapped
+OUTPUT_OPTIONS = ("--webperf-html", "--webperf-markdown", "--webperf-history", "--junitxml")
+
+
+def refuse_own(args: Sequence[str]) -> None:
+    """One line for an option that bisect sets itself."""
+    for arg in args:
+        option = arg.split("=", 1)[0]
+        if option in OWN_OPTIONS:
+            raise OptionError(
+                f"webperf bisect: {option} is bisect's own ({OWN_OPTIONS[option]}): "
+                "leave it out of the arguments after --"
+            )
+
+
+def map_arguments(args: Sequence[str], repo: Path, tree: Path, cwd: Path) -> list[str]:
+    """The pytest arguments as they run in the step's worktree ``tree``: every absolute
+    path inside the user's checkout ``repo`` (``--rootdir=``, ``-c``, test paths with
+    their ``::`` ids, ``--webperf-servers=``, ...) points to the same place in ``tree``;
+    a relative one already does (the step runs in the same directory of ``tree``). The
+    paths of reports the run writes are made absolute in the user's checkout (from
+    ``cwd``, where bisect was started) instead."""
+    mapped: list[str] = []
+    output_next = False
+    for arg in args:
+        if output_next:
+            mapped.append(str((cwd / arg).resolve()))
+            output_next = False
+            continue
+        option, eq, value = arg.partition("=")
+        if option in OUTPUT_OPTIONS:
+            if eq:
+                mapped.append(f"{option}={(cwd / value).resolve()}")
+            else:
+                mapped.append(arg)
+                output_next = True
+            continue
+        if eq and option.startswith("--"):
+            mapped.append(f"{option}={_map_path(value, repo, tree)}")
+        elif arg.startswith("-c") and len(arg) > 2:
+            mapped.append(f"-c{_map_path(arg[2:], repo, tree)}")
+        else:
+            mapped.append(_map_path(arg, repo, tree))
+    return mapped
+
+
+def _map_path(text: str, repo: Path, tree: Path) -> str:
+    """An absolute path inside ``repo`` (a test id's ``::`` part kept) in ``tree``."""
+    path, sep, rest = text.partition("::")
+    if not path.startswith("/"):
+        return text
+    resolved = Path(path).resolve()
+    if not resolved.is_relative_to(repo):
+        return text
+    return f"{tree / resolved.relative_to(repo)}{sep}{rest}"
 
 
 def run_step(
@@ -275,7 +356,7 @@ def run_step(
             "pytest",
             "-p",
             "no:cacheprovider",
-            *pytest_args,
+            *map_arguments(pytest_args, repo, tree, repo / where),
             f"--webperf-against={good}",
             f"--webperf-undecided-exit={SKIP_EXIT}",
             f"--webperf-json={report_path}",
@@ -286,6 +367,9 @@ def run_step(
         return judge_step(commit, done.returncode, report, tail)
 
 
+StepRunner = Callable[[Path, Commit, str, Sequence[str], Path], Step]
+
+
 def bisect(
     directory: Path,
     good: str,
@@ -293,10 +377,13 @@ def bisect(
     pytest_args: Sequence[str],
     *,
     say: Callable[[str], None],
-    step: Callable[[Path, Commit, str, Sequence[str], Path], Step] = run_step,
+    step: StepRunner = run_step,
+    budget: float | None = None,
 ) -> Search:
     """Search the commits after ``good`` up to ``bad`` for the first regression, saying
-    every step; the returned search names the suspects."""
+    every step: BAD against GOOD first (the effect hunted), then the search; the
+    returned search names the suspects (or why there was nothing to hunt)."""
+    refuse_own(pytest_args)
     try:
         repo = gitref.toplevel(directory)
     except OptionError:
@@ -310,21 +397,76 @@ def bisect(
     search = Search(commits)
     say(
         f"webperf bisect: {len(commits)} commit(s) after {good} ({good_sha[:10]}) up to "
-        f"{bad}; each measured against {good} (A/B, the tests' own checks)"
+        f"{bad}; each measured against {good} (A/B, the tests' own checks), BAD first"
     )
-    while (index := search.next()) is not None:
+
+    def measure(index: int) -> Step:
         commit = commits[index]
-        say(f"step: {commit.describe()}")
-        result = step(repo, commit, good_sha, pytest_args, where)
+        say(f"step: {commit.describe()}{' (BAD: the effect hunted)' if index == last else ''}")
+        result = _read_against_hunt(step(repo, commit, good_sha, pytest_args, where), hunts)
+        if result.undecided:
+            more = more_pairs(result.report, budget)
+            say(f"  undecided ({result.why}): measured again, {' '.join(more)}")
+            again = step(repo, commit, good_sha, [*pytest_args, *more], where)
+            result = _read_against_hunt(again, hunts)
         for line in result.changes:
             say(f"  {line}")
-        say(f"  -> {result.outcome}: {result.why}")
-        search.record(index, result)
+        say(f"  -> {result.outcome} ({result.rule}): {result.why}")
+        return result
+
+    last = len(commits) - 1
+    hunts: list[hunt.Hunted] = []
+    first = measure(last)
+    search.steps[last] = first
+    if first.outcome != "bad":
+        search.nothing = (
+            f"BAD ({bad}, {commits[last].short}) is not slower than GOOD by the tests' checks "
+            f"({first.outcome}: {first.why}): nothing to hunt"
+        )
+        return search
+    hunts = hunt.hunted(first.report)
+    if hunts:
+        say("hunting: " + "; ".join(h.describe() for h in hunts))
+    while (index := search.next()) is not None:
+        search.record(index, measure(index))
     return search
+
+
+DEFAULT_BUDGET_S = 60.0  # --webperf-against-budget's default: an undecided step gets twice
+
+
+def more_pairs(report: Mapping[str, Any] | None, budget: float | None) -> list[str]:
+    """The options that measure an undecided step again with twice the pairs it ran
+    (at least) and twice the budget."""
+    pairs = [
+        int(test.get("against", {}).get("pairs") or 0) for test in (report or {}).get("tests", ())
+    ]
+    most = max(pairs, default=0)
+    options = [f"--webperf-against-budget={2 * (budget or DEFAULT_BUDGET_S):g}s"]
+    return [f"--webperf-repeat={2 * most}", *options] if most else options
+
+
+def _read_against_hunt(result: Step, hunts: Sequence[hunt.Hunted]) -> Step:
+    """An undecided step read against the hunted effect (as it was when none is)."""
+    if not result.undecided or not hunts:
+        return result
+    reading, why = hunt.judge(result.report, list(hunts))
+    outcome: Outcome = "skip" if reading == "undecided" else reading
+    return Step(
+        result.commit,
+        outcome,
+        why,
+        result.changes,
+        "the hunted effect",
+        reading == "undecided",
+        result.report,
+    )
 
 
 def conclusion(search: Search) -> list[str]:
     """The end of the output: the first bad commit and its change, or the suspects."""
+    if search.nothing is not None:
+        return [search.nothing]
     suspects = search.suspects()
     if len(suspects) == 1:
         first = suspects[0]

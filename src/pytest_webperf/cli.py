@@ -158,11 +158,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     extra = [f"--webperf-against-budget={args.budget:g}s"] if args.budget is not None else []
     search = bisection.bisect(
-        Path.cwd(), args.good, args.bad, [*extra, *args.pytest_args], say=print
+        Path.cwd(), args.good, args.bad, [*extra, *args.pytest_args], say=print, budget=args.budget
     )
     for line in bisection.conclusion(search):
         print(line)
-    return 0 if len(search.suspects()) == 1 else 1
+    return 0 if search.nothing is None and len(search.suspects()) == 1 else 1
 
 
 def cmd_history(args: argparse.Namespace) -> int:

@@ -199,3 +199,108 @@ def test_arguments_after_the_double_dash_are_for_bisect_only(
     with pytest.raises(SystemExit):
         cli.main(["list", "--", "-k", "x"])
     assert "arguments after -- are for webperf bisect only: -k x" in capsys.readouterr().err
+
+
+def test_paths_into_the_users_checkout_are_mapped_into_the_steps_worktree(
+    tmp_path: Path,
+) -> None:
+    repo, tree = tmp_path / "repo", tmp_path / "wt"
+    repo.mkdir()
+    mapped = bisection.map_arguments(
+        [
+            f"--rootdir={repo}",
+            "-c",
+            str(repo / "pytest.ini"),
+            f"-c{repo / 'tox.ini'}",
+            f"{repo / 'tests' / 'test_perf.py'}::test_work[c2]",
+            "tests/test_perf.py",  # relative: the step runs in the same directory of its tree
+            "/elsewhere/servers",  # outside the checkout: as given
+            "--webperf-html",
+            "report.html",  # a report the run writes: in the user's checkout
+            "-k",
+            "work",
+        ],
+        repo.resolve(),
+        tree,
+        repo / "tests",
+    )
+    assert mapped == [
+        f"--rootdir={tree}",
+        "-c",
+        str(tree / "pytest.ini"),
+        f"-c{tree / 'tox.ini'}",
+        f"{tree / 'tests' / 'test_perf.py'}::test_work[c2]",
+        "tests/test_perf.py",
+        "/elsewhere/servers",
+        "--webperf-html",
+        str((repo / "tests" / "report.html").resolve()),
+        "-k",
+        "work",
+    ]
+
+
+@pytest.mark.parametrize("option", ["--webperf-against=HEAD", "--webperf-json=x.json"])
+def test_options_bisect_sets_itself_are_refused_in_one_line(option: str, repo: Path) -> None:
+    with pytest.raises(
+        OptionError, match=f"webperf bisect: {option.split('=', maxsplit=1)[0]} is bisect's own"
+    ):
+        bisection.bisect(repo, "HEAD~4", "HEAD", [option], say=print)
+
+
+def hunted_report(low: float, high: float, outcome: str, change: float = 0.0) -> dict[str, Any]:
+    status = "regression" if outcome == "fail" else "undecided"
+    return report(check("cpu_per_req", change, low, high, outcome), status=status)
+
+
+def test_bad_is_measured_first_and_undecided_steps_read_against_its_effect(repo: Path) -> None:
+    # commit 5 (BAD): +21 %, failed; commit 3: undecided, short of it; commit 4: spans
+    # both at first, consistent with the effect when measured with twice the budget
+    runs: dict[str, list[tuple[int, dict[str, Any]]]] = {
+        "commit 5": [(1, hunted_report(0.144, 0.28, "fail", 0.21))],
+        "commit 3": [(125, hunted_report(-0.103, 0.161, "undecided"))],
+        "commit 4": [
+            (125, hunted_report(-0.05, 0.35, "undecided")),
+            (125, hunted_report(0.04, 0.30, "undecided", 0.17)),
+        ],
+    }
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def step(top: Path, commit: Commit, good: str, args: Sequence[str], where: Path) -> Step:
+        asked.append((commit.subject, tuple(args)))
+        code, data = runs[commit.subject].pop(0)
+        return judge_step(commit, code, data, "")
+
+    said: list[str] = []
+    search = bisection.bisect(
+        repo, "HEAD~4", "HEAD", ["-k", "x"], say=said.append, step=step, budget=30
+    )
+    assert [subject for subject, _ in asked] == ["commit 5", "commit 3", "commit 4", "commit 4"]
+    assert asked[-1][1] == ("-k", "x", "--webperf-against-budget=60s")  # no pairs in the report
+    assert [c.subject for c in search.suspects()] == ["commit 4"]
+    text = "\n".join(said)
+    assert "(BAD: the effect hunted)" in said[1]
+    assert "hunting: t.py::t [GET /]: cpu_per_req:10% +21.0%" in text
+    assert (
+        "-> good (the hunted effect): cpu_per_req:10% -10.3..+16.1% against +21.0% (+14.4..+28.0%)"
+        in text
+    )
+    assert "measured again, --webperf-against-budget=60s" in text
+    assert "-> bad (the hunted effect): " in text
+
+
+def test_an_undecided_step_is_measured_again_with_twice_its_pairs() -> None:
+    ran = report(status="undecided")
+    ran["tests"][0]["against"] = {"pairs": 3}
+    assert bisection.more_pairs(ran, 20.0) == [
+        "--webperf-repeat=6",
+        "--webperf-against-budget=40s",
+    ]
+
+
+def test_a_bad_that_is_not_slower_leaves_nothing_to_hunt(repo: Path) -> None:
+    def step(top: Path, commit: Commit, good: str, args: Sequence[str], where: Path) -> Step:
+        return judge_step(commit, 0, report(status="pass"), "")
+
+    search = bisection.bisect(repo, "HEAD~4", "HEAD", [], say=lambda line: None, step=step)
+    (line,) = bisection.conclusion(search)
+    assert line.startswith("BAD (HEAD, ") and line.endswith("nothing to hunt")
