@@ -29,16 +29,17 @@ sides and for HTTP and MQTT.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf.catalog import Catalog, context_hash
+from pytest_webperf.catalog import Catalog, ServerSpec, context_hash
+from pytest_webperf.cpustamp import CpuProbe
 from pytest_webperf.errors import CatalogError
-from pytest_webperf.gitref import BaseTree, base_tree
+from pytest_webperf.gitref import BaseTree, Watch, base_tree
 from pytest_webperf.measure import Label, LoadKind, TargetDied, died, run_repetition
 from pytest_webperf.models import RunResult
 from pytest_webperf.profile import Sample, diff, merge, write_folded
@@ -78,8 +79,8 @@ class Against:
 
     def server_changed(self, name: str) -> bool:
         """Whether anything that builds or configures ``name`` (its image, the images and
-        settings of what it depends on) differs at the base ref. A server the ref does not
-        have is changed."""
+        settings of what it depends on, the paths its ``watch`` names) differs at the base
+        ref. A server the ref does not have is changed."""
         try:
             base = {s.name: s for s in self.base_catalog.closure(name)}
         except CatalogError:
@@ -90,7 +91,23 @@ class Against:
                 self.base_catalog, other.name
             ):
                 return True
+            watch = self._watch(spec)
+            if watch is not None and self.tree.differs(watch):
+                return True
         return False
+
+    def _watch(self, spec: ServerSpec) -> Watch | None:
+        """A server's ``watch`` (server.toml) as pathspecs; None when it names none. A
+        server outside the repository watches nothing in it."""
+        paths = [(spec.directory / p).resolve() for p in spec.watch]
+        inside = [self.tree.spec(p) for p in paths if self.tree.relative(p) is not None]
+        return Watch(tuple(inside)) if inside else None
+
+    def server_compared(self, name: str) -> str:
+        """What ``server_changed`` compares, for the unchanged line."""
+        watched = [spec.directory / p for spec in self.catalog.closure(name) for p in spec.watch]
+        extra = f", and {', '.join(str(p) for p in watched)}" if watched else ""
+        return f"its image's build context, settings and dependencies{extra}"
 
     @staticmethod
     def _fingerprint(catalog: Catalog, name: str) -> tuple[str, str]:
@@ -100,24 +117,28 @@ class Against:
         )
         return context_hash(catalog.image_spec(spec)), settings
 
-    def path_changed(self, path: Path) -> bool:
-        return self.tree.changed(path)
-
     def describe(self) -> dict[str, object]:
         return self.tree.describe()
 
     def pair(
-        self, change: Target, *, changed: bool, start_base: Callable[[], Target] | None
+        self,
+        change: Target,
+        *,
+        changed: bool,
+        start_base: Callable[[], Target | None] | None,
+        compared: str,
     ) -> PairedTarget:
         """``change`` (B, started) with its base (A): the one place it is decided whether
         a target is measured against its base. One the base does not have (no
-        ``start_base``) is measured alone; an unchanged one is not measured (reported
-        ``unchanged``) unless ``always``; otherwise its base is started beside it."""
+        ``start_base``, or one that starts nothing) is measured alone; an unchanged one
+        (nothing in ``compared`` differs) is not measured (reported ``unchanged``) unless
+        ``always``; otherwise its base is started beside it."""
         if start_base is None:
-            return PairedTarget(change, None, changed=True)
+            return PairedTarget(change, None, changed=True, compared=compared)
         if not changed and not self.always:
-            return PairedTarget(change, None, changed=False)
-        return PairedTarget(change, start_base(), changed=changed)
+            return PairedTarget(change, None, changed=False, compared=compared)
+        base = start_base()
+        return PairedTarget(change, base, changed=changed or base is None, compared=compared)
 
 
 @contextmanager
@@ -259,15 +280,18 @@ class _ProfilingMonitor:
         if self.inner is not None:
             self.inner.watch_generator(pid)
 
-    def mark_start(self) -> None:
+    def cpu_probes(self) -> tuple[CpuProbe, ...]:
+        return () if self.inner is None else self.inner.cpu_probes()
+
+    def mark_start(self, stamp: Mapping[str, Any] | None = None) -> None:
         if self.inner is not None:
-            self.inner.mark_start()
+            self.inner.mark_start(stamp)
         self.recording.start()
 
-    def mark_end(self) -> None:
+    def mark_end(self, stamp: Mapping[str, Any] | None = None) -> None:
         self.recording.stop()
         if self.inner is not None:
-            self.inner.mark_end()
+            self.inner.mark_end(stamp)
 
     def resource_samples(self) -> list[ResourceSample]:
         return self.inner.resource_samples() if self.inner is not None else []

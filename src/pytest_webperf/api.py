@@ -20,7 +20,6 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from pathlib import Path
 
 from pytest_webperf import arguments, capacity_probe, load_shapes, placement
 from pytest_webperf.ab import Against
@@ -28,17 +27,19 @@ from pytest_webperf.capacity import Capacity
 from pytest_webperf.catalog import Catalog
 from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import OptionError
-from pytest_webperf.gitref import map_command
 from pytest_webperf.httpworkload import request
 from pytest_webperf.loads import http_load, locust_load, mqtt_load
 from pytest_webperf.measurer import Judge, Measurer
 from pytest_webperf.models import Measurement
+from pytest_webperf.processes import ProcessSpec, launch_of, start_process
 from pytest_webperf.progress import Progress
 from pytest_webperf.runplan import MonitorFactory, sampling_monitor
 from pytest_webperf.targets.base import Target
+from pytest_webperf.targets.build import parse_build
 from pytest_webperf.targets.container import ContainerTarget, Limits
 from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.process import ProcessTarget
+from pytest_webperf.targets.sides import Launch
 from pytest_webperf.workload import Request
 
 
@@ -121,7 +122,10 @@ class Webperf:
 
         # a server new since the base has nothing to compare with
         return against.pair(
-            started, changed=changed, start_base=start_base if against.has_server(name) else None
+            started,
+            changed=changed,
+            start_base=start_base if against.has_server(name) else None,
+            compared=against.server_compared(name),
         )
 
     def process(
@@ -135,49 +139,45 @@ class Webperf:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         tls: bool = False,
+        build: str | Sequence[str] | None = None,
+        watch: Sequence[str | os.PathLike[str]] | None = None,
     ) -> Target:
         """Start a local command as the target (no containers): it gets a free loopback
         port in ``port_env`` and must answer ``health``; killed with its process group.
+        ``build`` (a list of strings, or a shell string) runs first, in ``cwd``: its
+        output starts the target's log, and it is cached by the tree's content.
 
         With --webperf-against=REF the base runs the same command in the repository's
-        tree at REF: its working directory (``cwd``, default the current one) and every
-        absolute path inside the repository, in the command and in ``env``, point into
-        that tree. Write paths relative to ``cwd``, or absolute inside the repository.
+        tree at REF (built there first with ``build``): its working directory (``cwd``,
+        default the current one) and every path inside the repository, in the command
+        and in ``env``, point into that tree. The target is measured unless nothing
+        ``watch`` names differs from REF: by default the whole repository; paths
+        relative to ``cwd`` or absolute, ``!path`` left out (``processes.py``).
 
         ``tls=True``: the server speaks HTTPS on that port (its own certificate, not
         verified unless ``webperf.http(..., tls_ca=PATH)``); ``target.url`` is https://."""
         arguments.check("process", locals())
         if not isinstance(tls, bool):
             raise OptionError(f"webperf.process(tls=...): True or False, not {tls!r}")
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        spec = ProcessSpec(launch_of(argv, cwd, env), parse_build(build), watch)
 
-        def start(argv: str | Sequence[str], at: str | None, environ: Mapping[str, str]) -> Target:
+        def start(launch: Launch, prelude: str) -> Target:
             target = ProcessTarget(
-                argv,
-                name=name,
+                list(launch.argv),
+                name=name or os.path.basename(argv[0]),
                 port_env=port_env,
                 health=health,
                 startup_timeout=startup_timeout,
-                env=environ,
-                cwd=at,
+                env=launch.env,
+                cwd=str(launch.cwd),
                 bind=self.config.target_bind,
                 tls=tls,
+                prelude=prelude,
             )
             return self._stack.enter_context(target)
 
-        change = start(command, cwd, env or {})
-        if self._against is None:
-            return change
-        against = self._against()
-        where = Path(cwd or os.getcwd())
-
-        def start_base() -> Target:
-            tree = against.tree
-            mapped = tree.map(where)
-            argv = map_command(tree, shlex.split(command) if isinstance(command, str) else command)
-            environ = {k: tree.map_arg(v) for k, v in (env or {}).items()}
-            return start(argv, str(mapped) if mapped is not None else cwd, environ)
-
-        return against.pair(change, changed=against.path_changed(where), start_base=start_base)
+        return start_process(spec, start, self._against)
 
     # one entry of ``http(target, mix=[...])``: a request shape, its weight, name and checks
     request = staticmethod(request)

@@ -199,6 +199,30 @@ def command(value: Any) -> str | None:
     return accepts
 
 
+def build(value: Any) -> str | None:
+    accepts = "a build command (a shell string, or a list of strings) (e.g. ['make', 'server'])"
+    if isinstance(value, str):
+        return None if value.strip() else accepts
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return None
+    return accepts
+
+
+def watch(value: Any) -> str | None:
+    accepts = (
+        "a list of paths in the repository (relative to cwd, or absolute; '!path' leaves one "
+        "out) (e.g. ['server/', 'go.mod'])"
+    )
+    if isinstance(value, str | os.PathLike):
+        return f"{accepts}; a single path goes in a list: [{str(value)!r}]"
+    if not isinstance(value, list | tuple) or not value:
+        return accepts
+    for item in value:
+        if not isinstance(item, str | os.PathLike) or not str(item).strip("!").strip():
+            return f"{accepts}; {item!r} is not a path"
+    return None
+
+
 def port_env(value: Any) -> str | None:
     if isinstance(value, str) and _ENV_NAME.fullmatch(value):
         return None
@@ -264,6 +288,8 @@ PROCESS: dict[str, Check] = {
     "startup_timeout": seconds,
     "env": optional(environment),
     "cwd": optional(directory),
+    "build": optional(build),
+    "watch": optional(watch),
 }
 SERVER: dict[str, Check] = {
     "name": name,

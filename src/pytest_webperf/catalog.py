@@ -69,6 +69,9 @@ class ServerSpec:
     notes: str = ""
     image_from: str | None = None  # reuse another catalogue server's image (e.g. "go")
     include: tuple[Path, ...] = ()  # shared directories added to the build context
+    # paths (from its directory) that also decide whether it changed since an A/B base,
+    # beside its image's build context: what the image does not hold but the run uses
+    watch: tuple[str, ...] = ()
     extra: dict[str, object] = field(default_factory=dict)  # keys other modules own (mqtt, ...)
 
     @property
@@ -164,6 +167,7 @@ def load_spec(directory: Path) -> ServerSpec:
             notes=str(data.pop("notes", "")),
             image_from=None if image_from is None else str(image_from),
             include=_includes(data.pop("include", []), directory, path),
+            watch=_str_tuple(data.pop("watch", []), "watch", path),
             extra={k: data.pop(k) for k in list(data) if k in OWNED_ELSEWHERE},
         )
     except (TypeError, ValueError) as exc:

@@ -3,7 +3,7 @@
     with base_tree(rootdir, "origin/main") as tree:
         tree.commit            # the full sha the ref named when the run started
         tree.map(path)         # the same path inside the base tree (None: not in the repo)
-        tree.changed(path)     # does the working tree differ from the ref under ``path``?
+        tree.differs(watch)    # does the working tree differ from the ref in what ``watch`` names?
 
 The tree is extracted with ``git archive`` into a temporary directory (nothing is
 written into the user's repository: no worktree, no branch, no stash) and removed when
@@ -19,6 +19,7 @@ record it.
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
 import tarfile
@@ -82,6 +83,31 @@ def resolve_commit(repo: Path, ref: str) -> str:
     return _text(done)
 
 
+# Never what a server runs: Python's byte-code caches and pytest's cache, which a test run
+# itself writes into the tree (an untracked file counts as a change otherwise).
+DEFAULT_EXCLUDE_GLOBS = ("**/__pycache__/**", "**/.pytest_cache/**")
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What decides whether a target changed since the base: pathspecs from the
+    repository's top (``"."`` is all of it), less ``exclude``; Python's and pytest's
+    caches are never counted (``DEFAULT_EXCLUDE_GLOBS``)."""
+
+    include: tuple[str, ...] = (".",)
+    exclude: tuple[str, ...] = ()
+
+    def describe(self, repo: Path) -> str:
+        """``server/, go.mod`` (but ``!docs``), or ``the whole repository /path``."""
+        if self.include == (".",):
+            named = f"the whole repository {repo}"
+        else:
+            named = ", ".join("the repository's top" if s == "." else s for s in self.include)
+        if self.exclude:
+            named += f" (but {', '.join(self.exclude)})"
+        return named
+
+
 @dataclass(frozen=True)
 class BaseTree:
     """The repository at ``ref`` (``commit``), extracted under ``root``."""
@@ -113,18 +139,48 @@ class BaseTree:
         rel = self.relative(Path(arg))
         return arg if rel is None else str(self.root / rel)
 
-    def changed(self, path: Path) -> bool:
-        """Whether the working tree under ``path`` differs from ``commit`` (tracked
-        changes, staged or not, and untracked files that are not ignored)."""
+    def spec(self, path: Path) -> str:
+        """``path`` as a pathspec from the repository's top ("." for the top itself); an
+        OptionError outside the repository."""
         rel = self.relative(path)
-        spec = "." if rel is None or str(rel) == "." else str(rel)
-        diff = _git(self.repo, "diff", "--quiet", self.commit, "--", spec)
+        if rel is None:
+            raise OptionError(
+                f"{path} is outside the repository {self.repo} that --webperf-against compares"
+            )
+        return "." if str(rel) == "." else rel.as_posix()
+
+    def differs(self, watch: Watch) -> bool:
+        """Whether the working tree differs from ``commit`` in what ``watch`` names
+        (tracked changes, staged or not, and untracked files that are not ignored)."""
+
+        def top(spec: str) -> str:  # ":(top)." names nothing: the top is ":(top)"
+            return "" if spec == "." else spec
+
+        specs = [f":(top){top(s)}" for s in watch.include]
+        specs += [f":(top,exclude){top(s)}" for s in watch.exclude]
+        specs += [f":(top,exclude,glob){glob}" for glob in DEFAULT_EXCLUDE_GLOBS]
+        diff = _git(self.repo, "diff", "--quiet", self.commit, "--", *specs)
         if diff.returncode not in (0, 1):
             raise OptionError(f"git diff against {self.ref} failed: {_error(diff)}")
         if diff.returncode == 1:
             return True
-        untracked = _git(self.repo, "ls-files", "--others", "--exclude-standard", "--", spec)
+        untracked = _git(self.repo, "ls-files", "--others", "--exclude-standard", "--", *specs)
         return bool(_text(untracked))
+
+    def changed(self, path: Path) -> bool:
+        """Whether the working tree under ``path`` differs from ``commit`` (the whole
+        repository when ``path`` lies outside it)."""
+        spec = self.spec(path) if self.relative(path) is not None else "."
+        return self.differs(Watch((spec,)))
+
+    def ignored(self, path: Path) -> bool:
+        """Whether git ignores ``path`` in the working tree (a build's output, a virtual
+        environment): such a file is not in the base tree, whatever the ref."""
+        rel = self.relative(path)
+        if rel is None:
+            return False
+        done = _git(self.repo, "check-ignore", "-q", "--", rel.as_posix())
+        return done.returncode == 0
 
     def describe(self) -> dict[str, object]:
         return {"ref": self.ref, "commit": self.commit, "dirty": self.dirty}
@@ -163,6 +219,40 @@ def base_tree(directory: Path, ref: str) -> Iterator[BaseTree]:
         yield BaseTree(ref, commit, repo, root, dirty)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def tree_id(repo: Path, commit: str) -> str:
+    """The id of ``commit``'s tree: equal for two commits with the same content."""
+    done = _git(repo, "rev-parse", f"{commit}^{{tree}}")
+    if done.returncode != 0:
+        raise OptionError(f"git rev-parse {commit[:12]}^{{tree}} failed: {_error(done)}")
+    return _text(done)
+
+
+def working_tree_id(directory: Path) -> str:
+    """The id git would give the work tree holding ``directory`` if every change in it
+    were committed (tracked edits and untracked files that are not ignored, but the
+    caches ``differs`` never counts): equal for two trees with the same content.
+    Written through a copy of the index, so the user's own index is never touched."""
+    repo = toplevel(directory)
+    index = Path(_text(_git(repo, "rev-parse", "--path-format=absolute", "--git-path", "index")))
+    with tempfile.TemporaryDirectory(prefix="webperf-index-") as scratch:
+        copy = Path(scratch) / "index"
+        if index.is_file():
+            shutil.copyfile(index, copy)
+        environ = {**os.environ, "GIT_INDEX_FILE": str(copy)}
+        excluded = [f":(exclude,glob){glob}" for glob in DEFAULT_EXCLUDE_GLOBS]
+        for args in (("add", "-A", "--", ".", *excluded), ("write-tree",)):
+            done = subprocess.run(
+                ["git", "-C", str(repo), *args],
+                capture_output=True,
+                check=False,
+                timeout=300,
+                env=environ,
+            )
+            if done.returncode != 0:
+                raise OptionError(f"git {args[0]} (a copy of the index) failed: {_error(done)}")
+        return _text(done)
 
 
 def map_command(tree: BaseTree, argv: Sequence[str]) -> list[str]:

@@ -199,9 +199,10 @@ class Measurer:
         """A target the same as at the base ref: recorded as ``unchanged``, not measured."""
         assert self._against is not None
         tree = self._against().tree
+        compared = f" in {target.compared}" if target.compared else ""
         message = (
-            f"{target.name} is the same as at {tree.ref} ({tree.commit[:12]}): not measured "
-            "(--webperf-against-always measures it)"
+            f"{target.name} is the same as at {tree.ref} ({tree.commit[:12]}){compared}: not "
+            "measured (--webperf-against-always measures it)"
         )
         self.measurements.append(
             dataclasses.replace(

@@ -29,7 +29,7 @@ def test_a_base_is_started_when_the_target_changed_or_always(changed: bool, alwa
         return started[-1]
 
     change = Started("B")
-    paired = against(always).pair(change, changed=changed, start_base=start_base)  # type: ignore[arg-type]
+    paired = against(always).pair(change, changed=changed, start_base=start_base, compared="x")  # type: ignore[arg-type]
     assert paired.change is change and paired.changed is changed
     if changed or always:
         assert started and paired.base is started[0]
@@ -40,5 +40,13 @@ def test_a_base_is_started_when_the_target_changed_or_always(changed: bool, alwa
 @pytest.mark.parametrize("always", [False, True])
 def test_a_target_new_since_the_base_is_measured_alone(always: bool) -> None:
     change = Started("B")
-    paired = against(always).pair(change, changed=False, start_base=None)  # type: ignore[arg-type]
+    paired = against(always).pair(change, changed=False, start_base=None, compared="x")  # type: ignore[arg-type]
+    assert paired.base is None and paired.changed is True
+
+
+@pytest.mark.parametrize("always", [False, True])
+def test_a_base_that_starts_nothing_leaves_the_target_new(always: bool) -> None:
+    # a command naming a file new since the base: start_base gives None
+    change = Started("B")
+    paired = against(always).pair(change, changed=True, start_base=lambda: None, compared="x")  # type: ignore[arg-type]
     assert paired.base is None and paired.changed is True

@@ -94,3 +94,32 @@ def test_dirty_means_the_same_for_a_result_and_for_the_base(repo: Path) -> None:
     assert git_commit(repo)["dirty"] is True  # type: ignore[index]
     with base_tree(repo, "HEAD") as tree:
         assert tree.dirty
+
+
+def test_what_is_watched_decides_whether_the_tree_differs(repo: Path) -> None:
+    from pytest_webperf.gitref import Watch
+
+    (repo / "README").write_text("changed\n")
+    (repo / "__pycache__").mkdir()
+    (repo / "__pycache__" / "x.pyc").write_text("")  # a test run's own litter
+    with base_tree(repo, "HEAD") as tree:
+        assert tree.differs(Watch())  # the whole repository, by default
+        assert not tree.differs(Watch(("servers",)))
+        assert not tree.differs(Watch((".",), ("README",)))  # README left out
+        (repo / "README").write_text("base\n")
+        assert not tree.differs(Watch())  # byte-code caches never count
+        assert Watch(("servers", "go.mod")).describe(repo) == "servers, go.mod"
+        assert Watch((".",), ("docs",)).describe(repo) == f"the whole repository {repo} (but docs)"
+
+
+def test_a_work_tree_id_is_its_content(repo: Path) -> None:
+    from pytest_webperf.gitref import tree_id, working_tree_id
+
+    head = git(repo, "rev-parse", "HEAD")
+    assert working_tree_id(repo) == tree_id(repo, head)  # nothing changed
+    (repo / "new.txt").write_text("x\n")
+    changed = working_tree_id(repo)
+    assert changed != tree_id(repo, head)
+    assert git(repo, "status", "--porcelain") == "?? new.txt"  # the user's index untouched
+    (repo / "new.txt").unlink()
+    assert working_tree_id(repo) == tree_id(repo, head)

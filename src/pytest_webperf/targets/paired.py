@@ -14,10 +14,13 @@ from pytest_webperf.targets.base import Target, restart
 
 
 class PairedTarget:
-    def __init__(self, change: Target, base: Target | None, *, changed: bool) -> None:
+    def __init__(
+        self, change: Target, base: Target | None, *, changed: bool, compared: str = ""
+    ) -> None:
         self.change = change
         self.base = base
         self.changed = changed
+        self.compared = compared  # what decided ``changed``, for the unchanged line
         self.name = change.name
         self.host, self.port = change.host, change.port
 

@@ -74,6 +74,7 @@ class ProcessTarget:
         cwd: str | None = None,
         bind: str | None = None,
         tls: bool = False,
+        prelude: str = "",
     ) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not self.argv:
@@ -85,6 +86,7 @@ class ProcessTarget:
         self.tls = tls  # it speaks HTTPS: health checks and load use TLS (unverified)
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[str] | None = None
+        self.prelude = prelude  # written first in its log: what built it (``build.py``)
 
     @property
     def url(self) -> str:
@@ -93,6 +95,9 @@ class ProcessTarget:
     def __enter__(self) -> ProcessTarget:
         self.port = free_port(self.host)
         self._log = tempfile.TemporaryFile(mode="w+", prefix="webperf-target-")
+        if self.prelude:
+            self._log.write(self.prelude if self.prelude.endswith("\n") else self.prelude + "\n")
+            self._log.flush()
         try:
             self.process = subprocess.Popen(
                 self.argv,
