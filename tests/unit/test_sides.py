@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,3 +117,20 @@ def test_a_working_directory_new_since_the_base_makes_the_target_new(
     change = Launch(("python", "main.py"), repo / "svc")
     with pytest.raises(NewSinceBase):
         check(tree, change, base_launch(tree, change), built=False, side=SIDE)
+
+
+def test_a_base_that_exits_at_start_names_itself_and_shows_its_last_lines(
+    repo: Path, tree: BaseTree
+) -> None:
+    from pytest_webperf.processes import ProcessSpec, start_base
+
+    def start(launch: Launch, prelude: str) -> Any:
+        raise TargetError("app is not running (exit code 2)", "python: can't open file 'app.py'")
+
+    spec = ProcessSpec(Launch(("python", "app.py"), repo), build=None, watch=None)
+    with pytest.raises(TargetError) as raised:
+        start_base(tree, spec, start)
+    message = str(raised.value)
+    assert message.startswith(f"the base (A, HEAD {tree.commit[:12]}): app is not running")
+    assert "files git ignores (dependencies, build outputs) are not in it" in message
+    assert message.endswith("python: can't open file 'app.py'")  # its last lines
