@@ -58,9 +58,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import checks, compare
-from pytest_webperf.baseline import BaselineStore
-from pytest_webperf.models import Measurement
+from pytest_webperf.gate import decide, grammar
+from pytest_webperf.gate.baseline import BaselineStore
+from pytest_webperf.models.measurement import Measurement
 from pytest_webperf.values import parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -322,7 +322,7 @@ class StoredGate:
         current = stored(scratch / "bl", self.reference.nodeid)  # as the save stored it
         found = trial_of(entry, slowdown, knob, wall)
         found.fired = {
-            spec: compare.decide(current, self.reference, checks.parse_checks(spec)).failed
+            spec: decide.decide(current, self.reference, grammar.parse_checks(spec)).failed
             for spec in single_checks(self.args)
         }
         return found
@@ -552,7 +552,9 @@ def summary(row: Row, args: argparse.Namespace) -> list[str]:
 
 def single_checks(args: argparse.Namespace) -> list[str]:
     """The checks every trial is judged by (the defaults, or --compare-fail), one by one."""
-    chosen = checks.parse_checks(args.compare_fail) if args.compare_fail else checks.DEFAULT_CHECKS
+    chosen = (
+        grammar.parse_checks(args.compare_fail) if args.compare_fail else grammar.DEFAULT_CHECKS
+    )
     return [str(c) for c in chosen]
 
 

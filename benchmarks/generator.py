@@ -53,11 +53,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_webperf.catalog import Catalog, default_directories
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import Remote, SwarmSpec
 from pytest_webperf.targets import start_target
-from pytest_webperf.workload import Workload
+from pytest_webperf.targets.catalog import Catalog, default_directories
 
 HTTPS = "@https"  # a generator's HTTPS row: the same generator against nginx-tls
 

@@ -31,11 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.mqtt.load import MqttLoad
+from pytest_webperf.mqtt.publish import MqttLoad
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets import start_target
+from pytest_webperf.targets.catalog import Catalog, default_directories
 
 PAYLOAD = (
     '{"clientId":1,"seq":123456,"sentAt":1764084000.123456,'

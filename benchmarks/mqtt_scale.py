@@ -26,10 +26,10 @@ from typing import Any
 
 import psutil
 
-from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.measure import RunPlan
-from pytest_webperf.mqtt_telemetry import MqttTelemetry, measure_mqtt
+from pytest_webperf.measurement.loop import RunPlan
+from pytest_webperf.measurement.mqtt import MqttTelemetry, measure_mqtt
 from pytest_webperf.targets import start_target
+from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.values import parse_duration
 
 

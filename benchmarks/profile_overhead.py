@@ -7,7 +7,7 @@ same target instance, so drift and neighbours hit both alike.
 
 ``python``: a threaded ``http.server`` doing ~1 ms of Python per request (py-spy);
 ``nginx``: the catalogue's nginx serving ``/hello`` in a container (perf). The same
-monitor samples both sides (``runplan.sampling_monitor``); the profiled side also runs
+monitor samples both sides (``plan.sampling_monitor``); the profiled side also runs
 the profiler exactly as an A/B run does (``ab``'s profiling monitor, stacks folded after
 each repetition). Prints each side's mean cpu_per_req, the mean of the per-pair ratios
 with a t-interval, and the load average before and after.
@@ -24,16 +24,16 @@ from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
-from pytest_webperf.ab import profiled_repetition, profiling_monitors
-from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.distributions import t_ppf
-from pytest_webperf.measure import HttpRequests, run_repetition
-from pytest_webperf.profiler import Capture, Recording
-from pytest_webperf.runplan import RunPlan, sampling_monitor
+from pytest_webperf.measurement.loop import HttpRequests, run_repetition
+from pytest_webperf.measurement.pairs import profiled_repetition, profiling_monitors
+from pytest_webperf.measurement.plan import RunPlan, sampling_monitor
+from pytest_webperf.models.workload import Workload
+from pytest_webperf.profiling.capture import Capture, Recording
+from pytest_webperf.stats.distributions import t_ppf
 from pytest_webperf.targets.base import Target
+from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.targets.container import ContainerTarget
 from pytest_webperf.targets.process import ProcessTarget
-from pytest_webperf.workload import Workload
 
 PYTHON_SERVER = """
 import os

@@ -8,7 +8,7 @@ every server, measured in one run (``--webperf-concurrency=100 --webperf-duratio
 
 import pytest
 
-from pytest_webperf.catalog import Catalog, default_directories
+from pytest_webperf.targets.catalog import Catalog, default_directories
 
 HTTP_SERVERS = [
     spec.name

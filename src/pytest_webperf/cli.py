@@ -12,16 +12,17 @@ from pathlib import Path
 
 import docker
 
-from pytest_webperf import compare, noise
-from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.checks import DEFAULT_CHECKS, parse_checks
+from pytest_webperf.commands import noise
+from pytest_webperf.commands.new import new_server
+from pytest_webperf.commands.prune import REPO_PREFIX, current_tags, plan
 from pytest_webperf.errors import OptionError, WebperfError
-from pytest_webperf.images import ensure_images
-from pytest_webperf.prune import REPO_PREFIX, current_tags, plan
+from pytest_webperf.gate import decide
+from pytest_webperf.gate.grammar import DEFAULT_CHECKS, parse_checks
 from pytest_webperf.report import terminal
 from pytest_webperf.report.html import write_html
 from pytest_webperf.report.json_report import measurements, read_report, report
-from pytest_webperf.scaffold import new_server
+from pytest_webperf.targets.catalog import Catalog, default_directories
+from pytest_webperf.targets.images import ensure_images
 from pytest_webperf.values import parse_duration, parse_positive_duration, parse_positive_int
 
 
@@ -37,7 +38,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     names = args.names or catalog.names()
     started = time.monotonic()
     if "worker" in names and "worker" not in catalog.names():  # the remote generator worker
-        from pytest_webperf.worker_image import ensure_worker_image
+        from pytest_webperf.commands.worker_image import ensure_worker_image
 
         print(f"{'worker':16} {ensure_worker_image()}")
         names = [n for n in names if n != "worker"]
@@ -71,7 +72,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     checks = parse_checks(args.compare_fail) if args.compare_fail else None
     judged = []
     for current in measurements(read_report(Path(args.new))):
-        verdict = compare.decide(
+        verdict = decide.decide(
             current,
             base.get(current.key),
             checks or DEFAULT_CHECKS,
@@ -100,7 +101,7 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     """Remove the ``webperf/*`` images whose tag the catalogue no longer builds."""
-    from pytest_webperf.engine import docker_client  # only this command needs an engine
+    from pytest_webperf.targets.engine import docker_client  # only this command needs an engine
 
     client = docker_client()
     tags = [t for image in client.images.list(name=f"{REPO_PREFIX}*") for t in image.tags]
@@ -154,7 +155,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     """The first commit after GOOD up to BAD whose tests regress against GOOD."""
-    from pytest_webperf import bisection
+    from pytest_webperf.commands.bisect import search as bisection
 
     extra = [f"--webperf-against-budget={args.budget:g}s"] if args.budget is not None else []
     search = bisection.bisect(
@@ -167,7 +168,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """The trend of every series in a verdict history, and its change points."""
-    from pytest_webperf import history
+    from pytest_webperf.report import history
 
     path = Path(args.path)
     try:

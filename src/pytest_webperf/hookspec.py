@@ -26,7 +26,7 @@ import pytest
 def pytest_webperf_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """Add to (or correct) the machine info, once per run, before anything uses it.
 
-    ``machine_info`` holds what ``pytest_webperf.machine.MachineInfo`` collected:
+    ``machine_info`` holds what ``pytest_webperf.models.machine.MachineInfo`` collected:
     ``cpu_model``, ``cores``, ``memory_gib``, ``kernel``, ``engine_version``,
     ``cpu_quota``, ``network_mode``, ``placement``. Every key (yours included) is
     part of the machine fingerprint, so a key you add gives a new machine id and a

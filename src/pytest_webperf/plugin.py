@@ -18,21 +18,21 @@ from typing import Any
 import pytest
 
 from pytest_webperf import hookspec
-from pytest_webperf.ab import Unchanged
-from pytest_webperf.advice import advice_of, failure_reasons, group_summary_advice
-from pytest_webperf.api import Webperf
-from pytest_webperf.bisection import undecided_exit
-from pytest_webperf.ci import junit_properties
-from pytest_webperf.config import SETTINGS, RunConfig, Setting, explain, resolve
+from pytest_webperf.commands.ci import junit_properties
 from pytest_webperf.errors import OptionError, WebperfError
-from pytest_webperf.otlp import LiveMetrics, Tee
-from pytest_webperf.profiler import header_note
-from pytest_webperf.progress import NoProgress, Progress
-from pytest_webperf.progress_view import LiveLine, PlainLines
-from pytest_webperf.scaleout import farewell, remote_of
-from pytest_webperf.session import Extensions, WebperfSession
+from pytest_webperf.fixture.handle import Webperf
+from pytest_webperf.gate.advice import advice_of, failure_reasons, group_summary_advice
+from pytest_webperf.models.progress import NoProgress, Progress
+from pytest_webperf.profiling.capture import header_note
+from pytest_webperf.report.live import LiveLine, PlainLines
+from pytest_webperf.report.otlp import LiveMetrics, Tee
+from pytest_webperf.run.finish import undecided_exit
+from pytest_webperf.run.session import Extensions, WebperfSession
+from pytest_webperf.run.xdist import join_xdist
+from pytest_webperf.settings.config import SETTINGS, RunConfig, Setting, explain, resolve
+from pytest_webperf.settings.scaleout import farewell, remote_of
 from pytest_webperf.swarm.hotloop import fallback_note, resolve_user
-from pytest_webperf.xdist_hooks import join_xdist
+from pytest_webperf.targets.against import Unchanged
 
 session_key = pytest.StashKey[WebperfSession]()
 settings_key = pytest.StashKey[dict[str, str]]()  # nodeid -> the settings it ran with
@@ -290,7 +290,7 @@ def _where(item: pytest.Item, exc: BaseException) -> str:
 
 
 class _TerminalScreen:
-    """``progress_view.Screen`` over pytest's terminal reporter. Measurements run
+    """``live.Screen`` over pytest's terminal reporter. Measurements run
     inside a test, where output is captured: each write suspends the capture, as
     pytest's live logging does."""
 

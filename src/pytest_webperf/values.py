@@ -1,9 +1,8 @@
 """Value parsers: an option's or an argument's text as its value, or a ``ValueError``
 saying what it accepts (durations, counts, CPU sets, fractions, ...).
 
-A leaf: it imports nothing of the package but ``placement`` (its modes and CPU lists),
-so anything may use it (``config`` for the options, ``workload`` for ``webperf.http``'s
-arguments, the benchmarks and the CLI).
+A leaf: it imports nothing of the package, so anything may use it (``config`` for the
+options, ``workload`` for ``webperf.http``'s arguments, the benchmarks and the CLI).
 """
 
 from __future__ import annotations
@@ -11,12 +10,26 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from pytest_webperf.placement import MODES, parse_cpu_list
+PLACEMENTS = ("auto", "none", "split")  # --webperf-placement (models/placement.py)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 _MEMORY = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """``0-1,3`` -> (0, 1, 3)."""
+    cpus: list[int] = []
+    for part in str(text).split(","):
+        low, dash, high = part.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ValueError(f"{text!r} is not a CPU list (examples: 0, 0-1, 0,2)")
+        first, last = int(low), int(high or low)
+        if last < first:
+            raise ValueError(f"{text!r}: {part} counts backwards")
+        cpus += range(first, last + 1)
+    return tuple(dict.fromkeys(cpus))
 
 
 def parse_duration(text: str | float) -> float:
@@ -124,8 +137,8 @@ def parse_rate(text: str | float) -> float:
 
 
 def parse_placement(text: str) -> str:
-    if str(text) not in MODES:
-        raise ValueError(f"{text!r} is not one of {', '.join(MODES)}")
+    if str(text) not in PLACEMENTS:
+        raise ValueError(f"{text!r} is not one of {', '.join(PLACEMENTS)}")
     return str(text)
 
 
@@ -136,12 +149,12 @@ def parse_user_class(text: str) -> str:
     raise ValueError(f"{text!r} is not 'auto', 'native', 'lean', 'fast' or 'module:UserClass'")
 
 
-PROFILE_MODES = ("auto", "off", "on")
+PROFILE_PLACEMENTS = ("auto", "off", "on")
 
 
 def parse_profile(text: str) -> str:
-    if str(text) not in PROFILE_MODES:
-        raise ValueError(f"{text!r} is not one of {', '.join(PROFILE_MODES)}")
+    if str(text) not in PROFILE_PLACEMENTS:
+        raise ValueError(f"{text!r} is not one of {', '.join(PROFILE_PLACEMENTS)}")
     return str(text)
 
 

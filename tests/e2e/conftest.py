@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_webperf.engine import docker_client
 from pytest_webperf.errors import EngineUnavailable
+from pytest_webperf.targets.engine import docker_client
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_webperf.assets import QUICKSORT_BODY, QUICKSORT_INPUT, workload_files
-from pytest_webperf.catalog import Catalog, ServerSpec, default_directories
 from pytest_webperf.targets import start_target
+from pytest_webperf.targets.assets import QUICKSORT_BODY, QUICKSORT_INPUT, workload_files
 from pytest_webperf.targets.base import client_context
+from pytest_webperf.targets.catalog import Catalog, ServerSpec, default_directories
 from pytest_webperf.targets.container import ContainerTarget
 
 pytestmark = pytest.mark.e2e

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from tests.e2e.options import SHORT
 
-from pytest_webperf.engine import docker_client
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.container import MANAGED, OWNER
+from pytest_webperf.targets.engine import docker_client
 from pytest_webperf.targets.process import ProcessTarget
-from pytest_webperf.workload import Workload
 
 pytest_plugins = ["pytester"]
 SERVER = Path(__file__).with_name("fault_server.py")

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_webperf.baseline import HISTORY_LIMIT, SCHEMA, file_name
+from pytest_webperf.gate.baseline import HISTORY_LIMIT, SCHEMA, file_name
 
 pytest_plugins = ["pytester"]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from local_http import LocalServer
 
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT
 from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.workload import Workload
 
 USERS = 20
 GENERATORS = ["lean", "native"]
@@ -149,7 +149,7 @@ def test_users_subclass_lean_http_user_with_their_own_tasks(
     (tmp_path / "shop_users.py").write_text(
         textwrap.dedent("""
         from locust import task
-        from pytest_webperf.swarm.lean import LeanHttpUser
+        from pytest_webperf.swarm.child.lean import LeanHttpUser
 
         class Shop(LeanHttpUser):
             @task

@@ -20,15 +20,15 @@ from local_http import LocalServer
 from tests.e2e.asyncio_server import asyncio_server
 from tests.e2e.tls_certs import Pem, make_ca, make_server_cert
 
-from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.errors import TargetError
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm.recorder import TLS
 from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets import start_target
+from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.process import ProcessTarget
-from pytest_webperf.workload import Workload
 
 pytest_plugins = ["pytester"]
 

@@ -186,7 +186,7 @@ def test_a_task_exception_is_the_failure_reason_with_where_it_was_raised(
         server=SERVER,
         locustfile="""
 from locust import task
-from pytest_webperf.swarm.lean import LeanHttpUser
+from pytest_webperf.swarm.child.lean import LeanHttpUser
 
 
 class Browse(LeanHttpUser):
@@ -213,7 +213,7 @@ def test_a_lean_http_user_subclass_with_two_tasks(pytester: pytest.Pytester) -> 
         server=SERVER,
         locustfile="""
 from locust import task
-from pytest_webperf.swarm.lean import LeanHttpUser
+from pytest_webperf.swarm.child.lean import LeanHttpUser
 
 
 class Shop(LeanHttpUser):

@@ -10,9 +10,9 @@ import re
 import pytest
 from local_http import LocalServer
 
+from pytest_webperf.models.workload import Request, Workload
 from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.workload import Request, Workload
 
 pytest_plugins = ["pytester"]
 

@@ -2,7 +2,7 @@
 
 Every message a swarm publishes is followed to the observer and to the server's table;
 a subscriber killed mid-run fails the measurement as a dying HTTP target does (one
-measurement loop: ``measure.TargetDied``, never a hang), and a client sending garbage
+measurement loop: ``loop.TargetDied``, never a hang), and a client sending garbage
 does not stop a server from storing everybody else's messages.
 """
 
@@ -15,13 +15,13 @@ from collections.abc import Iterator
 import pytest
 from paho.mqtt import publish
 
-from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.measure import TargetDied
-from pytest_webperf.models import Measurement
-from pytest_webperf.mqtt_telemetry import MqttTelemetry, measure_mqtt, wiring
-from pytest_webperf.mqttresult import Delivery, MqttResult
-from pytest_webperf.runplan import RunPlan
+from pytest_webperf.measurement.loop import TargetDied
+from pytest_webperf.measurement.mqtt import MqttTelemetry, measure_mqtt, wiring
+from pytest_webperf.measurement.plan import RunPlan
+from pytest_webperf.models.measurement import Measurement
+from pytest_webperf.models.mqtt import Delivery, MqttResult
 from pytest_webperf.targets import start_target
+from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.targets.container import ContainerTarget
 
 pytestmark = pytest.mark.e2e

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 from tests.e2e.mqtt_broker import fault_broker
 
-from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.measure import RunPlan
+from pytest_webperf.measurement.loop import RunPlan
+from pytest_webperf.measurement.mqtt import MqttTelemetry, measure_mqtt, published_from
 from pytest_webperf.mqtt.accounting import Published, account
-from pytest_webperf.mqtt.load import MqttLoad
-from pytest_webperf.mqtt_telemetry import MqttTelemetry, measure_mqtt, published_from
+from pytest_webperf.mqtt.publish import MqttLoad
 from pytest_webperf.swarm import mqttloop
 from pytest_webperf.swarm.mqttloop import MqttLoop
 from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets import start_target
+from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.targets.container import ContainerTarget
 
 pytestmark = [

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.mqtt_telemetry import MqttTelemetry, measure_mqtt
-from pytest_webperf.runplan import RunPlan
+from pytest_webperf.measurement.mqtt import MqttTelemetry, measure_mqtt
+from pytest_webperf.measurement.plan import RunPlan
 from pytest_webperf.swarm.mqttloop import resolve_mqtt_user
 from pytest_webperf.swarm.spec import Remote
 from pytest_webperf.targets import start_target
+from pytest_webperf.targets.catalog import Catalog, default_directories
 
 pytestmark = pytest.mark.e2e
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webperf.engine import docker_client
 from pytest_webperf.targets.container import MANAGED, OWNER, sweep_stale_containers
+from pytest_webperf.targets.engine import docker_client
 
 pytest_plugins = ["pytester"]
 QUICK = ["-p", "no:locust", "-W", "error", "--webperf-duration=1s", "--webperf-warmup=0.5s"]
@@ -292,8 +292,8 @@ def test_progress_lines_reach_the_log_past_the_capture(pytester: pytest.Pytester
     pytester.makepyfile(
         test_progress="""
         from pytest_webperf.plugin import progress_for
-        from pytest_webperf.progress import RepetitionDone
-        from pytest_webperf.progress_view import PlainLines
+        from pytest_webperf.models.progress import RepetitionDone
+        from pytest_webperf.report.live import PlainLines
 
         def test_progress(request):
             progress = progress_for(request.config)

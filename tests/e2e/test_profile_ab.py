@@ -19,7 +19,7 @@ import pytest
 from tests.e2e.costly import copy_costly, set_cost
 from tests.e2e.gitrepo import commit_base, git
 
-from pytest_webperf.profiler import perf_problem, py_spy_path
+from pytest_webperf.profiling.capture import perf_problem, py_spy_path
 
 pytest_plugins = ["pytester"]
 

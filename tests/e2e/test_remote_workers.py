@@ -23,9 +23,9 @@ from local_http import LocalServer
 from tests.e2e.hello_server import HELLO_SERVER
 
 from pytest_webperf.errors import SwarmError
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import Remote, SwarmSpec
-from pytest_webperf.workload import Workload
 
 pytestmark = pytest.mark.e2e
 pytest_plugins = ["pytester"]
@@ -212,7 +212,7 @@ def test_webperf_worker_with_a_bad_master_says_so(master: str, says: str) -> Non
 def test_the_session_end_tells_the_worker_to_exit(
     address: str, worker: subprocess.Popen[str]
 ) -> None:
-    from pytest_webperf.scaleout import farewell
+    from pytest_webperf.settings.scaleout import farewell
 
     said = farewell(Remote(1, address), wait_s=30)
     assert said == "1 remote worker(s) told"
@@ -276,9 +276,9 @@ def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
 def test_the_worker_container_with_host_networking_joins(address: str) -> None:
     """``webperf build worker``'s image, run as another machine would (host network),
     with the native loop it compiled for its own Python (the wheel it installs is pure)."""
-    from pytest_webperf.engine import docker_client
+    from pytest_webperf.commands.worker_image import ensure_worker_image
     from pytest_webperf.targets.container import MANAGED, OWNER, SESSION, SESSION_ID, _owner
-    from pytest_webperf.worker_image import ensure_worker_image
+    from pytest_webperf.targets.engine import docker_client
 
     tag = ensure_worker_image()
     container = docker_client().containers.run(

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from docker.models.containers import Container
 
-from pytest_webperf.cgroup import CgroupReader, owns_its_cgroup
-from pytest_webperf.engine import docker_client
-from pytest_webperf.resources import cpu_stats
-from pytest_webperf.sampler import ResourceMonitor
+from pytest_webperf.sampling.cgroup import CgroupReader, owns_its_cgroup
+from pytest_webperf.sampling.monitor import ResourceMonitor
+from pytest_webperf.sampling.resources import cpu_stats
+from pytest_webperf.targets.engine import docker_client
 
 pytestmark = pytest.mark.e2e
 

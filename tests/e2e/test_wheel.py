@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webperf.catalog import Catalog, image_tag
+from pytest_webperf.targets.catalog import Catalog, image_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "src", "servers")
@@ -116,7 +116,7 @@ import os
 from pathlib import Path
 
 import pytest_webperf
-from pytest_webperf.catalog import BUILTIN_DIR
+from pytest_webperf.targets.catalog import BUILTIN_DIR
 
 
 def test_from_the_installed_package():

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm import wire
 from pytest_webperf.swarm.hotloop import unavailable
 from pytest_webperf.swarm.runner import SwarmOutcome, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.workload import Workload
 
 pytestmark = pytest.mark.e2e
 GENERATORS = ["lean", "native"]

@@ -7,9 +7,9 @@ import os
 import pytest
 from local_http import LocalServer
 
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.workload import Workload
 
 BODY = b"<p>" + b"y" * 500 + b"</p>"
 

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.unit.test_compare import make, make_run
 
-from pytest_webperf import stats
-from pytest_webperf.checking import unsettled
-from pytest_webperf.checks import parse_checks
-from pytest_webperf.compare import decide, settled
-from pytest_webperf.models import RunResult
+from pytest_webperf.gate.decide import decide, settled
+from pytest_webperf.gate.grammar import parse_checks
+from pytest_webperf.gate.outcome import unsettled
+from pytest_webperf.models.measurement import RunResult
+from pytest_webperf.stats import ratio
 
 NOISE = [0.01, -0.01, 0.005, -0.005]
 
@@ -159,24 +159,24 @@ def test_one_stray_error_does_not_hold_a_gate_open() -> None:
 @settings(max_examples=80, deadline=None)
 @given(st.floats(0.001, 0.2), st.integers(2, 30), st.integers(1, 30))
 def test_detectable_change_shrinks_with_more_pairs(spread: float, n: int, more: int) -> None:
-    few = stats.detectable_change(spread / math.sqrt(n), n - 1)
-    many = stats.detectable_change(spread / math.sqrt(n + more), n + more - 1)
+    few = ratio.detectable_change(spread / math.sqrt(n), n - 1)
+    many = ratio.detectable_change(spread / math.sqrt(n + more), n + more - 1)
     assert many < few
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.floats(0.001, 0.2), st.floats(1.01, 5.0), st.integers(2, 30))
 def test_detectable_change_grows_with_spread(spread: float, factor: float, n: int) -> None:
-    assert stats.detectable_change(spread * factor, n - 1) > stats.detectable_change(spread, n - 1)
+    assert ratio.detectable_change(spread * factor, n - 1) > ratio.detectable_change(spread, n - 1)
 
 
 def test_detectable_change_is_the_textbook_effect_at_large_samples() -> None:
     # z(0.975) + z(0.8) = 1.960 + 0.842 = 2.802
-    assert math.isclose(stats.detectable_change(0.01, None), math.expm1(0.02802), rel_tol=1e-3)
+    assert math.isclose(ratio.detectable_change(0.01, None), math.expm1(0.02802), rel_tol=1e-3)
 
 
 def test_paired_change_with_identical_sides_is_zero() -> None:
-    est = stats.paired_change([0.0, 0.0, 0.0], [0, 1, 2])
+    est = ratio.paired_change([0.0, 0.0, 0.0], [0, 1, 2])
     assert est.change == 0.0
 
 
@@ -187,6 +187,6 @@ def test_paired_interval_covers_the_true_change_mostly(seed: int) -> None:
     # +10 % change contains +10 % unless the draw is extreme (checked loosely)
     rng = random.Random(seed)
     ratios = [math.log(1.10) + rng.gauss(0, 0.03) for _ in range(8)]
-    est = stats.paired_change(ratios, list(range(8)))
+    est = ratio.paired_change(ratios, list(range(8)))
     assert est.low is not None and est.high is not None
     assert est.low < 0.10 + 0.08 and est.high > 0.10 - 0.08

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_webperf import ab
+from pytest_webperf.targets import against as base
 
 
 class Started:
@@ -15,8 +15,8 @@ class Started:
         self.name, self.host, self.port = name, "127.0.0.1", 1
 
 
-def against(always: bool) -> ab.Against:
-    return ab.Against(tree=Any, catalog=Any, always=always)  # type: ignore[arg-type]
+def against(always: bool) -> base.Against:
+    return base.Against(tree=Any, catalog=Any, always=always)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("always", [False, True])

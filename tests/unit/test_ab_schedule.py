@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pytest_webperf import ab
-from pytest_webperf.models import RunResult
-from pytest_webperf.runplan import RunPlan
-from pytest_webperf.samples import Latency
+from pytest_webperf.measurement import pairs as ab
+from pytest_webperf.measurement.plan import RunPlan
+from pytest_webperf.models.measurement import RunResult
+from pytest_webperf.models.samples import Latency
 from pytest_webperf.targets.paired import PairedTarget
 
 
@@ -133,7 +133,7 @@ def test_the_minimum_pairs_always_run(ran: list[str]) -> None:
 
 
 def samples(*cpu: float, threads: int = 8) -> list[Any]:
-    from pytest_webperf.samples import ResourceSample
+    from pytest_webperf.models.samples import ResourceSample
 
     return [
         ResourceSample(t=float(i), part="p", cpu_percent=c, rss_mb=1, processes=1, threads=threads)
@@ -142,7 +142,7 @@ def samples(*cpu: float, threads: int = 8) -> list[Any]:
 
 
 def test_a_single_threaded_target_saturated_at_one_core_can_use_one() -> None:
-    from pytest_webperf.results import usable_cores
+    from pytest_webperf.measurement.repetition import usable_cores
 
     assert usable_cores(samples(99, 100, 98, 100), None, machine=2) == 1.0
     assert usable_cores(samples(150, 160, 155), None, machine=2) == 2.0  # not saturated at 1
@@ -152,7 +152,7 @@ def test_a_single_threaded_target_saturated_at_one_core_can_use_one() -> None:
 
 
 def test_a_target_can_use_no_more_cores_than_it_has_threads() -> None:
-    from pytest_webperf.results import usable_cores
+    from pytest_webperf.measurement.repetition import usable_cores
 
     # one thread kept at 70 % of a core by a busy machine: still one core, not two
     assert usable_cores(samples(70, 72, 68, threads=1), None, machine=2) == 1.0
@@ -162,7 +162,7 @@ def test_a_target_can_use_no_more_cores_than_it_has_threads() -> None:
 
 
 def test_a_side_that_dies_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_webperf.measure import TargetDied
+    from pytest_webperf.measurement.loop import TargetDied
 
     def fake(target: FakeTarget, kind: Any, plan: Any, repetition: int, **kw: Any) -> RunResult:
         if kw["label"].side == "A" and repetition == 2:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pytest_webperf.advice import (
+from pytest_webperf.gate.advice import (
     advice_lines,
     advice_of,
     failure_reasons,
     group_summary_advice,
     is_advice,
 )
-from pytest_webperf.compare import GENERATOR_BOUND, NO_BASELINE
-from pytest_webperf.models import Measurement, Verdict
-from pytest_webperf.workload import Workload
+from pytest_webperf.gate.decide import GENERATOR_BOUND, NO_BASELINE
+from pytest_webperf.models.measurement import Measurement, Verdict
+from pytest_webperf.models.workload import Workload
 
 BOUND = GENERATOR_BOUND.format(checks="rps")
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf import arguments
-from pytest_webperf.api import Webperf
-from pytest_webperf.config import RunConfig
 from pytest_webperf.errors import OptionError
+from pytest_webperf.fixture import arguments
+from pytest_webperf.fixture.handle import Webperf
+from pytest_webperf.settings.config import RunConfig
 
 
 def _nothing(*args: Any, **kwargs: Any) -> Any:
@@ -222,7 +222,7 @@ def test_any_positive_whole_number_of_users_passes(n: int) -> None:
 @given(st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8))
 def test_durations_are_accepted_exactly_when_they_parse_finite(value: Any) -> None:
     """Whatever is accepted as a duration > 0 is one that parse_duration gives > 0."""
-    from pytest_webperf.config import parse_duration
+    from pytest_webperf.settings.config import parse_duration
 
     if arguments.duration(value) is None:
         seconds = parse_duration(value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gevent
 
-from pytest_webperf.swarm.arrival import Arrivals
+from pytest_webperf.swarm.child.arrival import Arrivals
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import Channel
 

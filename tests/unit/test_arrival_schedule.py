@@ -13,8 +13,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf.models import RunResult
-from pytest_webperf.samples import GeneratorSample, Latency
+from pytest_webperf.models.measurement import RunResult
+from pytest_webperf.models.samples import GeneratorSample, Latency
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import Interval
 
@@ -103,8 +103,8 @@ def test_a_schedule_that_cannot_be_is_refused(rate: float, processes: int, index
 
 def test_arrival_rate_is_a_workload_or_a_clear_error() -> None:
     from pytest_webperf.errors import OptionError
-    from pytest_webperf.httpworkload import http_name, http_workload
-    from pytest_webperf.workload import Workload
+    from pytest_webperf.fixture.http import http_name, http_workload
+    from pytest_webperf.models.workload import Workload
 
     def make(**kw: Any) -> Workload:
         args: dict[str, Any] = {"method": "get", "body": "", "headers": None}
@@ -159,7 +159,7 @@ def test_a_recorder_keeps_users_noted_in_an_interval_without_completions() -> No
 
 
 def test_an_arrival_rate_missed_says_whether_the_cap_limited_it() -> None:
-    from pytest_webperf.schedule import fell_behind
+    from pytest_webperf.measurement.punctuality import fell_behind
 
     def behind(requests: int, busy: int, cpu: float = 20) -> tuple[str, bool] | None:
         return fell_behind(
@@ -205,7 +205,7 @@ def arrival_run(repetition: int, users: int | None) -> RunResult:
 
 
 def test_an_arrival_rate_runs_users_are_in_its_result_line_and_metric() -> None:
-    from pytest_webperf.metrics import BY_SPELLING
+    from pytest_webperf.gate.metrics import BY_SPELLING
     from pytest_webperf.report.table import paced_lines
 
     rep = {
@@ -229,10 +229,10 @@ def test_an_arrival_rate_runs_users_are_in_its_result_line_and_metric() -> None:
 
 
 def test_the_gate_checks_the_users_an_arrival_rate_needed() -> None:
-    from pytest_webperf.checks import parse_checks
-    from pytest_webperf.compare import evaluate
-    from pytest_webperf.models import Measurement
-    from pytest_webperf.workload import Workload
+    from pytest_webperf.gate.decide import evaluate
+    from pytest_webperf.gate.grammar import parse_checks
+    from pytest_webperf.models.measurement import Measurement
+    from pytest_webperf.models.workload import Workload
 
     def measured(*peaks: int | None) -> Measurement:
         runs = tuple(arrival_run(i, peak) for i, peak in enumerate(peaks, 1))

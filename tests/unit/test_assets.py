@@ -2,7 +2,7 @@ import json
 import struct
 import zlib
 
-from pytest_webperf.assets import FILE_PNG_SIZE, PAGE_SIZES, QUICKSORT_INPUT, workload_files
+from pytest_webperf.targets.assets import FILE_PNG_SIZE, PAGE_SIZES, QUICKSORT_INPUT, workload_files
 
 
 def test_exact_sizes_and_sorted_body():

@@ -11,13 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf import baseline, gitref
-from pytest_webperf.baseline import HISTORY_LIMIT, BaselineStore, MemoryBaselineStore
 from pytest_webperf.errors import BaselineError
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import Measurement, RunResult, Verdict
-from pytest_webperf.samples import Latency, ResourceSample, Snapshot
-from pytest_webperf.workload import Workload
+from pytest_webperf.gate import baseline
+from pytest_webperf.gate.baseline import HISTORY_LIMIT, BaselineStore, MemoryBaselineStore
+from pytest_webperf.models.measurement import Measurement, RunResult, Verdict
+from pytest_webperf.models.samples import Latency, ResourceSample, Snapshot
+from pytest_webperf.models.workload import Workload
+from pytest_webperf.stats.histogram import Histogram
+from pytest_webperf.targets import gitref
 
 NODEID = "suites/test_http.py::test_hello[nginx-c500]"
 

@@ -12,10 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf import bisection, cli
-from pytest_webperf.bisection import Commit, Search, Step, judge_step
-from pytest_webperf.errors import OptionError
-from pytest_webperf.models import Measurement, Verdict
+from pytest_webperf import cli
+from pytest_webperf.commands.bisect import search as bisection
+from pytest_webperf.commands.bisect import step as one_step
+from pytest_webperf.commands.bisect.search import Search
+from pytest_webperf.commands.bisect.step import Commit, Step, judge_step
+from pytest_webperf.errors import OptionError, WebperfError
+from pytest_webperf.models.measurement import Measurement, Verdict
+from pytest_webperf.run.finish import undecided_exit
 
 
 def commits(n: int) -> list[Commit]:
@@ -26,7 +30,7 @@ def run(search: Search, first_bad: int, undecidable: frozenset[int] = frozenset(
     measured = []
     while (index := search.next()) is not None:
         measured.append(index)
-        outcome: bisection.Outcome = (
+        outcome: one_step.Outcome = (
             "skip" if index in undecidable else "bad" if index >= first_bad else "good"
         )
         search.record(index, Step(search.commits[index], outcome, ""))
@@ -96,7 +100,7 @@ def test_a_step_is_read_from_pytests_exit_status_and_report() -> None:
     assert judge_step(COMMIT, 125, noisy, "").outcome == "skip"
     # an errored test (no regression among the verdicts) is not taken for a slower commit
     assert judge_step(COMMIT, 1, report(status="pass"), "1 error").outcome == "skip"
-    with pytest.raises(bisection.WebperfError, match="pytest exited 4 at aaaaaaaaaa: bad option"):
+    with pytest.raises(WebperfError, match="pytest exited 4 at aaaaaaaaaa: bad option"):
         judge_step(COMMIT, 4, None, "bad option")
 
 
@@ -133,9 +137,9 @@ def verdict(status: str) -> Measurement:
 
 
 def test_the_undecided_exit_status_applies_only_when_asked_and_undecided() -> None:
-    assert bisection.undecided_exit([verdict("undecided")], 0) is None
-    assert bisection.undecided_exit([verdict("pass"), verdict("undecided")], 125) == 125
-    assert bisection.undecided_exit([verdict("pass"), verdict("unchanged")], 125) is None
+    assert undecided_exit([verdict("undecided")], 0) is None
+    assert undecided_exit([verdict("pass"), verdict("undecided")], 125) == 125
+    assert undecided_exit([verdict("pass"), verdict("unchanged")], 125) is None
 
 
 def git(repo: Path, *args: str) -> str:
@@ -164,7 +168,7 @@ def test_bisect_measures_each_commit_in_a_worktree_of_its_own(repo: Path) -> Non
     seen: list[tuple[str, str]] = []
 
     def step(top: Path, commit: Commit, good: str, args: Sequence[str], where: Path) -> Step:
-        with bisection.worktree(top, commit.sha) as tree:
+        with one_step.worktree(top, commit.sha) as tree:
             cost = int((tree / where / "cost.txt").read_text())
             seen.append((commit.subject, (tree / "n.txt").read_text().strip()))
         return Step(commit, "bad" if cost > 100 else "good", f"cost {cost}")
@@ -206,7 +210,7 @@ def test_paths_into_the_users_checkout_are_mapped_into_the_steps_worktree(
 ) -> None:
     repo, tree = tmp_path / "repo", tmp_path / "wt"
     repo.mkdir()
-    mapped = bisection.map_arguments(
+    mapped = one_step.map_arguments(
         [
             f"--rootdir={repo}",
             "-c",
@@ -291,7 +295,7 @@ def test_bad_is_measured_first_and_undecided_steps_read_against_its_effect(repo:
 def test_an_undecided_step_is_measured_again_with_twice_its_pairs() -> None:
     ran = report(status="undecided")
     ran["tests"][0]["against"] = {"pairs": 3}
-    assert bisection.more_pairs(ran, 20.0) == [
+    assert one_step.more_pairs(ran, 20.0) == [
         "--webperf-repeat=6",
         "--webperf-against-budget=40s",
     ]

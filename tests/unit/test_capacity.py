@@ -11,10 +11,10 @@ import psutil
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.models import RunResult
-from pytest_webperf.proctree import ProcessTreeSampler, gil_bound
-from pytest_webperf.results import usable_cores
-from pytest_webperf.samples import Latency, ResourceSample
+from pytest_webperf.measurement.repetition import usable_cores
+from pytest_webperf.models.measurement import RunResult
+from pytest_webperf.models.samples import Latency, ResourceSample
+from pytest_webperf.sampling.tree import ProcessTreeSampler, gil_bound
 
 
 def samples(cpu: float, *, threads: int, usable: int | None, parts: int = 1) -> list[Any]:

@@ -1,4 +1,4 @@
-"""``capacity`` checks (``capacity_gate.py`` through ``compare.decide``): a search's
+"""``capacity`` checks (``gate/capacity.py`` through ``decide.decide``): a search's
 answer is an interval, so the change is one: fail only when even its best end is
 beyond the limit; generator-bound searches are never compared."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_webperf import compare
-from pytest_webperf.capacity import Capacity, Probe
-from pytest_webperf.checks import parse_checks
-from pytest_webperf.models import Measurement
-from pytest_webperf.workload import Workload
+from pytest_webperf.gate import decide
+from pytest_webperf.gate.grammar import parse_checks
+from pytest_webperf.models.capacity import Capacity, Probe
+from pytest_webperf.models.measurement import Measurement
+from pytest_webperf.models.workload import Workload
 
 
 def found(low: float, high: float | None, status: str = "found") -> Capacity:
@@ -32,7 +32,7 @@ def measured(capacity: Capacity | None, base: Capacity | None = None) -> Measure
 
 
 def outcome(current: Capacity | None, baseline: Capacity | None, check: str = "capacity:10%"):
-    (result,) = compare.evaluate(measured(current), measured(baseline), parse_checks(check))
+    (result,) = decide.evaluate(measured(current), measured(baseline), parse_checks(check))
     return result
 
 
@@ -66,21 +66,21 @@ def test_the_figures_and_the_words() -> None:
 
 def test_ab_reads_the_base_search_and_a_limit_reads_the_rate() -> None:
     current = measured(found(200, 210), found(400, 420))
-    (result,) = compare.evaluate(
+    (result,) = decide.evaluate(
         current, current, parse_checks("capacity:10%"), instances=(0,), look=1
     )
     assert result.outcome == "fail" and "the base (A)'s 400 req/s" in result.message
-    (limit,) = compare.evaluate(current, None, parse_checks("capacity>300"))
+    (limit,) = decide.evaluate(current, None, parse_checks("capacity>300"))
     assert limit.outcome == "fail" and limit.current == 200
     nothing = measured(found(1, 2, "below-start"))
-    (none,) = compare.evaluate(nothing, None, parse_checks("capacity>0"))
+    (none,) = decide.evaluate(nothing, None, parse_checks("capacity>0"))
     assert none.outcome == "fail" and none.current == 0
 
 
 def test_an_ordinary_measurement_has_no_capacity_to_check() -> None:
-    (result,) = compare.evaluate(measured(None), measured(None), parse_checks("capacity:5%"))
+    (result,) = decide.evaluate(measured(None), measured(None), parse_checks("capacity:5%"))
     assert result.outcome == "skipped" and "no capacity search" in result.message
-    assert compare.evaluate(measured(found(1, 2)), None, parse_checks("capacity:5%")) == ()
+    assert decide.evaluate(measured(found(1, 2)), None, parse_checks("capacity:5%")) == ()
 
 
 def test_a_search_is_saved_and_read_back_with_its_measurement() -> None:

@@ -1,6 +1,6 @@
-"""The capacity search (``capacity.py``), pure: against a monotone SLO it converges to the
+"""The capacity search (``models/capacity.py``), pure: against a monotone SLO it converges to the
 threshold within its tolerance, its interval holds the threshold, a generator-bound
-probe is never a capacity; its SLO grammar and probe judgment (``capacity_probe.py``)."""
+probe is never a capacity; its SLO grammar and probe judgment (``fixture/capacity.py``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_webperf.capacity import Capacity, Probe, Repetition, search, search_all, settle
-from pytest_webperf.capacity_probe import judge, parse_slo, search_of, users_for
-from pytest_webperf.checks import AbsoluteCheck
 from pytest_webperf.errors import OptionError
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import Latency, RunResult
+from pytest_webperf.fixture.capacity import judge, parse_slo, search_of, users_for
+from pytest_webperf.gate.grammar import AbsoluteCheck
+from pytest_webperf.models.capacity import Capacity, Probe, Repetition, search, search_all, settle
+from pytest_webperf.models.measurement import Latency, RunResult
+from pytest_webperf.stats.histogram import Histogram
 
 
 def threshold(truth: float, bound_at: float = math.inf):

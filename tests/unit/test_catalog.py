@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from pytest_webperf import cli
-from pytest_webperf.catalog import (
+from pytest_webperf.errors import CatalogError
+from pytest_webperf.targets.catalog import (
     BUILTIN_DIR,
     Catalog,
     build_context,
@@ -14,7 +15,6 @@ from pytest_webperf.catalog import (
     default_directories,
     image_tag,
 )
-from pytest_webperf.errors import CatalogError
 
 
 def server(base: Path, name: str, toml: str = "", dockerfile: bool = True) -> Path:

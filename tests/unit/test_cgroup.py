@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.cgroup import (
+from pytest_webperf.sampling.cgroup import (
     V2,
     CgroupDirs,
     CgroupMount,

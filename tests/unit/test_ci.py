@@ -1,4 +1,4 @@
-"""The pull request's comment and the annotations (``ci.py``), against a recorded GitHub
+"""The pull request's comment and the annotations (``commands/ci.py``), against a recorded GitHub
 API response (two pages of a pull request's comments, the shape of the REST API's
 ``GET /repos/{owner}/{repo}/issues/{number}/comments``): no live call."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_webperf import ci
+from pytest_webperf.commands import ci
 
 PAGES = json.loads((Path(__file__).parent / "fixtures" / "github_pr_comments.json").read_text())
 

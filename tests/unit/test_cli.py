@@ -4,11 +4,11 @@ from pathlib import Path
 import pytest
 
 from pytest_webperf.cli import main
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import Measurement, RunResult
+from pytest_webperf.models.measurement import Measurement, RunResult
+from pytest_webperf.models.samples import Latency, Snapshot
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.report.json_report import report, write_json
-from pytest_webperf.samples import Latency, Snapshot
-from pytest_webperf.workload import Workload
+from pytest_webperf.stats.histogram import Histogram
 
 
 def measurement(rps: float, reps: int = 5) -> Measurement:

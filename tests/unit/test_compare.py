@@ -11,20 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf import checks as checks_module
-from pytest_webperf.checks import (
+from pytest_webperf.errors import OptionError
+from pytest_webperf.gate import grammar as checks_module
+from pytest_webperf.gate.decide import decide, evaluate
+from pytest_webperf.gate.grammar import (
     DEFAULT_CHECKS,
     AbsoluteCheck,
     RelativeCheck,
     parse_check,
     parse_checks,
 )
-from pytest_webperf.compare import decide, evaluate
-from pytest_webperf.errors import OptionError
-from pytest_webperf.metrics import METRICS
-from pytest_webperf.models import Measurement, RunResult
-from pytest_webperf.samples import Latency, ResourceSample, Snapshot
-from pytest_webperf.workload import Workload
+from pytest_webperf.gate.metrics import METRICS
+from pytest_webperf.models.measurement import Measurement, RunResult
+from pytest_webperf.models.samples import Latency, ResourceSample, Snapshot
+from pytest_webperf.models.workload import Workload
 
 # --- builders ----------------------------------------------------------------------------
 
@@ -413,9 +413,9 @@ def simulate(
 def test_measured_rep_cv_of_the_simulation_is_about_five_percent() -> None:
     rng = random.Random(1)
     values = [r.rps for _ in range(200) for r in _simulated(rng, 1000.0, 5, 0.046).runs]
-    from pytest_webperf import stats
+    from pytest_webperf.stats import ratio
 
-    assert 0.045 < stats.cv(values) < 0.055
+    assert 0.045 < ratio.cv(values) < 0.055
 
 
 def test_false_alarm_rate_on_noise_and_detection_of_a_ten_percent_drop(
@@ -449,7 +449,7 @@ def test_default_checks_catch_a_ten_percent_slower_server_even_when_generator_bo
 def test_mqtt_delivery_metrics_come_from_the_store_read_back() -> None:
     from dataclasses import replace
 
-    from pytest_webperf.mqttresult import Delivery, MqttResult
+    from pytest_webperf.models.mqtt import Delivery, MqttResult
 
     def mqtt_run(lost: int, tps: float, p99_ms: float) -> RunResult:
         store = Delivery(

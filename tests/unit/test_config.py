@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.config import SETTINGS, RunConfig, explain, resolve
 from pytest_webperf.errors import OptionError
+from pytest_webperf.settings.config import SETTINGS, RunConfig, explain, resolve
 from pytest_webperf.values import parse_concurrency, parse_duration, parse_positive_duration
 
 UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}

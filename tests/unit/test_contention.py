@@ -5,14 +5,14 @@ import dataclasses
 
 import pytest
 
-from pytest_webperf.checks import parse_checks
-from pytest_webperf.compare import decide
-from pytest_webperf.contention import foreign_cpu_percent
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.metrics import CONTENDED_CPU_PERCENT
-from pytest_webperf.models import Measurement, RunResult
-from pytest_webperf.samples import Latency, Snapshot
-from pytest_webperf.workload import Workload
+from pytest_webperf.gate.decide import decide
+from pytest_webperf.gate.grammar import parse_checks
+from pytest_webperf.gate.metrics import CONTENDED_CPU_PERCENT
+from pytest_webperf.models.measurement import Measurement, RunResult
+from pytest_webperf.models.samples import Latency, Snapshot
+from pytest_webperf.models.workload import Workload
+from pytest_webperf.sampling.contention import foreign_cpu_percent
+from pytest_webperf.stats.histogram import Histogram
 
 
 def measurement(rps: float, cpu_per_req_us: float, foreign: float | None) -> Measurement:

@@ -1,4 +1,4 @@
-"""The CPU counters the swarm child stamps (``cpustamp.py``): a cgroup's file in either
+"""The CPU counters the swarm child stamps (``swarm/stamp.py``): a cgroup's file in either
 version, and a process tree."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.cpustamp import CpuProbe, probes_of, read_counter, read_tree, stamp
-from pytest_webperf.proctree import stamped_delta
+from pytest_webperf.sampling.tree import stamped_delta
+from pytest_webperf.swarm.stamp import CpuProbe, probes_of, read_counter, read_tree, stamp
 
 
 def test_a_cgroup_counter_is_read_in_seconds_in_either_version(tmp_path: Path) -> None:

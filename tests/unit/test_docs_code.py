@@ -15,10 +15,10 @@ import pytest
 import yaml
 from tests.e2e.docs_examples import MARKER, examples, markers
 
-from pytest_webperf.checks import parse_checks
-from pytest_webperf.config import SETTINGS
 from pytest_webperf.errors import OptionError
-from pytest_webperf.metrics import METRICS
+from pytest_webperf.gate.grammar import parse_checks
+from pytest_webperf.gate.metrics import METRICS
+from pytest_webperf.settings.config import SETTINGS
 
 if sys.version_info >= (3, 11):
     import tomllib

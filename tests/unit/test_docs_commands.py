@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_webperf import cli
-from pytest_webperf.config import BY_NAME, SETTINGS
+from pytest_webperf.settings.config import BY_NAME, SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

@@ -1,5 +1,5 @@
 """Per-endpoint checks and figures of a request mix: the grammar (``checks``), the verdict
-(``compare.decide``, stored baseline and A/B alike), ``Measurement.endpoints`` and the
+(``decide.decide``, stored baseline and A/B alike), ``Measurement.endpoints`` and the
 reports' rows. RunResults are built by hand, with ``endpoints`` as the mix records them."""
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from tests.unit.test_compare import make, make_run
 from tests.unit.test_report_html import assert_finite
 from tests.unit.test_report_html import check as check_html
 
-from pytest_webperf.checks import AbsoluteCheck, RelativeCheck, parse_check, parse_checks
-from pytest_webperf.compare import decide
-from pytest_webperf.endpoints import EndpointResult, EndpointSummary
 from pytest_webperf.errors import OptionError
-from pytest_webperf.metrics import BY_SPELLING, METRICS
-from pytest_webperf.models import Measurement, RunResult
-from pytest_webperf.report import checks as checks_view
+from pytest_webperf.gate.decide import decide
+from pytest_webperf.gate.grammar import AbsoluteCheck, RelativeCheck, parse_check, parse_checks
+from pytest_webperf.gate.metrics import BY_SPELLING, METRICS
+from pytest_webperf.models.endpoints import EndpointResult, EndpointSummary
+from pytest_webperf.models.measurement import Measurement, RunResult
+from pytest_webperf.models.samples import Latency
+from pytest_webperf.report import verdicts as checks_view
 from pytest_webperf.report.html import render_html
 from pytest_webperf.report.json_report import report
 from pytest_webperf.report.markdown import render_markdown
 from pytest_webperf.report.terminal import summary
-from pytest_webperf.samples import Latency
 
 # --- builders ----------------------------------------------------------------------------
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pytest_webperf.models import RunResult
-from pytest_webperf.results import endpoint_results, run_result
-from pytest_webperf.runplan import RunPlan
+from pytest_webperf.measurement.plan import RunPlan
+from pytest_webperf.measurement.repetition import endpoint_results, run_result
+from pytest_webperf.models.measurement import RunResult
 from pytest_webperf.swarm.recorder import Interval, Recorder
 from pytest_webperf.swarm.runner import SwarmOutcome
 

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from pytest_webperf.errors import OptionError
-from pytest_webperf.gitref import base_tree, git_commit, map_command, resolve_commit, toplevel
+from pytest_webperf.targets.gitref import (
+    base_tree,
+    git_commit,
+    map_command,
+    resolve_commit,
+    toplevel,
+)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -97,7 +103,7 @@ def test_dirty_means_the_same_for_a_result_and_for_the_base(repo: Path) -> None:
 
 
 def test_what_is_watched_decides_whether_the_tree_differs(repo: Path) -> None:
-    from pytest_webperf.gitref import Watch
+    from pytest_webperf.targets.gitref import Watch
 
     (repo / "README").write_text("changed\n")
     (repo / "__pycache__").mkdir()
@@ -113,7 +119,7 @@ def test_what_is_watched_decides_whether_the_tree_differs(repo: Path) -> None:
 
 
 def test_a_work_tree_id_is_its_content(repo: Path) -> None:
-    from pytest_webperf.gitref import tree_id, working_tree_id
+    from pytest_webperf.targets.gitref import tree_id, working_tree_id
 
     head = git(repo, "rev-parse", "HEAD")
     assert working_tree_id(repo) == tree_id(repo, head)  # nothing changed

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webperf.catalog import ServerSpec
 from pytest_webperf.errors import TargetError
 from pytest_webperf.targets.base import (
     Probe,
@@ -20,6 +19,7 @@ from pytest_webperf.targets.base import (
     probe_http,
     wait_healthy,
 )
+from pytest_webperf.targets.catalog import ServerSpec
 from pytest_webperf.targets.container import Limits, ServerContainer
 from pytest_webperf.targets.process import ProcessTarget
 

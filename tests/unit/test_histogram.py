@@ -3,7 +3,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.histogram import SUB_BUCKETS, Histogram, bucket_bounds, bucket_index
+from pytest_webperf.stats.histogram import SUB_BUCKETS, Histogram, bucket_bounds, bucket_index
 
 values = st.integers(min_value=0, max_value=10**10)
 

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from pytest_webperf import changepoint, cli, history
+from pytest_webperf import cli
 from pytest_webperf.fileio import append_lines
+from pytest_webperf.report import history
+from pytest_webperf.stats import changepoint
 
 SEEDS = range(20)
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf.errors import OptionError
-from pytest_webperf.histogram import bucket_index
+from pytest_webperf.stats.histogram import bucket_index
 from pytest_webperf.swarm import hotloop, wire
 from pytest_webperf.swarm.hotloop import fallback_note, interval_from, resolve_user
 

@@ -1,4 +1,4 @@
-"""What a bisect hunts (``hunt.py``): a step its test leaves undecided, read against
+"""What a bisect hunts (``commands/bisect/hunt.py``): a step its test leaves undecided, read against
 BAD's change."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf import hunt
-from pytest_webperf.hunt import Hunted
+from pytest_webperf.commands.bisect import hunt
+from pytest_webperf.commands.bisect.hunt import Hunted
 
 
 def report(*checks: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,7 @@
-"""The import contract (``.importlinter``, run by ``lint-imports`` in the test command)
-holds for the package as it is, and fails, naming the import, when a module imports
-upward: a copy of the package with one upward import added is refused."""
+"""The import contracts (``.importlinter``, run by ``lint-imports`` in the test command)
+hold for the package as it is, and fail, naming the import, when a module imports
+upward or when the pytest side imports the swarm's child side: a copy of the package
+with one such import added is refused."""
 
 from __future__ import annotations
 
@@ -39,8 +40,25 @@ def test_the_package_keeps_the_contract_and_an_upward_import_breaks_it(tmp_path:
     assert kept.returncode == 0, kept.stdout + kept.stderr
     values = src / "pytest_webperf" / "values.py"  # a leaf: nothing of the package above it
     values.write_text(
-        values.read_text() + "\n\ndef _upward() -> None:\n    import pytest_webperf.api\n"
+        values.read_text()
+        + "\n\ndef _upward() -> None:\n    import pytest_webperf.fixture.handle\n"
     )
     broken = lint(src)
     assert broken.returncode != 0
-    assert "pytest_webperf.values is not allowed to import pytest_webperf.api" in broken.stdout
+    assert "pytest_webperf.values is not allowed to import pytest_webperf.fixture:" in broken.stdout
+    assert "- pytest_webperf.values -> pytest_webperf.fixture.handle (l." in broken.stdout
+
+
+def test_the_pytest_side_never_imports_the_swarms_child_side(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(
+        ROOT / "src" / "pytest_webperf",
+        src / "pytest_webperf",
+        ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"),
+    )
+    loop = src / "pytest_webperf" / "measurement" / "loop.py"  # runs in the pytest process
+    loop.write_text(loop.read_text() + "\n\nimport pytest_webperf.swarm.child.lean  # noqa\n")
+    broken = lint(src)
+    assert broken.returncode != 0
+    assert "Only the swarm imports its child side" in broken.stdout
+    assert "pytest_webperf.measurement.loop -> pytest_webperf.swarm.child.lean (l." in broken.stdout

@@ -1,4 +1,4 @@
-"""Live metrics (``otlp.py``): the receiver's URL, the figures of each tick on the SDK's
+"""Live metrics (``report/otlp.py``): the receiver's URL, the figures of each tick on the SDK's
 instruments (counters in the measured phase only), a clear line without the SDK."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from pytest_webperf.errors import OptionError
-from pytest_webperf.otlp import MISSING, LiveMetrics, endpoint
-from pytest_webperf.progress import Tick
+from pytest_webperf.models.progress import Tick
+from pytest_webperf.report.otlp import MISSING, LiveMetrics, endpoint
 from pytest_webperf.values import parse_http_url
 
 metrics = pytest.importorskip("opentelemetry.sdk.metrics")

@@ -1,6 +1,6 @@
 """The Locust internals the swarm relies on, each checked against the installed Locust.
 
-The swarm (``swarm/child.py``, ``swarm/generator.py``, ``swarm/locust_stats.py``,
+The swarm (``swarm/child/main.py``, ``swarm/child/generator.py``, ``swarm/child/locust_stats.py``,
 ``swarm/lean.py``) touches parts of Locust that are not its documented API: a
 user's ``_state``, the runner's user greenlets and their ``args``,
 ``WorkerRunner._send_stats()``, the fields of ``StatsEntry`` that ``log``/``log_error``
@@ -268,7 +268,7 @@ def check_remote_join() -> None:
 def check_stats_entry_fields() -> None:
     from locust.stats import RequestStats, StatsEntry
 
-    from pytest_webperf.swarm.locust_stats import log_interval
+    from pytest_webperf.swarm.child.locust_stats import log_interval
     from pytest_webperf.swarm.recorder import Interval
 
     latencies_ms = [5, 12, 30]  # exact in our histogram, away from Locust's rounding steps
@@ -350,7 +350,7 @@ def check_user_files() -> None:
     from locust import LoadTestShape, User, constant_pacing, constant_throughput, task
     from locust.env import Environment
 
-    from pytest_webperf.swarm.locustfile import pacing_period
+    from pytest_webperf.swarm.child.locustfile import pacing_period
 
     class Ramp(LoadTestShape):
         def tick(self) -> None:

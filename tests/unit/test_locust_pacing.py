@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.swarm.locustfile import Pacer
+from pytest_webperf.swarm.child.locustfile import Pacer
 
 MS = 1_000_000  # ns
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf import machine
 from pytest_webperf.errors import OptionError, WebperfError
-from pytest_webperf.machine import MachineInfo
+from pytest_webperf.models import machine
+from pytest_webperf.models.machine import MachineInfo
 
 INFO = MachineInfo(
     cpu_model="Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz",

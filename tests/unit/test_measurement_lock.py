@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webperf.measurement_lock import MeasurementLock
+from pytest_webperf.run.lock import MeasurementLock
 
 
 def test_the_lock_is_exclusive_across_descriptors_and_released_on_exit(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_a_holder_that_dies_releases_it(tmp_path: Path) -> None:
     path = tmp_path / "run.lock"
     script = (
         "import sys, pathlib\n"
-        "from pytest_webperf.measurement_lock import MeasurementLock\n"
+        "from pytest_webperf.run.lock import MeasurementLock\n"
         "with MeasurementLock(pathlib.Path(sys.argv[1])):\n"
         "    print('held', flush=True)\n"
         "    sys.stdin.read()\n"

@@ -3,11 +3,11 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.endpoints import EndpointResult
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import Measurement, RunResult, Verdict
-from pytest_webperf.samples import Latency, ResourceSample, Snapshot
-from pytest_webperf.workload import Workload
+from pytest_webperf.models.endpoints import EndpointResult
+from pytest_webperf.models.measurement import Measurement, RunResult, Verdict
+from pytest_webperf.models.samples import Latency, ResourceSample, Snapshot
+from pytest_webperf.models.workload import Workload
+from pytest_webperf.stats.histogram import Histogram
 
 
 def run_result(requests: int = 1000, duration: float = 2.0, cpu: float | None = 0.5) -> RunResult:
@@ -98,8 +98,8 @@ def test_endpoints_round_trip():
 
 
 def test_connection_setup_times_round_trip_and_are_checkable() -> None:
-    from pytest_webperf.checks import parse_checks
-    from pytest_webperf.metrics import METRICS
+    from pytest_webperf.gate.grammar import parse_checks
+    from pytest_webperf.gate.metrics import METRICS
 
     connect, handshake = Histogram(), Histogram()
     connect.record_many([100, 200, 300])

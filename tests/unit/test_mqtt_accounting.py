@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.histogram import Histogram
 from pytest_webperf.mqtt.accounting import Published, account, seed_tps
 from pytest_webperf.mqtt.store import parse_rows
+from pytest_webperf.stats.histogram import Histogram
 
 counts = st.dictionaries(st.integers(1, 50), st.integers(0, 30), max_size=8)
 
@@ -89,9 +89,9 @@ def test_store_rows_parse_and_skip_rows_without_bookkeeping() -> None:
 
 
 def test_the_ledgers_of_several_generator_processes_merge_into_one_report() -> None:
-    from pytest_webperf.histogram import Histogram
+    from pytest_webperf.measurement.mqtt import published_from
     from pytest_webperf.mqtt.accounting import merge_reports
-    from pytest_webperf.mqtt_telemetry import published_from
+    from pytest_webperf.stats.histogram import Histogram
 
     def ledger(clients: list[list[object]], lag_us: int, first: float, **counts: int) -> dict:
         lag = Histogram()

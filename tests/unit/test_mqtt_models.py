@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import RunResult
-from pytest_webperf.mqtt.load import MqttLoad
-from pytest_webperf.mqtt_telemetry import MqttTelemetry
-from pytest_webperf.mqttresult import Delivery, MqttResult
-from pytest_webperf.samples import Latency
+from pytest_webperf.measurement.mqtt import MqttTelemetry
+from pytest_webperf.models.measurement import RunResult
+from pytest_webperf.models.mqtt import Delivery, MqttResult
+from pytest_webperf.models.samples import Latency
+from pytest_webperf.mqtt.publish import MqttLoad
+from pytest_webperf.stats.histogram import Histogram
 from pytest_webperf.swarm.spec import SwarmSpec
 
 

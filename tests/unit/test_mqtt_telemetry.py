@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from pytest_webperf.mqtt_telemetry import drain, published_from
+from pytest_webperf.measurement.mqtt import drain, published_from
 
 
 def test_drain_ends_when_every_consumer_has_everything() -> None:

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf.errors import OptionError
-from pytest_webperf.histogram import bucket_index
-from pytest_webperf.mqtt.load import MqttLoad
+from pytest_webperf.mqtt.publish import MqttLoad
+from pytest_webperf.stats.histogram import bucket_index
 from pytest_webperf.swarm import mqttloop
 from pytest_webperf.swarm.mqttloop import interval_from, resolve_mqtt_user
 

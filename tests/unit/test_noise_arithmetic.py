@@ -4,9 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf import stats
-from pytest_webperf.checking import POWER
-from pytest_webperf.noise import (
+from pytest_webperf.commands.noise import (
     NoiseError,
     NoiseRun,
     Spread,
@@ -15,6 +13,8 @@ from pytest_webperf.noise import (
     project,
     spread,
 )
+from pytest_webperf.gate.outcome import POWER
+from pytest_webperf.stats import ratio
 
 
 def test_instances_follow_the_restarts() -> None:
@@ -28,7 +28,7 @@ def test_spread_separates_runs_from_instances_on_fixed_values() -> None:
     values = [math.exp(v) for v in (-0.05, 0.05, 0.15, 0.25)]
     found = spread("rps", values, [0, 0, 1, 1])
     within = (2 * 0.05**2 + 2 * 0.05**2) / 2  # pooled, 1 df per instance
-    between = stats.variance([0.0, 0.2]) - within / 2
+    between = ratio.variance([0.0, 0.2]) - within / 2
     assert found.per_run == pytest.approx(math.sqrt(within))
     assert found.instance == pytest.approx(math.sqrt(between))
     assert (found.runs, found.instances) == (4, 2)
@@ -73,7 +73,7 @@ def test_projection_restarting_every_pair_on_fixed_inputs() -> None:
     got = project(NOISE, 10, restart_every=1)  # one look at 10 pairs
     se = math.sqrt((2 * 0.03**2 + 2 * 0.05**2) / 10)
     assert got.detectable == pytest.approx(
-        stats.detectable_change(se, 9, alpha=0.0125, power=POWER)
+        ratio.detectable_change(se, 9, alpha=0.0125, power=POWER)
     )
     assert got.unseen == 0.0
 
@@ -82,7 +82,7 @@ def test_projection_never_restarted_leaves_the_bias_unseen() -> None:
     got = project(NOISE, 10, restart_every=0)
     se = math.sqrt(2 * 0.05**2 / 10)
     assert got.detectable == pytest.approx(
-        stats.detectable_change(se, 9, alpha=0.0125, power=POWER)
+        ratio.detectable_change(se, 9, alpha=0.0125, power=POWER)
     )
     assert got.unseen == pytest.approx(math.sqrt(2) * 0.03)
 
@@ -92,7 +92,7 @@ def test_projection_counts_the_gates_looks() -> None:
     se = math.sqrt((2 * 0.03**2 + 2 * 0.05**2) / 10)
     alpha = 0.025 / 2**8
     assert gated.detectable == pytest.approx(
-        stats.detectable_change(se, 9, alpha=alpha, power=POWER)
+        ratio.detectable_change(se, 9, alpha=alpha, power=POWER)
     )
 
 

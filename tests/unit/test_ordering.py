@@ -7,8 +7,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf import ordering
-from pytest_webperf.ordering import HOLDS, NOT_RANKED, NOT_SEPARATED, REVERSED, Side
+from pytest_webperf.gate import ordering
+from pytest_webperf.gate.ordering import HOLDS, NOT_RANKED, NOT_SEPARATED, REVERSED, Side
 
 figure = st.floats(min_value=1.0, max_value=1e6, allow_nan=False, allow_infinity=False)
 # five repetitions, each within 3 % of its side's centre

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.samples import GeneratorSample
-from pytest_webperf.schedule import fell_behind
+from pytest_webperf.measurement.punctuality import fell_behind
+from pytest_webperf.models.samples import GeneratorSample
+from pytest_webperf.models.workload import Workload
+from pytest_webperf.stats.histogram import Histogram
 from pytest_webperf.swarm.pacing import first_due, kept, timing
 from pytest_webperf.swarm.recorder import Interval
-from pytest_webperf.workload import Workload
 
 NS = st.integers(min_value=0, max_value=10**12)
 
@@ -189,7 +189,7 @@ def test_tickets_hand_out_exactly_the_count(count: int, steps: list[bool]) -> No
 
 def test_http_arguments_become_a_workload_or_a_clear_error() -> None:
     from pytest_webperf.errors import OptionError
-    from pytest_webperf.httpworkload import http_name, http_workload
+    from pytest_webperf.fixture.http import http_name, http_workload
 
     def make(**kw: Any) -> Workload:
         args: dict[str, Any] = {

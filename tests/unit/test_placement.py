@@ -2,7 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.placement import cpu_list, parse_cpu_list, plan
+from pytest_webperf.models.placement import cpu_list, plan
+from pytest_webperf.values import parse_cpu_list
 
 
 @given(st.lists(st.integers(min_value=0, max_value=255), min_size=1, max_size=16, unique=True))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_webperf.config import SETTINGS
 from pytest_webperf.plugin import argparse_help, pytest_addoption
+from pytest_webperf.settings.config import SETTINGS
 
 
 class _Recorder:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf.profile import (
+from pytest_webperf.profiling.stacks import (
     Sample,
     diff,
     fold,

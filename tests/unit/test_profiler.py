@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from pytest_webperf import profiler
-from pytest_webperf.ab import Pairs, profile_of
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import RunResult
-from pytest_webperf.profile import parse_folded
-from pytest_webperf.profiler import Capture, Recording, fold_perf_script, fold_py_spy
-from pytest_webperf.samples import Latency
+from pytest_webperf.measurement.pairs import Pairs, profile_of
+from pytest_webperf.models.measurement import RunResult
+from pytest_webperf.models.samples import Latency
+from pytest_webperf.profiling import capture as profiler
+from pytest_webperf.profiling.capture import Capture, Recording, fold_perf_script, fold_py_spy
+from pytest_webperf.profiling.stacks import parse_folded
+from pytest_webperf.stats.histogram import Histogram
 
 PERF_SCRIPT = """\
   6349   10101010

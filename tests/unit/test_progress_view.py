@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_webperf.progress import RepetitionDone, Tick
-from pytest_webperf.progress_view import LiveLine, PlainLines, done_text, tick_text
+from pytest_webperf.models.progress import RepetitionDone, Tick
+from pytest_webperf.report.live import LiveLine, PlainLines, done_text, tick_text
 
 
 class FakeScreen:

@@ -13,9 +13,9 @@ from typing import Any, get_args
 import pytest
 from test_report_html import assert_finite, check
 
-from pytest_webperf.models import Status
-from pytest_webperf.placement import Placement
-from pytest_webperf.report import checks as ab
+from pytest_webperf.models.measurement import Status
+from pytest_webperf.models.placement import Placement
+from pytest_webperf.report import verdicts as ab
 from pytest_webperf.report.html import badge_class, render_html
 from pytest_webperf.report.markdown import STATUS_MARK
 from pytest_webperf.report.table import STATUSES, durations, placement_text
@@ -295,7 +295,7 @@ def test_durations() -> None:
 
 
 def test_every_paired_chart_metric_is_a_metric_checks_name() -> None:
-    from pytest_webperf.metrics import METRICS as CHECKED
-    from pytest_webperf.report.checks import METRICS as CHARTED
+    from pytest_webperf.gate.metrics import METRICS as CHECKED
+    from pytest_webperf.report.verdicts import METRICS as CHARTED
 
     assert set(CHARTED) <= set(CHECKED)

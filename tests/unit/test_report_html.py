@@ -10,13 +10,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.models import Measurement, RunResult, Verdict
-from pytest_webperf.mqttresult import Delivery, MqttResult
+from pytest_webperf.models.measurement import Measurement, RunResult, Verdict
+from pytest_webperf.models.mqtt import Delivery, MqttResult
+from pytest_webperf.models.samples import GeneratorSample, Latency, ResourceSample, Snapshot
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.report.html import render_html, write_html
 from pytest_webperf.report.json_report import report
-from pytest_webperf.samples import GeneratorSample, Latency, ResourceSample, Snapshot
-from pytest_webperf.workload import Workload
+from pytest_webperf.stats.histogram import Histogram
 
 VOID = {"meta", "br", "input", "img", "hr", "link", "col", "wbr"}
 

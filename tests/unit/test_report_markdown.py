@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_report_html import make_report, measurement, run
 
-from pytest_webperf.models import Verdict
+from pytest_webperf.models.measurement import Verdict
 from pytest_webperf.report.markdown import COLUMNS, STATUS_MARK, md_escape, render_markdown
 
 

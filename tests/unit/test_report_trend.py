@@ -12,14 +12,14 @@ from test_report_ab import a_check, ab_entry, ab_report
 from test_report_html import assert_finite, check, measurement
 from test_session import run_config
 
-from pytest_webperf import baseline, metrics
-from pytest_webperf.baseline import HISTORY_LIMIT, BaselineStore, summary
-from pytest_webperf.models import Verdict
+from pytest_webperf.gate import baseline, metrics
+from pytest_webperf.gate.baseline import HISTORY_LIMIT, BaselineStore, summary
+from pytest_webperf.models.measurement import Verdict
 from pytest_webperf.report.charts import COUNT_METRICS, _trend_axis, trend_figures
 from pytest_webperf.report.html import render_html
 from pytest_webperf.report.html_tables import saves_table
 from pytest_webperf.report.json_report import history_entry
-from pytest_webperf.session import WebperfSession
+from pytest_webperf.run.session import WebperfSession
 
 SHA = "abcdef0123" * 4
 

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_webperf.errors import OptionError
-from pytest_webperf.httpworkload import http_name, http_workload, request
+from pytest_webperf.fixture.http import http_name, http_workload, request
+from pytest_webperf.models.workload import Request, WeightedChoice, Workload
 from pytest_webperf.swarm.wire import ResponseParser
-from pytest_webperf.workload import Request, WeightedChoice, Workload
 
 
 @settings(max_examples=30, deadline=None)

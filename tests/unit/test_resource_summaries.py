@@ -6,11 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.metrics import METRICS
-from pytest_webperf.models import Measurement, RunResult
+from pytest_webperf.gate.metrics import METRICS
+from pytest_webperf.models.measurement import Measurement, RunResult
+from pytest_webperf.models.samples import GeneratorSample, Latency, ResourceSample
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.report.json_report import report
-from pytest_webperf.resources import (
+from pytest_webperf.sampling.resources import (
     cpu_stats,
     generator_bound,
     peak_rss_mb,
@@ -18,8 +19,7 @@ from pytest_webperf.resources import (
     tick,
     usable_threads_peak,
 )
-from pytest_webperf.samples import GeneratorSample, Latency, ResourceSample
-from pytest_webperf.workload import Workload
+from pytest_webperf.stats.histogram import Histogram
 
 
 def sample(t: float, part: str, cpu: float, rss: float = 10.0) -> ResourceSample:

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.proctree import (
+from pytest_webperf.sampling.monitor import GeneratorMonitor, ResourceMonitor, RunMonitor
+from pytest_webperf.sampling.resources import generator_cpu_stats
+from pytest_webperf.sampling.tree import (
     ProcessCpu,
     ProcessTreeSampler,
     TargetGone,
     parse_proc_net_tcp,
     tree_cpu_delta,
 )
-from pytest_webperf.resources import generator_cpu_stats
-from pytest_webperf.sampler import GeneratorMonitor, ResourceMonitor, RunMonitor
 
 # Every child bounds its own life (60 s) so a failed clean-up cannot leak a burner.
 BUSY_TREE = """
@@ -369,7 +369,7 @@ def test_the_cpu_of_a_window_comes_from_its_stamps_however_late_they_arrive(
     # parent marks them when their events arrive, late on a loaded machine: what counts
     # is the window the stamps bound, not the marks' own time (before, a 0.5 s late
     # start read a 1 s window's CPU as half, or as 0)
-    from pytest_webperf.cpustamp import CpuProbe, stamp
+    from pytest_webperf.swarm.stamp import CpuProbe, stamp
 
     monitor = ResourceMonitor({"busy": busy_tree.pid}, interval=10)
     (probe,) = monitor.cpu_probes()

@@ -13,11 +13,11 @@ from typing import Any
 import docker
 import pytest
 
-from pytest_webperf import engine
-from pytest_webperf.catalog import Catalog, image_tag
 from pytest_webperf.cli import main
-from pytest_webperf.prune import PrunePlan, current_tags, plan
+from pytest_webperf.commands.prune import PrunePlan, current_tags, plan
+from pytest_webperf.targets import engine
 from pytest_webperf.targets.base import free_port, probe_http, wait_healthy
+from pytest_webperf.targets.catalog import Catalog, image_tag
 
 
 def test_new_writes_an_entry_the_catalogue_accepts(tmp_path: Path, capsys):

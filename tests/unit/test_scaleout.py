@@ -14,18 +14,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf import cli
-from pytest_webperf.catalog import Catalog, default_directories
-from pytest_webperf.config import resolve
 from pytest_webperf.errors import OptionError
-from pytest_webperf.mqtt.load import MqttLoad
-from pytest_webperf.mqtt_telemetry import wiring
-from pytest_webperf.resources import remote_bound
-from pytest_webperf.samples import ResourceSample
-from pytest_webperf.scaleout import remote_of
+from pytest_webperf.measurement.mqtt import wiring
+from pytest_webperf.models.samples import ResourceSample
+from pytest_webperf.models.workload import Workload
+from pytest_webperf.mqtt.publish import MqttLoad
+from pytest_webperf.sampling.resources import remote_bound
+from pytest_webperf.settings.config import resolve
+from pytest_webperf.settings.scaleout import remote_of
 from pytest_webperf.swarm.runner import GeneratorProcess
 from pytest_webperf.swarm.spec import Remote, SwarmSpec, split_address
+from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.targets.container import ContainerTarget
-from pytest_webperf.workload import Workload
 
 
 def test_no_local_worker_needs_remote_ones() -> None:

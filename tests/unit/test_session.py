@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from test_report_html import measurement
 
-from pytest_webperf.config import RunConfig, resolve
-from pytest_webperf.session import Extensions, WebperfSession
+from pytest_webperf.run.session import Extensions, WebperfSession
+from pytest_webperf.settings.config import RunConfig, resolve
 
 
 def run_config(**cli: Any) -> RunConfig:

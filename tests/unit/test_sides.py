@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_webperf.errors import TargetError
-from pytest_webperf.gitref import BaseTree, base_tree
+from pytest_webperf.targets.gitref import BaseTree, base_tree
 from pytest_webperf.targets.sides import Launch, NewSinceBase, base_launch, check
 
 
@@ -122,7 +122,7 @@ def test_a_working_directory_new_since_the_base_makes_the_target_new(
 def test_a_base_that_exits_at_start_names_itself_and_shows_its_last_lines(
     repo: Path, tree: BaseTree
 ) -> None:
-    from pytest_webperf.processes import ProcessSpec, start_base
+    from pytest_webperf.fixture.local import ProcessSpec, start_base
 
     def start(launch: Launch, prelude: str) -> Any:
         raise TargetError("app is not running (exit code 2)", "python: can't open file 'app.py'")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_webperf.errors import OptionError
-from pytest_webperf.stages import Stage, parse_stages
+from pytest_webperf.measurement.stages import Stage, parse_stages
 
 
 def test_stages_are_durations_and_levels() -> None:

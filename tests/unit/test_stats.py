@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf import distributions, rates, stats
+from pytest_webperf.stats import distributions, rates, ratio
 
 positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
 samples = st.lists(positive, min_size=1, max_size=6)
@@ -17,35 +17,35 @@ samples = st.lists(positive, min_size=1, max_size=6)
 
 def test_descriptive_statistics() -> None:
     values = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]
-    assert stats.mean(values) == 5.0
-    assert stats.variance(values) == pytest.approx(32 / 7)
-    assert stats.stdev(values) == pytest.approx(math.sqrt(32 / 7))
-    assert stats.cv(values) == pytest.approx(math.sqrt(32 / 7) / 5)
-    assert stats.variance([3.0]) == 0.0
-    assert stats.stdev([3.0]) == 0.0
-    assert stats.cv([0.0, 0.0]) == 0.0
+    assert ratio.mean(values) == 5.0
+    assert ratio.variance(values) == pytest.approx(32 / 7)
+    assert ratio.stdev(values) == pytest.approx(math.sqrt(32 / 7))
+    assert ratio.cv(values) == pytest.approx(math.sqrt(32 / 7) / 5)
+    assert ratio.variance([3.0]) == 0.0
+    assert ratio.stdev([3.0]) == 0.0
+    assert ratio.cv([0.0, 0.0]) == 0.0
     with pytest.raises(ValueError, match="mean of no values"):
-        stats.mean([])
+        ratio.mean([])
 
 
 def test_percentile_interpolates_like_numpy() -> None:
     values = [15.0, 20.0, 35.0, 40.0, 50.0]
-    assert stats.percentile(values, 0) == 15.0
-    assert stats.percentile(values, 100) == 50.0
-    assert stats.percentile(values, 50) == 35.0
-    assert stats.percentile(values, 40) == pytest.approx(29.0)
-    assert stats.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert ratio.percentile(values, 0) == 15.0
+    assert ratio.percentile(values, 100) == 50.0
+    assert ratio.percentile(values, 50) == 35.0
+    assert ratio.percentile(values, 40) == pytest.approx(29.0)
+    assert ratio.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     with pytest.raises(ValueError, match="no values"):
-        stats.percentile([], 50)
+        ratio.percentile([], 50)
     with pytest.raises(ValueError, match="outside"):
-        stats.percentile([1.0], 101)
+        ratio.percentile([1.0], 101)
 
 
 @given(st.lists(positive, min_size=1, max_size=30), st.floats(0, 100), st.floats(0, 100))
 def test_percentile_is_monotone_and_bounded(values: list[float], q1: float, q2: float) -> None:
     lo, hi = sorted((q1, q2))
-    assert min(values) <= stats.percentile(values, lo) <= stats.percentile(values, hi)
-    assert stats.percentile(values, hi) <= max(values)
+    assert min(values) <= ratio.percentile(values, lo) <= ratio.percentile(values, hi)
+    assert ratio.percentile(values, hi) <= max(values)
 
 
 @pytest.mark.parametrize(
@@ -79,21 +79,21 @@ def test_incomplete_beta_symmetry(a: float, b: float, x: float) -> None:
 
 
 def test_batch_means_use_five_second_batches_and_drop_the_tail() -> None:
-    assert stats.batch_means([float(v) for v in range(22)]) == [2.0, 7.0, 12.0, 17.0]
+    assert ratio.batch_means([float(v) for v in range(22)]) == [2.0, 7.0, 12.0, 17.0]
     # too short for 5 s batches: shorter batches, at least three of them
-    assert stats.batch_means([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == [1.5, 3.5, 5.5]
+    assert ratio.batch_means([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == [1.5, 3.5, 5.5]
 
 
 def test_within_run_spread_of_a_constant_series_is_zero_and_short_series_are_ignored() -> None:
-    assert stats.within_run_spread([[10.0] * 20]) == stats.Spread(0.0, 3)
-    assert stats.within_run_spread([[1.0, 2.0]]) is None
+    assert ratio.within_run_spread([[10.0] * 20]) == ratio.Spread(0.0, 3)
+    assert ratio.within_run_spread([[1.0, 2.0]]) is None
 
 
 def test_within_run_spread_estimates_the_variance_of_a_runs_mean() -> None:
     # independent seconds with CV 10 %: the mean of 60 s has CV^2 = 0.01 / 60
     rng = random.Random(7)
     runs = [[100 * (1 + rng.gauss(0, 0.1)) for _ in range(60)] for _ in range(40)]
-    spread = stats.within_run_spread(runs)
+    spread = ratio.within_run_spread(runs)
     assert spread is not None
     assert spread.df == 40 * 11
     assert spread.rel_var == pytest.approx(0.01 / 60, rel=0.25)
@@ -101,7 +101,7 @@ def test_within_run_spread_estimates_the_variance_of_a_runs_mean() -> None:
 
 @given(samples)
 def test_identical_samples_show_no_change(values: list[float]) -> None:
-    est = stats.ratio_change(values, values)
+    est = ratio.ratio_change(values, values)
     assert est.change == pytest.approx(0.0, abs=1e-12)
     assert est.p_greater >= 0.5 - 1e-9
     assert est.p_less >= 0.5 - 1e-9
@@ -114,8 +114,8 @@ def test_identical_samples_show_no_change(values: list[float]) -> None:
 )
 def test_ratio_change_is_scale_invariant(xs: list[float], ys: list[float], k: int) -> None:
     scale = 2.0**k  # exact in binary floating point
-    a = stats.ratio_change(xs, ys)
-    b = stats.ratio_change([x * scale for x in xs], [y * scale for y in ys])
+    a = ratio.ratio_change(xs, ys)
+    b = ratio.ratio_change([x * scale for x in xs], [y * scale for y in ys])
     assert a == b
 
 
@@ -128,33 +128,33 @@ def test_ratio_change_is_scale_invariant(xs: list[float], ys: list[float], k: in
 def test_a_large_shift_with_tight_spread_is_significant(
     ex: list[float], ey: list[float], factor: float
 ) -> None:
-    est = stats.ratio_change([1000 * factor * (1 + e) for e in ex], [1000 * (1 + e) for e in ey])
+    est = ratio.ratio_change([1000 * factor * (1 + e) for e in ex], [1000 * (1 + e) for e in ey])
     assert est.p_less < 0.025
     assert est.high is not None and est.high < 0
 
 
 def test_ratio_interval_contains_the_change_and_widens_with_confidence() -> None:
     xs, ys = [90.0, 95.0, 93.0], [100.0, 104.0, 98.0]
-    narrow = stats.ratio_change(xs, ys, confidence=0.9)
-    wide = stats.ratio_change(xs, ys, confidence=0.99)
+    narrow = ratio.ratio_change(xs, ys, confidence=0.9)
+    wide = ratio.ratio_change(xs, ys, confidence=0.99)
     assert narrow.low is not None and narrow.high is not None
     assert wide.low is not None and wide.high is not None
     assert wide.low < narrow.low < narrow.change < narrow.high < wide.high
-    assert narrow.change == pytest.approx(stats.mean(xs) / stats.mean(ys) - 1)
+    assert narrow.change == pytest.approx(ratio.mean(xs) / ratio.mean(ys) - 1)
 
 
 def test_one_repetition_per_side_has_no_interval_unless_there_is_a_series() -> None:
-    assert not stats.ratio_change([90.0], [100.0]).has_interval
+    assert not ratio.ratio_change([90.0], [100.0]).has_interval
     series = [[100.0 + (i % 3) for i in range(20)]]
-    est = stats.ratio_change([90.0], [100.0], baseline_series=series)
+    est = ratio.ratio_change([90.0], [100.0], baseline_series=series)
     assert est.has_interval  # one side's spread stands in for both
 
 
 def test_lucky_agreement_between_repetitions_is_floored_by_the_per_second_noise() -> None:
     rng = random.Random(3)
     noisy = [[100 * (1 + rng.gauss(0, 0.2)) for _ in range(20)] for _ in range(2)]
-    bare = stats.ratio_change([97.0, 97.0], [100.0, 100.0])
-    floored = stats.ratio_change(
+    bare = ratio.ratio_change([97.0, 97.0], [100.0, 100.0])
+    floored = ratio.ratio_change(
         [97.0, 97.0], [100.0, 100.0], current_series=noisy, baseline_series=noisy
     )
     assert bare.p_less == 0.0  # zero spread: any difference is certain
@@ -162,17 +162,17 @@ def test_lucky_agreement_between_repetitions_is_floored_by_the_per_second_noise(
 
 
 def test_zero_current_mean_is_a_certain_total_loss() -> None:
-    est = stats.ratio_change([0.0, 0.0], [100.0, 110.0])
+    est = ratio.ratio_change([0.0, 0.0], [100.0, 110.0])
     assert est.change == -1.0 and est.p_less == 0.0
     with pytest.raises(ValueError):
-        stats.ratio_change([1.0], [0.0])
+        ratio.ratio_change([1.0], [0.0])
 
 
 def test_bootstrap_is_reproducible_and_narrower_than_the_t_interval_for_few_repetitions() -> None:
     xs, ys = [90.0, 96.0, 92.0], [100.0, 103.0, 97.0]
-    assert stats.bootstrap_ratio_ci(xs, ys) == stats.bootstrap_ratio_ci(xs, ys)
-    b_low, b_high = stats.bootstrap_ratio_ci(xs, ys)
-    t = stats.ratio_change(xs, ys)
+    assert ratio.bootstrap_ratio_ci(xs, ys) == ratio.bootstrap_ratio_ci(xs, ys)
+    b_low, b_high = ratio.bootstrap_ratio_ci(xs, ys)
+    t = ratio.ratio_change(xs, ys)
     assert t.low is not None and t.high is not None
     assert t.low < b_low < b_high < t.high  # why the gate does not use the bootstrap
 
@@ -213,8 +213,8 @@ def test_runs_repeated_on_one_instance_add_no_evidence(
     """k identical runs on each instance say what one run per instance says: the interval
     is the instances' (without instances given, the copies would narrow it)."""
     k = runs_per_instance
-    once = stats.ratio_change(xs, ys, current_instances=range(len(xs)))
-    copies = stats.ratio_change(
+    once = ratio.ratio_change(xs, ys, current_instances=range(len(xs)))
+    copies = ratio.ratio_change(
         [x for x in xs for _ in range(k)],
         [y for y in ys for _ in range(k)],
         current_instances=[i for i in range(len(xs)) for _ in range(k)],
@@ -229,20 +229,20 @@ def test_runs_repeated_on_one_instance_add_no_evidence(
 def test_a_run_per_instance_or_unknown_instances_count_each_run(
     xs: list[float], ys: list[float]
 ) -> None:
-    plain = stats.ratio_change(xs, ys)
-    assert stats.ratio_change(xs, ys, current_instances=range(len(xs))) == plain
-    assert stats.ratio_change(xs, ys, current_instances=[None] * len(xs)) == plain
-    assert stats.ratio_change(xs, ys, current_instances=[0] * len(xs)) == plain  # one instance
+    plain = ratio.ratio_change(xs, ys)
+    assert ratio.ratio_change(xs, ys, current_instances=range(len(xs))) == plain
+    assert ratio.ratio_change(xs, ys, current_instances=[None] * len(xs)) == plain
+    assert ratio.ratio_change(xs, ys, current_instances=[0] * len(xs)) == plain  # one instance
 
 
 def test_two_instances_of_three_runs_are_two_units() -> None:
     """A 6 % instance bias between two instances, tight runs on each: grouped, the side
     has 2 units (df 1) and its spread is the instances'; ungrouped it looked like 6 runs."""
     xs = [100.0, 100.5, 99.5, 106.0, 106.5, 105.5]
-    spread, units = stats.unit_spread(xs, instances=[0, 0, 0, 1, 1, 1])
+    spread, units = ratio.unit_spread(xs, instances=[0, 0, 0, 1, 1, 1])
     assert units == 2 and spread is not None and spread.df == 1
-    assert spread.rel_var == pytest.approx(stats.variance([100.0, 106.0]) / 103.0**2)
-    ungrouped, runs = stats.unit_spread(xs)
+    assert spread.rel_var == pytest.approx(ratio.variance([100.0, 106.0]) / 103.0**2)
+    ungrouped, runs = ratio.unit_spread(xs)
     assert runs == 6 and ungrouped is not None and ungrouped.df == 5
     with pytest.raises(ValueError, match="one instance number per value"):
-        stats.unit_spread(xs, instances=[0, 1])
+        ratio.unit_spread(xs, instances=[0, 1])

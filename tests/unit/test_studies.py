@@ -180,8 +180,8 @@ def test_paced_load_every_server_kept_up_with_ranks_nothing() -> None:
 
 
 def test_a_short_counted_repetition_shows_its_note_on_its_line() -> None:
+    from pytest_webperf.measurement.repetition import short_count
     from pytest_webperf.report.table import counted_lines
-    from pytest_webperf.results import short_count
 
     note = short_count(20_000, 0.519)
     assert note.startswith("short count: 20,000 requests took 0.52 s, under 5 s")

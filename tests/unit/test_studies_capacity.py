@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf import ordering
+from pytest_webperf.gate import ordering
 from pytest_webperf.report import studies
 from pytest_webperf.report.terminal import summary
 

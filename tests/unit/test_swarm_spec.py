@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.workload import Workload
 
 
 def test_round_trips_through_json() -> None:

@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webperf.catalog import Catalog, default_directories
 from pytest_webperf.errors import OptionError
 from pytest_webperf.report.table import mqtt_lines
 from pytest_webperf.targets.base import is_loopback, split_url
+from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.targets.container import ContainerTarget, stopped
 from pytest_webperf.targets.process import ProcessTarget, how_it_ended
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_webperf.arguments import check_connection_reuse, check_tls_ca
 from pytest_webperf.errors import OptionError
+from pytest_webperf.fixture.arguments import check_connection_reuse, check_tls_ca
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Probe, health_failure, wait_healthy
 from pytest_webperf.targets.external import ExternalTarget
@@ -87,8 +87,8 @@ def test_keepalive_false_says_connection_close_and_tls_resume_needs_it() -> None
 
 
 def test_keepalive_false_closes_every_entry_of_a_mix() -> None:
-    from pytest_webperf.arguments import closing
-    from pytest_webperf.httpworkload import request
+    from pytest_webperf.fixture.arguments import closing
+    from pytest_webperf.fixture.http import request
 
     entry = closing(request("/a", headers={"Connection": "keep-alive", "X-A": "1"}))
     assert entry.headers == (("X-A", "1"), ("Connection", "close"))

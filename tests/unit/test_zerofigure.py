@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.unit.test_compare import make, make_run
 
-from pytest_webperf.checks import parse_checks
-from pytest_webperf.compare import decide
-from pytest_webperf.metrics import METRICS
-from pytest_webperf.zerofigure import zero_figure, zero_runs
+from pytest_webperf.gate.decide import decide
+from pytest_webperf.gate.grammar import parse_checks
+from pytest_webperf.gate.metrics import METRICS
+from pytest_webperf.gate.zero import zero_figure, zero_runs
 
 
 def test_a_side_whose_server_cpu_read_zero_is_not_a_pass() -> None:

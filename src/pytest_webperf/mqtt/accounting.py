@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.mqttresult import Delivery
-from pytest_webperf.samples import Latency
+from pytest_webperf.models.mqtt import Delivery
+from pytest_webperf.models.samples import Latency
+from pytest_webperf.stats.histogram import Histogram
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 from paho.mqtt.client import Client, MQTTMessage, MQTTv311
 from paho.mqtt.enums import CallbackAPIVersion
 
-from pytest_webperf.histogram import Histogram
+from pytest_webperf.stats.histogram import Histogram
 
 
 class Observation:

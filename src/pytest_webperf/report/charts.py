@@ -17,8 +17,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.report import checks as ab
+from pytest_webperf.report import verdicts
 from pytest_webperf.report.svg import (
     Axis,
     Bars,
@@ -32,6 +31,7 @@ from pytest_webperf.report.svg import (
     values_of,
 )
 from pytest_webperf.report.table import MISSING, code, mean, number, short_sha
+from pytest_webperf.stats.histogram import Histogram
 
 Rep = Mapping[str, Any]
 LegendItem = tuple[str, str, str]  # label, colour, dash
@@ -271,9 +271,9 @@ def pair_charts(entry: Mapping[str, Any]) -> list[Figure]:
     y axis fits the values, so a few % between the sides show."""
     figures = []
     sides = tuple((f"{side} ({name})", SIDE_COLOUR[side], "") for side, name in _sides(entry))
-    for metric in ab.metric_names(entry) or ["rps"]:
-        values = ab.pairs(entry, metric)
-        unit = ab.unit(metric)
+    for metric in verdicts.metric_names(entry) or ["rps"]:
+        values = verdicts.pairs(entry, metric)
+        unit = verdicts.unit(metric)
         lines = [
             Line(label, [(i + 1.0, v[s]) for i, v in enumerate(values)], fill, markers=True)
             for s, (label, fill, _) in enumerate(sides)
@@ -305,10 +305,10 @@ def change_figure(entry: Mapping[str, Any]) -> Figure | None:
             change=number(c.get("change")),
             low=number(c.get("low")),
             high=number(c.get("high")),
-            threshold=ab.signed_threshold(c),
-            colour=SIDE_COLOUR["B"] if ab.is_ab(entry) else colour(0),
+            threshold=verdicts.signed_threshold(c),
+            colour=SIDE_COLOUR["B"] if verdicts.is_ab(entry) else colour(0),
         )
-        for c in ab.checks(entry)
+        for c in verdicts.checks(entry)
         if number(c.get("change")) is not None
     ]
     if not items:
@@ -364,12 +364,12 @@ def save_when(save: Mapping[str, Any]) -> str:
 def trend_metrics(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The relative checks (they have a threshold) whose metric a save's summary holds,
     first check of each metric; none for an A/B entry (its base is not a save)."""
-    if ab.is_ab(entry) or not saves(entry):
+    if verdicts.is_ab(entry) or not saves(entry):
         return []
     found: dict[str, Mapping[str, Any]] = {}
-    for check in ab.checks(entry):
+    for check in verdicts.checks(entry):
         metric = str(check.get("metric") or "")
-        whole_run = ab.endpoint(check) is None  # a save's summary holds the run's figures
+        whole_run = verdicts.endpoint(check) is None  # a save's summary holds the run's figures
         threshold = number(check.get("threshold"))
         if metric and metric not in COUNT_METRICS and threshold is not None and whole_run:
             found.setdefault(metric, check)
@@ -392,12 +392,12 @@ def trend_figure(entry: Mapping[str, Any], check: Mapping[str, Any]) -> Figure:
     this run as a distinct last point, and where the check's threshold lies from the
     baseline (the latest save)."""
     metric = str(check.get("metric"))
-    unit = ab.METRICS[metric][0] if metric in ab.METRICS else metric
+    unit = verdicts.METRICS[metric][0] if metric in verdicts.METRICS else metric
     history = saves(entry)
     count = len(history)
     values = [save_value(s, metric) for s in history]
     tips = [
-        f"save {i + 1}, {save_when(s)}, {save_code(s)}: {ab.value(v)}"
+        f"save {i + 1}, {save_when(s)}, {save_code(s)}: {verdicts.value(v)}"
         for i, (s, v) in enumerate(zip(history, values, strict=True))
     ]
     current = number(check.get("current"))
@@ -414,11 +414,11 @@ def trend_figure(entry: Mapping[str, Any], check: Mapping[str, Any]) -> Figure:
             [(count + 1.0, current)],
             NOW_COLOUR,
             markers=True,
-            tips=[f"this run, {code(entry)}: {ab.value(current)}"],
+            tips=[f"this run, {code(entry)}: {verdicts.value(current)}"],
         ),
     ]
     legend: list[LegendItem] = [("baseline saves", TREND_COLOUR, ""), ("this run", NOW_COLOUR, "")]
-    baseline, threshold = number(check.get("baseline")), ab.signed_threshold(check)
+    baseline, threshold = number(check.get("baseline")), verdicts.signed_threshold(check)
     if baseline is not None and threshold is not None:
         level = baseline * (1 + threshold)
         lines.append(

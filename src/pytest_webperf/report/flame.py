@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
-from pytest_webperf.profile import parse_folded
+from pytest_webperf.profiling.stacks import parse_folded
 
 WIDTH = 1000.0
 ROW = 16

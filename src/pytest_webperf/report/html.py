@@ -22,8 +22,7 @@ import jinja2
 from markupsafe import Markup
 
 from pytest_webperf.fileio import write_text_atomic
-from pytest_webperf.report import checks as ab
-from pytest_webperf.report import studies
+from pytest_webperf.report import studies, verdicts
 from pytest_webperf.report.charts import (
     Figure,
     change_figure,
@@ -33,6 +32,7 @@ from pytest_webperf.report.charts import (
     rep_label,
     trend_figures,
 )
+from pytest_webperf.report.comparisons import Workload, comparisons
 from pytest_webperf.report.curve import curve_figures, stage_figures, stage_groups
 from pytest_webperf.report.html_tables import (
     OUTCOME_CSS,
@@ -71,7 +71,6 @@ from pytest_webperf.report.table import (
     tests,
     verdict_texts,
 )
-from pytest_webperf.report.workloads import Workload, comparisons
 
 # Charts are collapsed beyond this many measurements, so a big report opens quickly.
 OPEN_SECTIONS_UP_TO = 12
@@ -149,10 +148,10 @@ def _verdict(entry: Entry) -> VerdictText:
 
 
 def _summary(entries: Sequence[Entry]) -> tuple[list[Cell], list[SummaryRow]]:
-    columns = [*COLUMNS[1:], *ab.SUMMARY_COLUMNS]
+    columns = [*COLUMNS[1:], *verdicts.SUMMARY_COLUMNS]
     numeric = NUMERIC
     headers = [(name, name in numeric) for name, _ in COLUMNS]
-    headers += [(name, False) for name, _ in ab.SUMMARY_COLUMNS]
+    headers += [(name, False) for name, _ in verdicts.SUMMARY_COLUMNS]
     names = [name for name, _ in columns]
     rows = [
         SummaryRow(
@@ -196,7 +195,7 @@ def _image(target: object) -> str:
 
 
 def sides(entry: Entry) -> Sides | None:
-    if not ab.is_ab(entry):
+    if not verdicts.is_ab(entry):
         return None
     against: Mapping[str, Any] = entry["against"]
     ref = against.get("ref") or MISSING
@@ -208,7 +207,7 @@ def sides(entry: Entry) -> Sides | None:
         else "",
         "" if changed is None else f"targets changed: {'yes' if changed else 'no'}",
     ]
-    head, rows = ab.pair_rows(entry)
+    head, rows = verdicts.pair_rows(entry)
     numeric = [h != "order" for h in head[1:]]
     pairs = Table(
         list(zip(head[1:], numeric, strict=True)),
@@ -221,7 +220,7 @@ def sides(entry: Entry) -> Sides | None:
         b=f"B = working tree · image {_image(entry.get('target'))}",
         facts=" · ".join(f for f in facts if f),
         pairs=pairs,
-        base_reps=repetitions_table(ab.base_repetitions(entry), side="A") or Table([], []),
+        base_reps=repetitions_table(verdicts.base_repetitions(entry), side="A") or Table([], []),
         figures=pair_charts(entry),
     )
 
@@ -373,7 +372,7 @@ def render_html(report: Mapping[str, Any]) -> str:
             title="pytest-webperf report" + (f" {created}" if created else ""),
             count=len(entries),
             counts=status_counts(entries),
-            against=ab.run_against(report),
+            against=verdicts.run_against(report),
             blocks=header_facts(report, entries),
             summary_headers=headers,
             summary_rows=rows,

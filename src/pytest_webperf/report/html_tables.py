@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
-from pytest_webperf.report import checks as ab
+from pytest_webperf.report import verdicts
 from pytest_webperf.report.charts import (
     SIDE_COLOUR,
     rep_label,
@@ -146,14 +146,17 @@ OUTCOME_CSS = {"fail": "bad", "broken": "bad", "undecided": "warn", "too-noisy":
 
 
 def checks_table(entry: Entry) -> Table | None:
-    found = ab.checks(entry)
+    found = verdicts.checks(entry)
     if not found:
         return None
     numeric = {"A", "B", "baseline", "current", "change", "interval", "could detect"}
-    headers = [(h, h in numeric) for h in ab.check_headers(ab.is_ab(entry))]
+    headers = [(h, h in numeric) for h in verdicts.check_headers(verdicts.is_ab(entry))]
     rows = [
         Row(
-            [(text, h in numeric) for (h, _), text in zip(headers, ab.check_cells(c), strict=True)],
+            [
+                (text, h in numeric)
+                for (h, _), text in zip(headers, verdicts.check_cells(c), strict=True)
+            ],
             css=OUTCOME_CSS.get(str(c.get("outcome")), ""),
         )
         for c in found
@@ -164,7 +167,7 @@ def checks_table(entry: Entry) -> Table | None:
 def profile_table(entry: Entry) -> Table | None:
     """The ranked functions of an A/B entry's differential profile (B - A, self CPU per
     request, with its interval); None if none changed credibly."""
-    changes = ab.profile_changes(entry)
+    changes = verdicts.profile_changes(entry)
     if not changes:
         return None
     headers = [("function", False), ("A µs/req", True), ("B - A µs/req", True)]
@@ -176,7 +179,7 @@ def profile_table(entry: Entry) -> Table | None:
         cells = [
             (str(c.get("function", MISSING)), False),
             (fmt(number(c.get("base_us")), 1), True),
-            (ab.change_line(c).split(" µs/req")[0], True),
+            (verdicts.change_line(c).split(" µs/req")[0], True),
             (interval, True),
             (fmt(number(c.get("change_total_us")), 1), True),
         ]
@@ -186,7 +189,7 @@ def profile_table(entry: Entry) -> Table | None:
 
 
 def profile_note(entry: Entry) -> str:
-    profile = ab.profile_of(entry)
+    profile = verdicts.profile_of(entry)
     if profile is None:
         return ""
     if profile.get("why"):
@@ -198,7 +201,7 @@ def profile_note(entry: Entry) -> str:
         f"Sampled by {tools} at 99 Hz over {profile.get('pairs', MISSING)} pairs "
         f"({fmt(number(samples.get('A')))} samples of A, {fmt(number(samples.get('B')))} of B); "
         f"{profile.get('tested', MISSING)} functions tested, "
-        f"{len(ab.profile_changes(entry))} changed credibly (self CPU per request, "
+        f"{len(verdicts.profile_changes(entry))} changed credibly (self CPU per request, "
         "Bonferroni over the functions tested)."
     )
     notes = [str(n) for n in profile.get("notes") or ()]
@@ -206,7 +209,7 @@ def profile_note(entry: Entry) -> str:
 
 
 def folded_links(entry: Entry) -> list[tuple[str, str]]:
-    profile = ab.profile_of(entry)
+    profile = verdicts.profile_of(entry)
     if profile is None:
         return []
     return [
@@ -217,7 +220,7 @@ def folded_links(entry: Entry) -> list[tuple[str, str]]:
 
 
 def profile_flame(entry: Entry) -> Markup | None:
-    profile = ab.profile_of(entry)
+    profile = verdicts.profile_of(entry)
     if profile is None or profile.get("why"):
         return None
     found = profile.get("requests")
@@ -239,7 +242,7 @@ def saves_table(entry: Entry) -> Table | None:
     rows = [
         Row(
             [(save_when(s), False), (save_code(s), False)]
-            + [(ab.value(save_value(s, m)), True) for m in metrics],
+            + [(verdicts.value(save_value(s, m)), True) for m in metrics],
             str(i + 1),
         )
         for i, s in enumerate(saves(entry))

@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_webperf import resources
-from pytest_webperf.endpoints import endpoint_summaries
 from pytest_webperf.errors import WebperfError
 from pytest_webperf.fileio import write_text_atomic
-from pytest_webperf.models import SCHEMA_VERSION, Measurement, RunResult
+from pytest_webperf.models.endpoints import endpoint_summaries
+from pytest_webperf.models.measurement import SCHEMA_VERSION, Measurement, RunResult
 from pytest_webperf.report import studies
+from pytest_webperf.sampling import resources
 
 REPORT_SCHEMA = 1
 

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_webperf.fileio import write_text_atomic
-from pytest_webperf.report import checks as ab
-from pytest_webperf.report import studies
+from pytest_webperf.report import studies, verdicts
 from pytest_webperf.report import table as shared
 from pytest_webperf.report.table import (
     MISSING,
@@ -39,7 +38,7 @@ STATUS_MARK = {
 }
 # The shared columns, what code was measured (a container's image, a process's commit),
 # then the baseline (or side A) and the change of each check.
-COLUMNS = (*shared.COLUMNS, ("code", shared.code), *ab.SUMMARY_COLUMNS)
+COLUMNS = (*shared.COLUMNS, ("code", shared.code), *verdicts.SUMMARY_COLUMNS)
 
 # GFM lets a backslash escape any ASCII punctuation; these are the ones that could start
 # emphasis, code, links, HTML or strike-through, or end a table cell.
@@ -78,20 +77,20 @@ def check_details(entries: Sequence[Entry]) -> list[str]:
     ``<details>`` after a blank line; the summary line is HTML, so HTML-escaped)."""
     lines = []
     for entry in entries:
-        found = ab.checks(entry)
+        found = verdicts.checks(entry)
         if not found:
             continue
         what = f"{entry.get('nodeid', MISSING)} [{entry.get('name', MISSING)}]"
         state = _verdict_cell(entry)
-        headers = ab.check_headers(ab.is_ab(entry))
+        headers = verdicts.check_headers(verdicts.is_ab(entry))
         lines += [
             f"<details><summary>{escape(state)} {escape(what)}: checks</summary>",
             "",
             _row([md_escape(h) for h in headers]),
             _row(["---", *["---:"] * (len(headers) - 2), "---"]),
-            *(_row([md_escape(c) for c in ab.check_cells(check)]) for check in found),
+            *(_row([md_escape(c) for c in verdicts.check_cells(check)]) for check in found),
             "",
-            *(f"- {md_escape(line.strip())}" for line in ab.profile_lines(entry)),
+            *(f"- {md_escape(line.strip())}" for line in verdicts.profile_lines(entry)),
             "",
             "</details>",
             "",
@@ -141,7 +140,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     created = report.get("created")
     if created:
         lines += [f"Report created {md_escape(str(created))}.", ""]
-    against = ab.run_against(report)
+    against = verdicts.run_against(report)
     if against:
         lines += [f"**{md_escape(against)}**", ""]
     if not entries:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_webperf import ordering
+from pytest_webperf.gate import ordering
 from pytest_webperf.report.table import Entry, fmt, number, rep_rps, repetitions
 
 KEPT = 0.9  # a paced server that served this share of the offered rate kept up

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pytest_webperf.placement import Placement
+from pytest_webperf.models.placement import Placement
 
 Entry = Mapping[str, Any]  # one item of the report's "tests"
 Column = tuple[str, Callable[[Entry], str]]

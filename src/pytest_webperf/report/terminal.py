@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_webperf.report import checks as ab
-from pytest_webperf.report import studies
+from pytest_webperf.report import studies, verdicts
 from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,
@@ -58,13 +57,16 @@ def check_lines(entries: Sequence[Entry]) -> list[str]:
     """Per test that has checks: what each check compared, changed, and could detect."""
     lines = []
     for entry in entries:
-        found = ab.checks(entry)
+        found = verdicts.checks(entry)
         if not found:
             continue
         lines.append(f"{entry.get('nodeid')} [{entry.get('name')}]: {status(entry) or MISSING}")
-        rows = [ab.check_headers(ab.is_ab(entry)), *(ab.check_cells(c) for c in found)]
+        rows = [
+            verdicts.check_headers(verdicts.is_ab(entry)),
+            *(verdicts.check_cells(c) for c in found),
+        ]
         lines += aligned(rows, CHECK_RIGHT, indent="  ")
-        lines += ["  " + line for line in ab.profile_lines(entry)]
+        lines += ["  " + line for line in verdicts.profile_lines(entry)]
     return lines
 
 
@@ -80,7 +82,7 @@ def verdict_lines(entries: Sequence[Entry]) -> list[str]:
 
 def summary(report: Mapping[str, Any]) -> list[str]:
     entries = tests(report)
-    against = ab.run_against(report)
+    against = verdicts.run_against(report)
     head = [f"webperf A/B: {against}"] if against else []
     return (
         head

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_webperf.errors import OptionError
-from pytest_webperf.histogram import Histogram
+from pytest_webperf.models.workload import Request
+from pytest_webperf.stats.histogram import Histogram
 from pytest_webperf.swarm import wire
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import (
@@ -30,7 +31,6 @@ from pytest_webperf.swarm.recorder import (
     Interval,
     classify,
 )
-from pytest_webperf.workload import Request
 
 try:
     from pytest_webperf.swarm import _hotloop  # type: ignore[attr-defined]

@@ -4,7 +4,7 @@ and its figures as the recorder's ``Interval`` (no gevent, no Locust: safe anywh
 ``_mqttloop`` is a C extension (``_mqttloop.c``: one epoll thread per generator process,
 every user one MQTT 3.1.1 connection) built with the package where a C compiler and
 Python's headers are found (Linux); where it is not, MQTT runs use the paho-mqtt user
-(``swarm/mqtt.py``), as ``--webperf-user=lean`` or ``fast`` asks anyway.
+(``swarm/child/mqtt.py``), as ``--webperf-user=lean`` or ``fast`` asks anyway.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_webperf.errors import OptionError
-from pytest_webperf.histogram import Histogram
+from pytest_webperf.stats.histogram import Histogram
 from pytest_webperf.swarm.recorder import (
     CLOSED,
     CONNECT,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_webperf.histogram import Histogram
+from pytest_webperf.stats.histogram import Histogram
 
 TIMEOUT = "timeout"
 CONNECT = "connect"
@@ -286,7 +286,7 @@ class Recorder:
         self.split = False  # every channel an endpoint, even a single one (a mix)
         self.roll_listeners: list[RollListener] = []
         self.rolled_requests = 0  # every request ever handed over, for consistency checks
-        # a user's own paced users (``swarm/locustfile.py``): how late the task of the
+        # a user's own paced users (``swarm/child/locustfile.py``): how late the task of the
         # request being recorded started (us), given its response time; None: not paced
         self.pacing: Callable[[int], int | None] | None = None
         self.user_files: tuple[str, ...] = ()  # where a user's own classes are defined

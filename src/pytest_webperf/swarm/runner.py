@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_webperf.errors import SwarmError
-from pytest_webperf.histogram import Histogram
-from pytest_webperf.samples import Snapshot
+from pytest_webperf.models.samples import Snapshot
+from pytest_webperf.stats.histogram import Histogram
 from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval
 from pytest_webperf.swarm.spec import SwarmSpec
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_webperf.cpustamp import CpuProbe, probes_of
-from pytest_webperf.mqtt.load import MqttLoad
-from pytest_webperf.workload import Workload
+from pytest_webperf.models.workload import Workload
+from pytest_webperf.mqtt.publish import MqttLoad
+from pytest_webperf.swarm.stamp import CpuProbe, probes_of
 
 
 def split_address(text: str) -> tuple[str, int]:

@@ -23,10 +23,7 @@ from docker.types import Ulimit
 from testcontainers.core.config import testcontainers_config
 from testcontainers.core.container import DockerContainer
 
-from pytest_webperf.catalog import Catalog, ServerSpec
-from pytest_webperf.engine import docker_client
 from pytest_webperf.errors import OptionError, TargetError
-from pytest_webperf.images import ensure_image
 from pytest_webperf.targets.base import (
     Probe,
     free_port,
@@ -35,6 +32,9 @@ from pytest_webperf.targets.base import (
     probe_tcp,
     wait_healthy,
 )
+from pytest_webperf.targets.catalog import Catalog, ServerSpec
+from pytest_webperf.targets.engine import docker_client
+from pytest_webperf.targets.images import ensure_image
 
 testcontainers_config.ryuk_disabled = True
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from pytest_webperf.errors import TargetError
-from pytest_webperf.gitref import git_commit
 from pytest_webperf.targets.base import (
     Probe,
     free_port,
@@ -25,6 +24,7 @@ from pytest_webperf.targets.base import (
     probe_tcp,
     wait_healthy,
 )
+from pytest_webperf.targets.gitref import git_commit
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_webperf.errors import TargetError
-from pytest_webperf.gitref import BaseTree
+from pytest_webperf.targets.gitref import BaseTree
 
 # a directory holding one of these is an environment (its files are not the code compared)
 ENVIRONMENT_MARKERS = ("pyvenv.cfg", "conda-meta")

@@ -1,0 +1,1 @@
+"""The ``webperf`` command's tools (``cli.py`` dispatches to them)."""

@@ -1,0 +1,1 @@
+"""``webperf bisect GOOD BAD``: the first commit that made a test slower."""

@@ -1,0 +1,1 @@
+"""The one judge: checks, metrics, estimates, baselines and verdicts."""

@@ -1,0 +1,323 @@
+"""The checks of a verdict and the two sides of an A/B run, as text for every renderer.
+
+Reads the report's dict (``docs/reference/report-schema.md``): ``verdict.checks``, an entry's
+``against`` and ``base_repetitions``, the run's ``against``. Figures are formatted here
+once, so the terminal, Markdown and HTML say the same; nothing is decided here, and a
+missing key shows as ``-``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pytest_webperf.gate.metrics import METRICS as ALL_METRICS
+from pytest_webperf.report.table import (
+    MISSING,
+    Entry,
+    number,
+    rep_latency,
+    rep_nested,
+    rep_rps,
+    repetitions,
+    short_sha,
+)
+
+Check = Mapping[str, Any]  # one item of verdict.checks
+Rep = Mapping[str, Any]
+
+
+def checks(entry: Entry) -> list[Check]:
+    verdict = entry.get("verdict")
+    found = verdict.get("checks") if isinstance(verdict, Mapping) else None
+    return [c for c in found if isinstance(c, Mapping)] if isinstance(found, list) else []
+
+
+def is_ab(entry: Entry) -> bool:
+    """An entry of an A/B run: side A measured beside side B."""
+    return isinstance(entry.get("against"), Mapping) and isinstance(
+        entry.get("base_repetitions"), list
+    )
+
+
+def base_repetitions(entry: Entry) -> list[Rep]:
+    reps = entry.get("base_repetitions")
+    return [r for r in reps if isinstance(r, Mapping)] if isinstance(reps, list) else []
+
+
+def against_line(against: object) -> str | None:
+    """``A = main (1a2b3c4d5e), B = working tree`` for an A/B run; None otherwise."""
+    if isinstance(against, str):  # a bare ref, should the run meta carry only that
+        against = {"ref": against}
+    if not isinstance(against, Mapping):
+        return None
+    ref = against.get("ref") or MISSING
+    commit = against.get("commit")
+    return f"A = {ref}" + (f" ({short_sha(commit)})" if commit else "") + ", B = working tree"
+
+
+def run_against(report: Mapping[str, Any]) -> str | None:
+    """The run's A/B line, from its meta (or, lacking that, from its first A/B entry)."""
+    line = against_line(report.get("against"))
+    if line:
+        return line
+    tests = report.get("tests")
+    for entry in tests if isinstance(tests, list) else ():
+        if isinstance(entry, Mapping) and is_ab(entry):
+            return against_line(entry["against"])
+    return None
+
+
+# ---------------------------------------------------------------- figures
+
+
+def value(figure: object) -> str:
+    """A measured value in its own unit, to about three significant digits."""
+    n = number(figure)
+    if n is None:
+        return MISSING
+    decimals = 0 if abs(n) >= 100 else 1 if abs(n) >= 10 else 2
+    return f"{n:,.{decimals}f}"
+
+
+def percent(fraction: object) -> str:
+    """A relative change, signed: ``-0.162`` is ``-16.2%``."""
+    n = number(fraction)
+    return MISSING if n is None else f"{100 * n:+.1f}%"
+
+
+def interval(check: Check) -> str:
+    low, high = number(check.get("low")), number(check.get("high"))
+    if low is None or high is None:
+        return MISSING
+    top = f"{100 * high:+.1f}%" if high <= DETECTABLE_CAP else f">+{100 * DETECTABLE_CAP:.0f}%"
+    return f"{100 * low:+.1f}..{top}"
+
+
+def detectable(check: Check) -> str:
+    """The smallest regression this run could have caught, e.g. ``>= 7%``."""
+    n = number(check.get("detectable"))
+    if n is None:
+        return MISSING
+    if n > DETECTABLE_CAP:  # one or two instances: the figure says only "nothing known"
+        return f"> {100 * DETECTABLE_CAP:.0f}%"
+    shown = f"{100 * n:.0f}" if 100 * n >= 10 else f"{100 * n:.1f}"
+    return f">= {shown}%"
+
+
+DETECTABLE_CAP = 10.0  # as checking.DETECTABLE_CAP; renderers read dicts, not compare
+
+
+def _text(check: Check, key: str) -> str:
+    got = check.get(key)
+    return MISSING if got is None or got == "" else str(got)
+
+
+def check_headers(ab: bool) -> list[str]:
+    base, current = ("A", "B") if ab else ("baseline", "current")
+    return ["check", base, current, "change", "interval", "could detect", "outcome"]
+
+
+def check_cells(check: Check) -> list[str]:
+    return [
+        _text(check, "check"),
+        value(check.get("baseline")),
+        value(check.get("current")),
+        percent(check.get("change")),
+        interval(check),
+        detectable(check),
+        _text(check, "outcome"),
+    ]
+
+
+def _metric(check: Check) -> str:
+    return str(check.get("metric") or str(check.get("check", MISSING)).split(":")[0])
+
+
+def endpoint(check: Check) -> str | None:
+    """The endpoint of a request mix a check judged alone, or None (the whole run)."""
+    found = check.get("endpoint")
+    return str(found) if found else None
+
+
+def label(check: Check) -> str:
+    """``p95``, or ``p95[create]`` for an endpoint's check."""
+    found = endpoint(check)
+    return _metric(check) if found is None else f"{_metric(check)}[{found}]"
+
+
+def base_summary(entry: Entry) -> str:
+    """The baseline (or side A) of every check, for one summary cell: ``rps 1,234``."""
+    found = checks(entry)
+    if not found:
+        return MISSING
+    return "; ".join(f"{label(c)} {value(c.get('baseline'))}" for c in found)
+
+
+def change_summary(entry: Entry) -> str:
+    """The change of every check, for one summary cell: ``rps -4.2%``."""
+    found = checks(entry)
+    if not found:
+        return MISSING
+    return "; ".join(f"{label(c)} {percent(c.get('change'))}" for c in found)
+
+
+SUMMARY_COLUMNS: tuple[tuple[str, Callable[[Entry], str]], ...] = (
+    ("baseline / A", base_summary),
+    ("change", change_summary),
+)
+
+
+# ---------------------------------------------------------------- metrics per repetition
+
+# How to read a check's metric off one repetition, and its unit (for paired charts).
+METRICS: dict[str, tuple[str, Callable[[Rep], float | None]]] = {
+    "rps": ("req/s", rep_rps),
+    "cpu_per_req": ("CPU µs per request", lambda r: number(r.get("cpu_per_req_us"))),
+    "p50": ("p50 latency (ms)", lambda r: rep_latency(r, "p50_ms")),
+    "p95": ("p95 latency (ms)", lambda r: rep_latency(r, "p95_ms")),
+    "p99": ("p99 latency (ms)", lambda r: rep_latency(r, "p99_ms")),
+    "latency_mean": ("mean latency (ms)", lambda r: rep_latency(r, "mean_ms")),
+    "cpu": ("CPU % (mean)", lambda r: rep_nested(r, "cpu_percent", "mean")),
+    "rss": ("peak RSS (MB)", lambda r: rep_nested(r, "rss_mb", "max")),
+    "errors": ("errors", lambda r: number(r.get("errors"))),
+    "timeouts": ("timeouts", lambda r: number(r.get("timeouts"))),
+}
+# Metrics where a higher value is better; for the rest, higher is worse.
+HIGHER_IS_BETTER = frozenset({"rps", "tps", "capacity"})
+
+
+def split_label(text: str) -> tuple[str, str | None]:
+    """``p95[create]`` -> (``p95``, ``create``); ``p95`` -> (``p95``, None)."""
+    metric, bracket, rest = text.partition("[")
+    return (metric, rest[:-1]) if bracket and rest.endswith("]") else (text, None)
+
+
+def unit(text: str) -> str:
+    """A chart's axis label for a metric (or an endpoint's metric)."""
+    metric, found = split_label(text)
+    named = METRICS[metric][0] if metric in METRICS else metric
+    return named if found is None else f"{named}, {found}"
+
+
+def _of_endpoint(read: Callable[[Rep], float | None], name: str) -> Callable[[Rep], float | None]:
+    """A repetition's reader applied to one of its endpoints (same keys, see the schema)."""
+
+    def of(rep: Rep) -> float | None:
+        found = rep.get("endpoints")
+        row = found.get(name) if isinstance(found, Mapping) else None
+        return read(row) if isinstance(row, Mapping) else None
+
+    return of
+
+
+def pairs(entry: Entry, metric: str) -> list[tuple[float | None, float | None]]:
+    """(A, B) per pair for a metric (``p95``, or ``p95[create]`` read from that endpoint of
+    each repetition): ``base_repetitions[i]`` against ``repetitions[i]``."""
+    name, found = split_label(metric)
+    got = METRICS.get(name)
+    if got is None:
+        return []
+    read = got[1] if found is None else _of_endpoint(got[1], found)
+    a, b = base_repetitions(entry), repetitions(entry)
+    return [
+        (read(a[i]) if i < len(a) else None, read(b[i]) if i < len(b) else None)
+        for i in range(max(len(a), len(b)))
+    ]
+
+
+def signed_threshold(check: Check) -> float | None:
+    """The threshold on the side where "worse" lies: a sign written in the check wins
+    (``rps:-5%``), else the metric's direction (throughput down, the rest up)."""
+    threshold = number(check.get("threshold"))
+    if threshold is None:
+        return None
+    text = str(check.get("check", ""))
+    written = re.search(r":\s*([+-])", text[text.rfind("]") + 1 :])  # not in an endpoint
+    if written:
+        return abs(threshold) * (-1 if written.group(1) == "-" else 1)
+    return -abs(threshold) if _metric(check) in HIGHER_IS_BETTER else abs(threshold)
+
+
+def orders(entry: Entry) -> list[str]:
+    """``"AB"`` or ``"BA"`` per pair: the entry's ``order``, its ``against.order``, or
+    each repetition's ``order``."""
+    against = entry.get("against")
+    for got in (entry.get("order"), against.get("order") if isinstance(against, Mapping) else None):
+        if isinstance(got, list):
+            return [str(o) for o in got]
+    return [str(r.get("order", MISSING)) for r in repetitions(entry)]
+
+
+def metric_names(entry: Entry) -> list[str]:
+    """The metrics of an entry's checks that can be read per repetition, once each:
+    ``p95``, or ``p95[create]`` for an endpoint's check (read from that endpoint)."""
+    return list(dict.fromkeys(label(c) for c in checks(entry) if _metric(c) in METRICS))
+
+
+def pair_rows(entry: Entry) -> tuple[list[str], list[list[str]]]:
+    """A table of the pairs: order, then A and B for each checked metric."""
+    metrics = metric_names(entry) or ["rps"]
+    head = ["pair", "order"] + [f"{m} {side}" for m in metrics for side in ("A", "B")]
+    columns = [pairs(entry, m) for m in metrics]
+    order = orders(entry)
+    rows = []
+    for i in range(max((len(c) for c in columns), default=0)):
+        cells = [str(i + 1), order[i] if i < len(order) else MISSING]
+        for column in columns:
+            a, b = column[i] if i < len(column) else (None, None)
+            cells += [value(a), value(b)]
+        rows.append(cells)
+    return head, rows
+
+
+PROFILE_TOP = 3  # functions named under a check
+OPEN_OUTCOMES = ("fail", "not-credible", "undecided")
+
+
+def profile_of(entry: Entry) -> Mapping[str, Any] | None:
+    profile = entry.get("profile")
+    return profile if isinstance(profile, Mapping) else None
+
+
+def profile_changes(entry: Entry) -> list[Mapping[str, Any]]:
+    """The ranked functions of an A/B entry's differential profile (``[]`` if none)."""
+    profile = profile_of(entry)
+    found = profile.get("changes") if profile is not None else None
+    return [c for c in found if isinstance(c, Mapping)] if isinstance(found, list) else []
+
+
+def change_line(change: Mapping[str, Any]) -> str:
+    """``+31.2 µs/req  sha256_block_data_order (libcrypto.so.3)``"""
+    value = change.get("change_us")
+    figure = f"{value:+.1f}" if isinstance(value, int | float) else MISSING
+    return f"{figure} µs/req  {change.get('function') or MISSING}"
+
+
+def profile_lines(entry: Entry) -> list[str]:
+    """Under a failed or undecided CPU or throughput check: the functions whose CPU per
+    request changed most (B - A), or why there is no profile."""
+    profile = profile_of(entry)
+    if profile is None:
+        return []
+    cpu_or_throughput = [
+        c
+        for c in checks(entry)
+        if c.get("outcome") in OPEN_OUTCOMES
+        and (
+            str(c.get("metric", "")).startswith("cpu")
+            or (c.get("metric") in ALL_METRICS and ALL_METRICS[str(c.get("metric"))].throughput)
+        )
+    ]
+    if not cpu_or_throughput:
+        return []
+    if profile.get("why"):
+        return [f"no CPU profile: {profile['why']}"]
+    changes = profile_changes(entry)
+    if not changes:
+        tested = profile.get("tested", MISSING)
+        return [f"profile (B - A, CPU per request): no function changed credibly ({tested} tested)"]
+    return ["profile (B - A, CPU per request):"] + [
+        "  " + change_line(c) for c in changes[:PROFILE_TOP]
+    ]

@@ -1,0 +1,1 @@
+"""The pytest run: its state, its end, its processes under pytest-xdist."""

@@ -1,0 +1,1 @@
+"""The target's and the generator's resources, sampled while a run is measured."""

@@ -1,0 +1,1 @@
+"""The run's settings, resolved once from options, environment, ini and markers."""

@@ -1,0 +1,1 @@
+"""The statistics of the gate, in plain Python."""

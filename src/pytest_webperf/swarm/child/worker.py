@@ -1,0 +1,140 @@
+"""A worker of the distributed swarm: a local one (the spec on its stdin) or a remote one
+(the spec from the master), answering the master's rolls with exact intervals and its
+halt with the ledger (swarm processes only)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+from pytest_webperf.swarm.child.generator import (
+    cpu_seconds,
+    environment_for,
+    equip,
+    halt,
+    place,
+    quick_stop,
+    raise_open_files,
+    stop_sending,
+    users_of,
+    worker_cpus,
+)
+from pytest_webperf.swarm.child.master import (
+    BYE,
+    FAILED,
+    HALT,
+    HALTED,
+    HELLO,
+    INTERVAL,
+    READY,
+    ROLL,
+    SESSION_OVER,
+    SPEC,
+    WORKER_READY_S,
+)
+from pytest_webperf.swarm.recorder import Recorder
+from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.userspec import user_failure
+
+
+def serve(
+    runner: Any, index: int, cpus: list[int], recorder: Recorder, user_class: str = ""
+) -> None:
+    """Answer the master's rolls and halt with this process's recorder; tell it when
+    the users of ``user_class`` could not start."""
+    import gevent
+
+    def watch_spawning() -> None:
+        told = None
+        while True:
+            gevent.sleep(0.1)
+            spawning = runner.spawning_greenlet
+            if spawning is None or spawning is told or not spawning.ready():
+                continue
+            if spawning.exception is not None:
+                what = f"starting a user of {user_class!r}"
+                runner.send_message(FAILED, {"message": user_failure(what, spawning.exception)})
+            told = spawning
+
+    runner.greenlet.spawn(watch_spawning)
+
+    def on_roll(environment: Any, msg: Any) -> None:
+        if msg.data.get("final"):
+            stop_sending(runner)
+        interval = recorder.roll()
+        runner.send_message(
+            INTERVAL,
+            {
+                "at": time.monotonic(),
+                "seq": msg.data["seq"],
+                "index": index,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "cpus": cpus,
+                "cpu_s": cpu_seconds(),
+                "users": runner.user_count,
+                **interval.to_dict(),
+            },
+        )
+
+    def on_halt(environment: Any, msg: Any) -> None:
+        halt(runner)
+        if not quick_stop(runner):
+            runner.stop()  # the MQTT user: waits for its acknowledgements, writes its ledger
+        runner._send_stats()  # Locust's stats now, not at its next 3 s report: before HALTED
+        ledger = getattr(environment, "webperf_ledger", None)
+        runner.send_message(HALTED, {"ledger": ledger.report if ledger is not None else None})
+
+    runner.register_message(ROLL, on_roll)
+    runner.register_message(HALT, on_halt)
+
+
+def run_worker(spec: SwarmSpec, index: int, master_host: str, master_port: int) -> None:
+    """One local worker process: Locust's WorkerRunner plus our per-tick interval reply."""
+    cpus = place(worker_cpus(spec, index))
+    raise_open_files(users_of(spec, index), lambda kind, message: print(message, flush=True))
+    environment, recorder = environment_for(spec, index)
+    runner = environment.create_worker_runner(master_host, master_port)
+    serve(runner, index, cpus, recorder, spec.user_class)
+    runner.send_message(READY, {"index": index, "pid": os.getpid()})
+    runner.greenlet.join()  # until the master says quit
+
+
+def run_remote(master_host: str, master_port: int) -> int:
+    """One remote worker process, for one run: join the master, build the user class
+    from the spec it sends, serve until it says quit. 0 when it did, SESSION_OVER when it said
+    the session is over, 3 when no spec came."""
+    import signal
+
+    from gevent.event import Event
+    from locust.env import Environment
+
+    signal.alarm(int(WORKER_READY_S) + 30)  # until the spec comes (its deadline then)
+    environment = Environment(user_classes=[])
+    runner = environment.create_worker_runner(master_host, master_port)
+    got_spec = Event()
+
+    def on_spec(environment: Any, msg: Any) -> None:
+        spec = SwarmSpec.from_dict(msg.data["spec"])
+        index = int(msg.data["index"])
+        signal.alarm(int(spec.deadline_s) + 1)
+        raise_open_files(users_of(spec, index), lambda kind, message: print(message, flush=True))
+        recorder = equip(environment, spec, index)
+        serve(runner, index, sorted(os.sched_getaffinity(0)), recorder, spec.user_class)
+        runner.send_message(READY, {"index": index, "pid": os.getpid()})
+        got_spec.set()
+
+    def on_bye(environment: Any, msg: Any) -> None:
+        sys.stdout.flush()
+        os._exit(SESSION_OVER)  # nothing of this process is worth a clean stop
+
+    runner.register_message(SPEC, on_spec)
+    runner.register_message(BYE, on_bye)
+    runner.send_message(HELLO, {"host": socket.gethostname(), "pid": os.getpid()})
+    if not got_spec.wait(timeout=WORKER_READY_S):
+        return 3
+    runner.greenlet.join()  # until the master says quit
+    return 0
