@@ -66,6 +66,7 @@ NATIVE = [
     Extension(
         "pytest_webperf.swarm._hotloop",
         ["src/pytest_webperf/swarm/_hotloop.c"],
+        depends=["src/pytest_webperf/swarm/_loop.h"],
         extra_compile_args=["-O2", "-std=gnu11"],
         define_macros=[("WEBPERF_TLS", "1")] if TLS else [],
         libraries=["ssl", "crypto"] if TLS else [],
@@ -75,6 +76,7 @@ NATIVE = [
     Extension(
         "pytest_webperf.swarm._mqttloop",
         ["src/pytest_webperf/swarm/_mqttloop.c"],
+        depends=["src/pytest_webperf/swarm/_loop.h"],
         extra_compile_args=["-O2", "-std=gnu11"],
         define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # mqtts://
         libraries=["ssl", "crypto"] if TLS else [],

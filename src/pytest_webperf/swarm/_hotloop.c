@@ -34,67 +34,7 @@
  * connection has it: SSL_read until WANT_READ per readiness, SSL_write resumed on
  * EPOLLOUT after WANT_WRITE, the handshake driven by the same edges while connecting.
  */
-#define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
-#include <Python.h>
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-#ifdef WEBPERF_TLS
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-#endif
-
-/* ------------------------------------------------------------------ histogram */
-
-#define SUB_BITS 8
-#define SUB 256
-#define NBUCKETS (42 * SUB)
-#define VALUE_MAX ((1ULL << 49) - 1)
-
-typedef struct {
-    uint64_t count, total, min, max;
-    int lo, hi; /* touched bucket range */
-    uint64_t c[NBUCKETS];
-} hist_t;
-
-static inline int bucket_index(uint64_t v) {
-    if (v < 2 * SUB) return (int)v;
-    int shift = 64 - __builtin_clzll(v) - SUB_BITS - 1;
-    return shift * SUB + (int)(v >> shift);
-}
-
-static void hist_clear(hist_t *h) {
-    if (h->hi >= h->lo) memset(&h->c[h->lo], 0, (size_t)(h->hi - h->lo + 1) * sizeof(uint64_t));
-    h->count = h->total = h->min = h->max = 0;
-    h->lo = NBUCKETS;
-    h->hi = -1;
-}
-
-static inline void hist_record(hist_t *h, uint64_t v) {
-    if (v > VALUE_MAX) v = VALUE_MAX;
-    int i = bucket_index(v);
-    h->c[i]++;
-    if (i < h->lo) h->lo = i;
-    if (i > h->hi) h->hi = i;
-    if (h->count == 0 || v < h->min) h->min = v;
-    if (v > h->max) h->max = v;
-    h->count++;
-    h->total += v;
-}
+#include "_loop.h" /* headers, histogram, clock, arrays, TLS words, epoll set */
 
 /* ------------------------------------------------------------------ statistics */
 
@@ -277,73 +217,17 @@ typedef struct {
     char tls_message[EXAMPLE_BYTES];
 } Engine;
 
-static inline uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static int grow(void **array, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return 0;
-    size_t ncap = *cap ? *cap * 2 : 64;
-    while (ncap < need) ncap *= 2;
-    void *p = realloc(*array, ncap * size);
-    if (!p) return -1;
-    *array = p;
-    *cap = ncap;
-    return 0;
-}
-
 /* ---- the wake heap (earliest first) */
 
-static void heap_swap(Engine *e, size_t i, size_t j) {
-    conn_t *a = e->heap[i], *b = e->heap[j];
-    e->heap[i] = b;
-    e->heap[j] = a;
-    b->heap_pos = i + 1;
-    a->heap_pos = j + 1;
-}
+#define LOOP_WAKE_KEY wake
+#define LOOP_WAKE_HEAP
+#include "_loop.h"
+#undef LOOP_WAKE_HEAP
 
-static void heap_up(Engine *e, size_t i) {
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (e->heap[p]->wake <= e->heap[i]->wake) break;
-        heap_swap(e, i, p);
-        i = p;
-    }
-}
-
-static void heap_down(Engine *e, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < e->nheap && e->heap[l]->wake < e->heap[m]->wake) m = l;
-        if (r < e->nheap && e->heap[r]->wake < e->heap[m]->wake) m = r;
-        if (m == i) break;
-        heap_swap(e, i, m);
-        i = m;
-    }
-}
-
-static void heap_remove(Engine *e, conn_t *c) {
-    if (!c->heap_pos) return;
-    size_t i = c->heap_pos - 1;
-    c->heap_pos = 0;
-    e->nheap--;
-    if (i == e->nheap) return;
-    e->heap[i] = e->heap[e->nheap];
-    e->heap[i]->heap_pos = i + 1;
-    heap_down(e, i);
-    heap_up(e, i);
-}
-
+/* c waits in the heap until `wake` (idle: its next request is due then) */
 static void heap_push(Engine *e, conn_t *c, uint64_t wake) {
-    heap_remove(e, c);
-    if (grow((void **)&e->heap, &e->capheap, e->nheap + 1, sizeof(conn_t *))) return;
-    c->wake = wake;
+    heap_set(e, c, wake);
     c->state = S_IDLE;
-    e->heap[e->nheap] = c;
-    c->heap_pos = ++e->nheap;
-    heap_up(e, e->nheap - 1);
 }
 
 /* ---- socket I/O: plain, or TLS when the connection has it */
@@ -360,16 +244,7 @@ struct tls_conn {
    E_TLS_FAILED; the thread's error queue emptied */
 static void tls_failed(Engine *e, conn_t *c, const char *what) {
     char reason[EXAMPLE_BYTES] = "";
-    long verify = c->tls && c->tls->ssl ? SSL_get_verify_result(c->tls->ssl) : X509_V_OK;
-    unsigned long code = ERR_get_error();
-    if (verify != X509_V_OK)
-        snprintf(reason, sizeof reason, "certificate verify failed: %s",
-                 X509_verify_cert_error_string(verify));
-    else if (code)
-        ERR_error_string_n(code, reason, sizeof reason);
-    else
-        snprintf(reason, sizeof reason, "%s", what);
-    ERR_clear_error();
+    tls_reason(c->tls ? c->tls->ssl : NULL, what, reason, sizeof reason);
     snprintf(e->tls_message, sizeof e->tls_message, "%s", reason);
     errno = E_TLS_FAILED;
 }
@@ -1368,14 +1243,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     e->processes = processes;
     e->index = index;
     e->slot = -1;
-    e->epfd = epoll_create1(EPOLL_CLOEXEC);
-    e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (e->epfd < 0 || e->evfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->evfd, &ev) < 0) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
-    }
+    if (loop_open(&e->epfd, &e->evfd) < 0) return -1;
     pthread_mutex_init(&e->lock, NULL);
     return 0;
 bad_address:
