@@ -209,6 +209,7 @@ def webperf(
         config=_item_config(request.node, session.config),
         catalog=lambda: session.catalog,
         judge=session.judge,
+        stored=session.stored,
         against=session.against if session.config.against else None,
         progress=_with_live(request.config, progress_for(request.config)),
     )

@@ -1,19 +1,18 @@
-"""Folded stacks, CPU per request, and the differential profile of A/B pairs."""
+"""Folded stacks, CPU per request, and one function's change as reports keep it."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_webperf.profiling.stacks import (
+    FunctionChange,
     Sample,
-    diff,
     fold,
     frame_name,
     merge,
+    on_stack,
     parse_folded,
     per_request,
     write_folded,
@@ -68,54 +67,17 @@ def test_scaling_requests_scales_the_cost_per_request(
         assert more[name].total_us == pytest.approx(cost.total_us / factor)
 
 
-@settings(max_examples=50)
-@given(st.lists(st.tuples(stacks, st.integers(1, 10_000)), min_size=1, max_size=6))
-def test_a_profile_against_itself_changes_nothing(runs: list[tuple[dict[str, int], int]]) -> None:
-    samples = [Sample(folded, 0.01, requests) for folded, requests in runs]
-    result = diff([(s, s) for s in samples])
-    assert result.changes == ()
-
-
-def _pair(rng: random.Random, slow: float, requests: int = 2000) -> tuple[Sample, Sample]:
-    """A server with two handlers; the change makes ``slow_path`` ``slow`` times costlier."""
-
-    def sample(factor: float) -> Sample:
-        mean = {"main;serve;fast_path": 300.0, "main;serve;slow_path": 300.0 * factor}
-        mean["main;serve"] = 100.0
-        folded = {k: max(0, round(rng.gauss(v, v**0.5))) for k, v in mean.items()}
-        return Sample(folded, 1 / 99, requests)
-
-    return sample(1.0), sample(slow)
-
-
-def test_the_function_made_slower_is_first_and_alone() -> None:
-    rng = random.Random(26)
-    result = diff([_pair(rng, 2.0) for _ in range(4)])
-    assert [c.function for c in result.changes] == ["slow_path"]
-    change = result.changes[0]
-    assert change.low_us > 0
-    # 300 more samples of 1/99 s over 2000 requests: ~1515 µs per request
-    assert change.change_us == pytest.approx(300 / 99 / 2000 * 1e6, rel=0.2)
-    assert change.change_total_us == pytest.approx(change.change_us, rel=0.01)
-    assert change.line().startswith("+")
-    assert result.tested == 3 and result.pairs == 4
-
-
-def test_an_a_a_run_flags_nothing() -> None:
-    rng = random.Random(7)
-    flagged = sum(len(diff([_pair(rng, 1.0) for _ in range(4)]).changes) for _ in range(40))
-    assert flagged <= 1  # 1 % per run in all, Bonferroni over the functions
-
-
-def test_one_pair_decides_nothing_and_requests_matter() -> None:
-    rng = random.Random(1)
-    assert diff([_pair(rng, 3.0)]).changes == ()
-    a, b = _pair(rng, 1.0)
-    # the same samples over half the requests: twice the cost per request, everywhere
-    pairs = [(a, Sample(b.stacks, b.period_s, a.requests // 2)) for _ in range(4)]
-    changed = {c.function for c in diff(pairs).changes}
-    assert {"fast_path", "slow_path"} <= changed
-
-
 def test_merge_adds_up() -> None:
     assert merge({"a": 1}, {"a": 2, "b": 1}) == {"a": 3, "b": 1}
+
+
+def test_on_stack_counts_a_function_once_per_stack() -> None:
+    assert on_stack({"main;f;f": 2, "main;g": 1}) == {"main": 3, "f": 2, "g": 1}
+
+
+def test_a_function_change_round_trips_with_and_without_its_ratio() -> None:
+    plain = FunctionChange("f (srv)", 3.0, 1.0, 5.0, 10.0, 4.0)
+    assert FunctionChange.from_dict(plain.to_dict()) == plain and "ratio" not in plain.to_dict()
+    tested = FunctionChange("f (srv)", 3.0, 1.0, 5.0, 10.0, 4.0, ratio=1.3, p_value=0.001)
+    assert FunctionChange.from_dict(tested.to_dict()) == tested
+    assert tested.line() == "+3.0 µs/req  f (srv)"

@@ -1,19 +1,30 @@
-"""The profiler's parsing (perf script, py-spy raw), what a run says without a profiler,
-and the differential profile of A/B pairs as the JSON holds it."""
+"""The profiler's parsing (perf script with perf maps, py-spy raw), what a run says
+without a profiler, the rates it plans, and the profiles of A/B pairs as the JSON holds
+them (the judge's diff of them: ``test_attribution.py``)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from pytest_webperf.measurement.pairs import Pairs, profile_of
+from pytest_webperf.measurement.profiles import Profiler
 from pytest_webperf.models.measurement import RunResult
 from pytest_webperf.models.samples import Latency
 from pytest_webperf.profiling import capture as profiler
-from pytest_webperf.profiling.capture import Capture, Recording, fold_perf_script, fold_py_spy
+from pytest_webperf.profiling import runtimes
+from pytest_webperf.profiling.capture import (
+    Capture,
+    Recording,
+    fold_perf_script,
+    fold_py_spy,
+    unnamed_libraries,
+)
 from pytest_webperf.profiling.stacks import parse_folded
 from pytest_webperf.stats.histogram import Histogram
 
@@ -82,9 +93,9 @@ def test_no_perf_binary_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
         note = profiler.header_note("auto", "origin/main")
         assert note is not None and note.startswith("webperf: no CPU profiles")
         assert profiler.header_note("off", "origin/main") is None
-        assert profiler.header_note("auto", None) is None
-        on = profiler.header_note("on", None)
-        assert on is not None and "A/B runs only" in on
+        alone = profiler.header_note("auto", None)
+        assert alone is not None and "in this run" in alone
+        assert profiler.header_note("on", None) is None  # each measurement says why
     finally:
         profiler.perf_problem.cache_clear()
 
@@ -110,7 +121,7 @@ def test_a_python_target_without_py_spy_says_its_profile_names_no_python(
     assert any("no py-spy found" in note for note in capture.notes), capture.notes
 
 
-def make_run(repetition: int, requests: int) -> RunResult:
+def make_run(repetition: int, requests: int, cpu_s: float | None = None) -> RunResult:
     return RunResult(
         repetition=repetition,
         concurrency=1,
@@ -122,33 +133,112 @@ def make_run(repetition: int, requests: int) -> RunResult:
         bytes=0,
         latency=Latency.of(Histogram()),
         series=(),
+        server_cpu_seconds=cpu_s,
     )
 
 
-def _pairs(a: dict[str, int], b: dict[str, int], n: int = 3) -> Pairs:
+def _pairs(a: dict[str, int], b: dict[str, int], n: int = 3) -> tuple[Pairs, Profiler]:
     pairs = Pairs()
+    profiler = Profiler(3.0, n)
+    pairs.captures = profiler.captures
     for i in range(n):
-        pairs.base.append(make_run(repetition=i + 1, requests=1000))
-        pairs.change.append(make_run(repetition=i + 1, requests=1000))
-        pairs.captures["A"].append(Capture(a, 0.01, ("perf",)))
-        pairs.captures["B"].append(Capture(b, 0.01, ("perf",)))
+        pairs.base.append(make_run(repetition=i + 1, requests=1000, cpu_s=0.1))
+        pairs.change.append(make_run(repetition=i + 1, requests=1000, cpu_s=0.3))
+        pairs.captures["A"].append(Capture(a, 0.01, ("perf",), rates={"perf": 997}))
+        pairs.captures["B"].append(Capture(b, 0.01, ("perf",), rates={"perf": 997}))
         pairs.order.append("AB" if i % 2 == 0 else "BA")
-    return pairs
+    return pairs, profiler
 
 
-def test_profile_of_pairs_ranks_and_keeps_both_sides() -> None:
+def test_profile_of_pairs_keeps_each_side_s_repetitions_and_stacks() -> None:
     a = {"main;serve;hash (libcrypto.so.3)": 400, "main;serve;parse (srv)": 400}
     b = {"main;serve;hash (libcrypto.so.3)": 1200, "main;serve;parse (srv)": 400}
-    profile = profile_of(_pairs(a, b), None)
-    assert [c["function"] for c in profile["changes"]] == ["hash (libcrypto.so.3)"]
-    assert profile["changes"][0]["change_us"] > 0
+    profile = profile_of(*_pairs(a, b))
+    assert profile is not None
     assert parse_folded(profile["base_folded"]) == {k: 3 * v for k, v in a.items()}
     assert parse_folded(profile["change_folded"]) == {k: 3 * v for k, v in b.items()}
-    assert profile["tools"] == ["perf"] and profile["pairs"] == 3
+    assert profile["tools"] == ["perf"] and profile["samples"] == {"A": 2400, "B": 4800}
+    first = profile["base_repetitions"][0]
+    assert first["leaves"] == {"hash (libcrypto.so.3)": 400, "parse (srv)": 400}
+    assert first["cpu_per_request_us"] == 100.0 and first["rate_hz"] == {"perf": 997}
+    assert len(profile["repetitions"]) == 3
 
 
 def test_profile_of_says_why_there_is_none() -> None:
-    assert profile_of(Pairs(), "no perf binary") == {"why": "no perf binary"}
-    pairs = _pairs({}, {}, 2)
-    pairs.captures = {"A": ["perf cannot sample here"] * 2, "B": ["perf cannot sample here"] * 2}
-    assert profile_of(pairs, None) == {"why": "perf cannot sample here"}
+    assert profile_of(Pairs(), None) is None
+    assert profile_of(Pairs(), Profiler(3.0, 3, unavailable="no perf binary")) == {
+        "why": "no perf binary"
+    }
+    pairs, profiler = _pairs({}, {}, 2)
+    pairs.captures["A"][:] = ["perf cannot sample here"] * 2
+    pairs.captures["B"][:] = ["perf cannot sample here"] * 2
+    assert profile_of(pairs, profiler) == {"why": "perf cannot sample here"}
+
+
+def test_rates_are_planned_from_what_the_pairs_used() -> None:
+    profiler = Profiler(3.0, 3)
+    assert profiler.rates == {"perf": 997, "py-spy": 997}  # a quarter of a core guessed
+    busy = {"main;f": 3000}
+    runs = {"A": [make_run(1, 1000, cpu_s=6.0)], "B": [make_run(1, 1000, cpu_s=6.0)]}
+    profiler.captures["A"].append(Capture(busy, 0.001, ("perf",), rates={"perf": 997}))
+    profiler.captures["B"].append(Capture(busy, 0.001, ("perf",), rates={"perf": 997}))
+    profiler.replan(runs)  # two cores busy: 3,000 samples already, the lowest rate will do
+    assert profiler.rates == {"perf": 99, "py-spy": 99}
+    replayed = Profiler(3.0, 3, schedule=[{"perf": 1999}, {"perf": 499}])
+    assert replayed.rates == {"perf": 1999}
+    replayed.replan(runs)
+    assert replayed.rates == {"perf": 499}
+
+
+SERVLET = (
+    "webperf.Servlet.doGet(jakarta.servlet.http.HttpServletRequest, "
+    "jakarta.servlet.http.HttpServletResponse)"
+)
+MAPPED = (
+    "  4242   1003009\n"
+    "\t    1050 [unknown] (/tmp/perf-4242.map)\n"
+    f"\t    2010 {SERVLET} (/tmp/perf-4242.map)\n"
+    "\t    3000 Interpreter (/tmp/perf-4242.map)\n"
+    "\t      10 start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)\n"
+    "\n"
+    "  4242   1003009\n"
+    "\t   11063 [unknown] (/usr/lib/x86_64-linux-gnu/libz.so.1.2.13)\n"
+    "\t    1050 JS:*quicksort /srv/app/app.js:6:19 (/tmp/perf-4242.map)\n"
+)
+
+
+def test_perf_map_frames_are_named_alike_whatever_the_pid() -> None:
+    stacks, _ = fold_perf_script(MAPPED)
+    assert stacks == {
+        "start_thread (libc.so.6);Interpreter (jit);webperf.Servlet.doGet (java);"
+        "[unknown] (jit)": 1,
+        "quicksort (app.js);[unknown] (libz.so.1.2.13)": 1,
+    }
+    assert unnamed_libraries(MAPPED) == {"/usr/lib/x86_64-linux-gnu/libz.so.1.2.13": 1}
+
+
+def test_the_runtimes_get_their_profiling_flags_once() -> None:
+    env = runtimes.profile_env({"PORT": "1"}, {"NODE_OPTIONS": "--max-old-space-size=64"})
+    assert env["NODE_OPTIONS"].split() == [
+        "--max-old-space-size=64",
+        "--perf-basic-prof",
+        "--interpreted-frames-native-stack",
+    ]
+    assert env["JAVA_TOOL_OPTIONS"] == "-XX:+PreserveFramePointer" and env["PORT"] == "1"
+    assert runtimes.profile_env(env) == env
+
+
+def test_a_library_is_traced_to_its_debian_package(tmp_path: Path) -> None:
+    info = tmp_path / "var/lib/dpkg/info"
+    info.mkdir(parents=True)
+    (info / "zlib1g:amd64.list").write_text("/.\n/lib/x86_64-linux-gnu/libz.so.1.2.13\n")
+    (info / "libc6:amd64.list").write_text("/lib/x86_64-linux-gnu/libc.so.6\n")
+    assert runtimes._package_in(str(tmp_path), "libz.so.1.2.13") == "zlib1g"
+    assert runtimes._package_in(str(tmp_path), "libnone.so") is None
+    note = runtimes.library_note("libz.so.1.2.13", "zlib1g")
+    assert "install zlib1g-dbgsym" in note and "libz.so.1.2.13 has no symbols" in note
+
+
+def test_this_process_is_a_python_runtime() -> None:
+    assert runtimes.runtime_of(os.getpid()) == "python"
+    assert runtimes.runtime_of(2**22 + 12345) == "native"

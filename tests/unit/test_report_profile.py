@@ -1,5 +1,6 @@
 """The differential profile in the reports: the terminal's top functions under an open
-CPU or throughput check, the HTML report's ranked table and folded stacks."""
+CPU, throughput or latency check (or why none is named, or that the time went
+elsewhere), the HTML report's ranked table and folded stacks."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ PROFILE = {
     "pairs": 4,
     "tested": 12,
     "confidence": 0.95,
+    "family_alpha": 0.05,
+    "dispersion": 2.5,
+    "explained": 0.85,
+    "cpu": {"base_us": 130.0, "change_us": 10.0, "change": 0.077, "low": 0.03, "high": 0.12},
+    "repetitions": [{"leaves": {}, "rate_hz": {"perf": 1999}}],
+    "base_repetitions": [{"leaves": {}, "rate_hz": {"perf": 1999}}],
     "changes": [
         change("sha256_block_data_order (libcrypto.so.3)", 31.2),
         change("ngx_http_parse_request_line (nginx)", -12.0),
@@ -45,27 +52,40 @@ PROFILE = {
 
 def test_the_top_three_functions_go_under_a_failed_cpu_check() -> None:
     lines = summary(ab_report(ab_entry(profile=PROFILE)))
-    at = lines.index("  profile (B - A, CPU per request):")
-    assert lines[at + 1 : at + 4] == [
-        "    +31.2 µs/req  sha256_block_data_order (libcrypto.so.3)",
-        "    -12.0 µs/req  ngx_http_parse_request_line (nginx)",
-        "    +8.0 µs/req  memcpy (libc.so.6)",
+    at = lines.index("  profile (B - A, CPU per request; 400 samples of A, 420 of B):")
+    assert lines[at + 1 : at + 5] == [
+        "    +31.2 µs/req (+26.2..+36.2)  sha256_block_data_order (libcrypto.so.3)",
+        "    -12.0 µs/req (-17.0..-7.0)  ngx_http_parse_request_line (nginx)",
+        "    +8.0 µs/req (+3.0..+13.0)  memcpy (libc.so.6)",
+        "    the named functions explain 85% of +10.0 µs/req",
     ]
     assert not any("fourth" in line for line in lines)
 
 
-def test_nothing_is_said_when_the_cpu_and_throughput_checks_pass() -> None:
+def test_nothing_is_said_when_every_check_passes() -> None:
     entry = ab_entry(profile=PROFILE)
-    entry["verdict"]["checks"] = [a_check(), a_check(check="p95:20%", metric="p95", outcome="fail")]
+    entry["verdict"]["checks"] = [
+        a_check(),
+        a_check(check="errors:0", metric="errors", outcome="fail"),
+    ]
     assert not any("profile" in line for line in summary(ab_report(entry)))
 
 
-def test_why_there_is_no_profile_is_said_under_the_check() -> None:
+def test_a_latency_check_without_a_cpu_change_says_the_time_went_elsewhere() -> None:
+    elsewhere = "the target's CPU per request did not move (+0.5%, -2.0..+3.0%): elsewhere"
+    entry = ab_entry(profile={**PROFILE, "changes": [], "elsewhere": elsewhere})
+    entry["verdict"]["checks"] = [a_check(), a_check(check="p95:20%", metric="p95", outcome="fail")]
+    assert f"  profile: {elsewhere}" in summary(ab_report(entry))
+
+
+def test_why_there_is_no_profile_or_no_function_is_said_under_the_check() -> None:
     lines = summary(ab_report(ab_entry(profile={"why": "no perf binary"})))
     assert "  no CPU profile: no perf binary" in lines
-    empty = {**PROFILE, "changes": []}
-    lines = summary(ab_report(ab_entry(profile=empty)))
-    assert any("no function changed credibly (12 tested)" in line for line in lines)
+    unresolved = "no function's change is resolved with 400 samples on the smaller side"
+    lines = summary(
+        ab_report(ab_entry(profile={**PROFILE, "changes": [], "unresolved": unresolved}))
+    )
+    assert any(line.endswith(f"420 of B): {unresolved}") for line in lines), lines
 
 
 def test_the_html_report_ranks_the_functions_and_offers_the_stacks() -> None:
@@ -76,6 +96,7 @@ def test_the_html_report_ranks_the_functions_and_offers_the_stacks() -> None:
     assert 'download="A.folded"' in page and 'download="B.folded"' in page
     assert "main%3Ba%3Cb%3E%203" in page  # the stacks, URL-encoded, never raw markup
     assert "fourth (nginx)" in page  # the table has every function, not the top 3
+    assert "Sampled by perf at 1999 Hz (400 samples of A, 420 of B)" in page
     page = render_html(ab_report(ab_entry(profile={"why": "perf cannot sample here"})))
     assert "No CPU profile: perf cannot sample here" in page
     assert "CPU profile" not in render_html(ab_report(ab_entry()))
@@ -105,5 +126,5 @@ def test_the_markdown_summary_says_it_under_the_checks() -> None:
     from pytest_webperf.report.markdown import render_markdown
 
     text = render_markdown(ab_report(ab_entry(profile=PROFILE)))
-    assert "- profile (B - A, CPU per request):" in text
-    assert "- +31.2 µs/req sha256\\_block\\_data\\_order (libcrypto.so.3)" in text
+    assert "- profile (B - A, CPU per request; 400 samples of A, 420 of B):" in text
+    assert "- +31.2 µs/req (+26.2..+36.2) sha256\\_block\\_data\\_order (libcrypto.so.3)" in text

@@ -17,6 +17,11 @@ process target's commit)::
     {"schema": 1, "nodeid": "...", "machine_id": "...",
      "measurements": {"<name>": {"latest": ENTRY, "history": [SUMMARY, ...]}}}
 
+A measurement that was profiled keeps a digest of its profile in its ``latest`` entry
+(``profiling/digest.py``: each repetition's largest functions and its folded stacks, at
+most 64 KiB), never in its history, so a stored-baseline failure names functions too
+and the file stays bounded however often it is saved.
+
 Writes are atomic (temp file in the same directory, fsync, ``os.replace``, fsync
 of the directory): a crash leaves the old file or the new one, never half of one.
 A file from a newer schema is refused; a corrupt one raises ``BaselineError``
@@ -41,6 +46,8 @@ from pytest_webperf.errors import BaselineError
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.gate.metrics import METRICS
 from pytest_webperf.models.measurement import Measurement
+from pytest_webperf.profiling import digest
+from pytest_webperf.profiling.stacks import parse_folded
 
 SCHEMA = 1
 HISTORY_LIMIT = 20
@@ -106,6 +113,21 @@ def code_of(target: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(git, Mapping) and git.get("commit"):
         found["git"] = {"commit": git.get("commit"), "dirty": bool(git.get("dirty"))}
     return found
+
+
+def kept_profile(profile: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a baseline keeps of a measurement's profile: the digest of its side (the
+    change's, in an A/B run), or None when it has none."""
+    if profile is None or profile.get("why"):
+        return None
+    reps = profile.get("repetitions")
+    if not isinstance(reps, list) or not reps:
+        return None
+    try:
+        folded = parse_folded(str(profile.get("change_folded") or ""))
+    except ValueError:
+        folded = {}
+    return digest.digest([str(t) for t in profile.get("tools") or ()], reps, folded)
 
 
 def _now() -> str:
@@ -221,7 +243,7 @@ class BaselineStore:
             record["latest"] = {
                 "saved_at": stamp["saved_at"],
                 "metadata": dict(stamp),
-                "measurement": replace(m, verdict=None).to_dict(),
+                "measurement": replace(m, verdict=None, profile=kept_profile(m.profile)).to_dict(),
             }
             record["history"].append(
                 {

@@ -8,16 +8,21 @@
 - Otherwise: against this machine's stored baseline. A broken baseline file raises
   ``BaselineError`` (it fails this test only), except under --webperf-save, which
   replaces it (the fix its message names).
+
+A measurement with a CPU profile gets its diff here too (``attribution.attribute``),
+scaled by the same estimate of ``cpu_per_req`` its check is judged on.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pytest_webperf.errors import BaselineError
-from pytest_webperf.gate import baseline, decide
+from pytest_webperf.gate import attribution, baseline, decide, estimates
 from pytest_webperf.gate.grammar import Check
+from pytest_webperf.gate.metrics import METRICS
 from pytest_webperf.models.measurement import Measurement
 
 
@@ -62,17 +67,22 @@ def judge(
             )
             return dataclasses.replace(measurement, verdict=verdict)
         base = dataclasses.replace(current, runs=measurement.base_runs)
+        instances = tuple(against.get("instances", ()))
         verdict = decide.decide(
             current,
             base,
             chosen,
             generator_bound=bound,
-            instances=tuple(against.get("instances", ())),
+            instances=instances,
             look=max(1, int(against.get("looks", 1))),
             max_error_rate=max_error_rate,
             require_power=require_power,
         )
-        return dataclasses.replace(measurement, verdict=verdict)
+        diffed = None
+        if measurement.profile is not None:
+            cpu = estimates.paired_estimate(METRICS["cpu_per_req"], current, base, instances)
+            diffed = attribution.attribute(measurement.profile, cpu)
+        return dataclasses.replace(measurement, verdict=verdict, profile=diffed)
     notes: list[str] = []
     try:
         stored = store_for(measurement).load(measurement.nodeid, measurement.name)
@@ -95,7 +105,11 @@ def judge(
         require_power=require_power,
     )
     verdict = dataclasses.replace(verdict, notes=(*verdict.notes, *notes))
-    return dataclasses.replace(measurement, verdict=verdict)
+    profile: Mapping[str, Any] | None = measurement.profile
+    if profile is not None and stored is not None:
+        cpu = estimates.level_estimate(METRICS["cpu_per_req"], measurement, stored)
+        profile = attribution.attribute(profile, cpu, stored=stored.profile, against_stored=True)
+    return dataclasses.replace(measurement, verdict=verdict, profile=profile)
 
 
 def other_machines_note(store: baseline.BaselineStore, measurement: Measurement) -> list[str]:

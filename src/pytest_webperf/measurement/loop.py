@@ -19,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Protocol
 
 from pytest_webperf.errors import TargetError
 from pytest_webperf.measurement.plan import Monitor, MonitorFactory, RunPlan, no_monitor
+from pytest_webperf.measurement.profiles import Profiler
 from pytest_webperf.measurement.repetition import run_result
 from pytest_webperf.models.measurement import RunResult
 from pytest_webperf.models.progress import NoProgress, Progress, RepetitionDone, Tick
@@ -315,9 +317,11 @@ def run_repetitions(
     progress: Progress | None = None,
     label: Label | None = None,
     restart_every: int = 0,
+    profiler: Profiler | None = None,
 ) -> list[RunResult]:
     """Every repetition against a live target, restarting it (a fresh process or
-    container instance) every ``restart_every`` repetitions when it can be restarted."""
+    container instance) every ``restart_every`` repetitions when it can be restarted;
+    with a ``profiler``, each one profiled (its side ``B``), the rates planned as they go."""
     kind.check(target)
     dead = died(target, ())  # fail fast, and refreshes the parts' pids for the monitor
     if dead is not None:
@@ -325,10 +329,13 @@ def run_repetitions(
     label = replace(label or Label(), repetitions=plan.repeat)
     results: list[RunResult] = []
     instance = 0
+    if profiler is not None:
+        monitor_factory = profiler.monitors(monitor_factory)
     for repetition in range(1, plan.repeat + 1):
         if restart_every and repetition > 1 and (repetition - 1) % restart_every == 0:
             instance += int(restart(target))
-        result = run_repetition(
+        measure = partial(
+            run_repetition,
             target,
             kind,
             plan,
@@ -338,5 +345,8 @@ def run_repetitions(
             label=label,
             before=results,
         )
+        result = measure() if profiler is None else profiler.repetition("B", measure)
         results.append(replace(result, instance=instance))
+        if profiler is not None:
+            profiler.replan({"B": results})
     return results

@@ -1,20 +1,22 @@
-"""CPU profiles of a target's process trees while a repetition is measured (the I/O
-side of ``profile``): ``perf`` for native code, ``py-spy`` for Python.
+"""CPU profiles of a target's process trees while a repetition is measured: ``perf``
+for native code and JIT runtimes, ``py-spy`` for Python, at the rates the measurement
+planned (``profiling/rates.py``).
 
 Per part of the target (its root pid on this host, a container's too), the process tree
 as it is when the measured phase starts:
 
 * **Python** (a process of the tree is a Python interpreter) with ``py-spy`` found (on
   the PATH or beside this interpreter: a dependency of the plugin):
-  ``py-spy record --format raw -r 99 --pid ROOT --subprocesses --nonblocking --gil``.
+  ``py-spy record --format raw -r RATE --pid ROOT --subprocesses --nonblocking --gil``.
   Only the thread holding the GIL is sampled (a thread waiting for it is not using the
-  CPU, and would blur the profile of a threaded server), so a sample is 1/99 s of
+  CPU, and would blur the profile of a threaded server), so a sample is 1/RATE s of
   Python running; code that releases the GIL (I/O, some C extensions) is not counted.
   The process frame (``process PID:"cmdline"``) and line numbers are dropped, so A and
   B name functions alike (``beta (server.py)``). ``--subprocesses`` follows processes
   forked later.
-* **Anything else**: ``perf record -e cpu-clock -F 99 -g -p PIDS`` (the software clock,
-  so a sample is 1/99 s of CPU; hardware counters are not needed), then ``perf script``.
+* **Anything else**: ``perf record -N -e cpu-clock -F RATE -g -p PIDS`` (the software
+  clock, so a sample is 1/RATE s of CPU; no hardware counters needed; ``-N``: no
+  build-id cache, which grows without bound on a CI runner), then ``perf script``.
   ``-p`` takes the pids when it starts: a process forked later is **not** sampled (perf
   does not follow it); the capture says how many the tree gained meanwhile. Symbols of a
   container's binaries resolve without ``--symfs``: perf reads them through the
@@ -23,8 +25,15 @@ as it is when the measured phase starts:
   frame pointers (``-g``): binaries built without them (most distribution packages)
   give the leaf function right and the callers partly wrong, so the diff ranks by
   *self* time; frames perf cannot name at all (``[unknown]`` in no file) are dropped.
+* **JIT runtimes under perf** (``profiling/perfmap.py``): when sampling stops, a HotSpot
+  JVM is asked for its perf map (``profiling/attach.py``), and every sampled process's
+  map is copied through its mount namespace; ``perf script``'s frames in a map are named
+  from the copy and made alike for A and B (``quicksort (app.js)``,
+  ``webperf.WorkloadServlet.quicksort (java)``). What a runtime cannot name is said in
+  the capture's notes (``profiling/runtimes.py``): node without a map, a JVM that wrote
+  none, PHP, libraries without symbols and the package that would name them.
 
-Where neither works (no ``perf`` binary: Debian's ``linux-perf``; not allowed to
+Where neither tool works (no ``perf`` binary: Debian's ``linux-perf``; not allowed to
 sample: not root, ``perf_event_paranoid``; py-spy refused), the capture is a sentence
 saying why: the run goes on without a profile.
 """
@@ -46,21 +55,29 @@ from pathlib import Path
 
 import psutil
 
+from pytest_webperf.profiling import attach, perfmap, runtimes
 from pytest_webperf.profiling.stacks import fold, merge, parse_folded
 
-RATE = 99  # samples per second: off the beat of 100 Hz timers, cheap
+PROBE_RATE = 99  # the rate of the one-off probe that perf can sample here
+DEFAULT_RATES: Mapping[str, int] = {"perf": 99, "py-spy": 99}  # off the beat of 100 Hz
 STOP_TIMEOUT_S = 30.0  # a profiler that does not finish writing in this time is killed
+LIBRARY_SHARE = 0.01  # a library without symbols is named in the notes from this share
 
 
 @dataclass(frozen=True)
 class Capture:
     """One repetition's profile of the whole target: stacks, the CPU time one sample
-    stands for, which tools sampled it, and anything the reader should know."""
+    stands for, which tools sampled it at which rates, and what the reader should know."""
 
     stacks: Mapping[str, int]
     period_s: float
     tools: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    rates: Mapping[str, int] = field(default_factory=dict)  # tool -> Hz, the tools used
+
+    @property
+    def samples(self) -> int:
+        return sum(self.stacks.values())
 
 
 # --- which tool ---------------------------------------------------------------------------
@@ -81,7 +98,7 @@ def perf_problem() -> str | None:
     if perf is None:
         return "no perf binary (Debian: apt-get install linux-perf)"
     with tempfile.TemporaryDirectory(prefix="webperf-perf-") as tmp:
-        argv = [perf, "record", "-q", "-e", "cpu-clock", "-F", str(RATE), "-g"]
+        argv = [perf, "record", "-q", "-N", "-e", "cpu-clock", "-F", str(PROBE_RATE), "-g"]
         argv += ["-o", os.path.join(tmp, "probe.data"), "--", "true"]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
@@ -95,12 +112,7 @@ def perf_problem() -> str | None:
 
 
 def is_python(pid: int) -> bool:
-    try:
-        process = psutil.Process(pid)
-        names = [process.name(), os.path.basename(process.exe() or "")]
-    except (psutil.Error, OSError):
-        return False
-    return any(re.fullmatch(r"python[\d.]*|pypy[\d.]*|uwsgi|gunicorn", n) for n in names if n)
+    return runtimes.runtime_of(pid) == "python"
 
 
 def tree(root: int) -> list[int]:
@@ -124,17 +136,16 @@ def problem() -> str | None:
 
 
 def header_note(mode: str, against: str | None) -> str | None:
-    """What the run's header says about profiles: ``auto`` in an A/B run with no
-    profiler that works here; ``on`` in a run that is not A/B."""
-    if mode == "on" and not against:
-        return (
-            "webperf: --webperf-profile=on profiles A/B runs only (--webperf-against); "
-            "stored baselines carry no profile yet"
-        )
-    if mode != "auto" or not against:
+    """What the run's header says about profiles: ``auto`` with no profiler that works
+    here (A/B runs profile by default; a run against stored baselines only when its
+    baseline carries a profile, or it has none yet)."""
+    if mode != "auto":
         return None
     why = problem()
-    return None if why is None else f"webperf: no CPU profiles in this A/B run: {why}"
+    if why is None:
+        return None
+    where = "this A/B run" if against else "this run"
+    return f"webperf: no CPU profiles in {where}: {why}"
 
 
 # --- perf script, folded ------------------------------------------------------------------
@@ -143,10 +154,13 @@ _FRAME = re.compile(r"^\s*[0-9a-f]+\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\)\s*$")
 
 
 def perf_frame(sym: str, dso: str) -> str | None:
-    """``sha256_block_data_order (libcrypto.so.3)``; kernel frames ``(kernel)``; a frame
-    with neither a symbol nor a file is None (unwinding garbage without frame pointers)."""
+    """``sha256_block_data_order (libcrypto.so.3)``; kernel frames ``(kernel)``; a
+    frame of a perf map named alike on both sides (``perfmap.map_frame``); a frame with
+    neither a symbol nor a file is None (unwinding garbage without frame pointers)."""
     sym = re.sub(r"\+0x[0-9a-f]+$", "", sym.strip())
     where = "kernel" if dso.startswith("[kernel") else os.path.basename(dso)
+    if perfmap.MAP_DSO.match(where):
+        return perfmap.map_frame(sym)
     if sym in ("", "[unknown]") and where in ("", "[unknown]", "unknown"):
         return None
     return f"{sym or '[unknown]'} ({where or '?'})"
@@ -175,6 +189,27 @@ def fold_perf_script(text: str) -> tuple[dict[str, int], float | None]:
             frames = []
     period = sum(periods) / len(periods) / 1e9 if periods else None
     return fold(stacks), period
+
+
+def unnamed_libraries(text: str) -> dict[str, int]:
+    """Per file (as the process maps it), the samples whose leaf perf could not name
+    in it: libraries and binaries without symbols (not the kernel, not a perf map)."""
+    found: dict[str, int] = {}
+    leaf = True
+    for line in text.splitlines():
+        if not line.startswith("\t"):
+            leaf = True
+            continue
+        if not leaf:
+            continue
+        leaf = False
+        match = _FRAME.match(line)
+        if match is None or match["sym"].strip() not in ("", "[unknown]"):
+            continue
+        dso = match["dso"]
+        if dso.startswith("/") and not perfmap.MAP_DSO.match(os.path.basename(dso)):
+            found[dso] = found.get(dso, 0) + 1
+    return found
 
 
 _PROCESS_FRAME = re.compile(r'^process \d+:".*?"$|^process \d+$')
@@ -206,18 +241,30 @@ class _Run:
     process: subprocess.Popen[bytes] | None = None
     stderr: Path | None = None
     problem: str | None = None
-    python: bool = False  # a Python interpreter in the tree (sampled by perf: no py-spy)
+    kinds: dict[int, str] = field(default_factory=dict)  # pid -> runtime (runtimes.runtime_of)
+    maps: dict[int, Path] = field(default_factory=dict)  # pid -> its perf map, copied at stop
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def python(self) -> bool:  # a Python interpreter in the tree (py-spy, or perf: no py-spy)
+        return "python" in self.kinds.values()
 
 
 @dataclass
 class Recording:
     """One repetition's profile of a target: ``start`` when the measured phase starts,
-    ``stop`` when it ends (sampling stops: cheap), ``collect`` afterwards (folding: perf
-    script takes a second or two), ``close`` always."""
+    ``stop`` when it ends (sampling stops, the perf maps are copied: cheap), ``collect``
+    afterwards (folding: perf script takes a second or two), ``close`` always.
+    ``rates``: samples per second per tool (``perf``, ``py-spy``)."""
 
     parts: Mapping[str, int]
+    rates: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_RATES))
     runs: list[_Run] = field(default_factory=list)
     directory: Path | None = None
+    stopped: bool = False
+
+    def rate(self, tool: str) -> int:
+        return int(self.rates.get(tool) or DEFAULT_RATES[tool])
 
     def start(self) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="webperf-profile-"))
@@ -228,11 +275,12 @@ class Recording:
             if not pids:
                 run.problem = f"{part}: no process to sample"
                 continue
+            run.kinds = {pid: runtimes.runtime_of(pid) for pid in pids}
             spy = py_spy_path()
-            run.python = any(is_python(pid) for pid in pids)
             if spy is not None and run.python:
                 run.tool = "py-spy"
-                argv = [spy, "record", "--format", "raw", "-r", str(RATE), "--pid", str(root)]
+                rate = str(self.rate("py-spy"))
+                argv = [spy, "record", "--format", "raw", "-r", rate, "--pid", str(root)]
                 argv += ["--subprocesses", "--nonblocking", "--gil", "-o", str(run.output)]
             else:
                 why = perf_problem()
@@ -241,8 +289,9 @@ class Recording:
                     continue
                 run.tool = "perf"
                 perf = shutil.which("perf") or "perf"
-                argv = [perf, "record", "-q", "-e", "cpu-clock", "-F", str(RATE), "-g"]
-                argv += ["-p", ",".join(map(str, pids)), "-o", str(run.output)]
+                argv = [perf, "record", "-q", "-N", "-e", "cpu-clock", "-F"]
+                argv += [str(self.rate("perf")), "-g", "-p", ",".join(map(str, pids))]
+                argv += ["-o", str(run.output)]
             run.stderr = self.directory / f"{part}.err"
             try:  # called from the swarm's events: a profiler that cannot start is a reason
                 with run.stderr.open("wb") as err:
@@ -257,10 +306,30 @@ class Recording:
                 run.problem = f"{part}: {run.tool} cannot start ({exc})"
 
     def stop(self) -> None:
+        """Sampling stops; the JIT runtimes' perf maps are copied while they live (a
+        JVM is asked for its map first: it writes it on request)."""
         for run in self.runs:
             if run.process is not None and run.process.poll() is None:
                 with contextlib.suppress(OSError):
                     run.process.send_signal(signal.SIGINT)
+        if self.stopped or self.directory is None:
+            return
+        self.stopped = True
+        for run in self.runs:
+            if run.tool == "perf" and run.problem is None:
+                self._copy_maps(run, self.directory)
+
+    @staticmethod
+    def _copy_maps(run: _Run, directory: Path) -> None:
+        for pid, kind in run.kinds.items():
+            if kind == "hotspot":
+                try:
+                    attach.write_perfmap(pid)
+                except (attach.AttachError, OSError) as exc:
+                    run.notes.append(runtimes.jvm_note(run.part, str(exc)))
+        run.maps = perfmap.snapshot(run.kinds, directory)
+        if any(k == "node" and pid not in run.maps for pid, k in run.kinds.items()):
+            run.notes.append(runtimes.node_note(run.part))
 
     def collect(self) -> Capture | str:
         """The stacks of every part, or a sentence saying why there are none."""
@@ -279,19 +348,7 @@ class Recording:
             except (OSError, ValueError, subprocess.SubprocessError) as exc:
                 problems.append(f"{run.part}: {run.tool} output unreadable ({exc})")
                 continue
-            if run.tool == "perf" and run.python:
-                notes.append(
-                    f"{run.part}: a Python interpreter sampled by perf, which names the "
-                    "interpreter's C functions, not the Python ones: no py-spy found "
-                    "(pip install py-spy)"
-                )
-            if run.tool == "perf":
-                later = [pid for pid in tree(self.parts[run.part]) if pid not in run.pids]
-                if later:
-                    notes.append(
-                        f"{run.part}: {len(later)} process(es) started during the measured "
-                        "phase were not sampled (perf -p takes the pids at the start)"
-                    )
+            notes += run.notes + self._notes(run, stacks)
             captures.append((run.part, stacks, period))
         if not captures:
             return "; ".join(dict.fromkeys(problems)) or "no process of the target on this host"
@@ -305,7 +362,27 @@ class Recording:
         )
         periods = [period for _, _, period in captures]
         tools = tuple(dict.fromkeys(run.tool for run in self.runs if run.tool))
-        return Capture(stacks, sum(periods) / len(periods), tools, tuple(notes))
+        rates = {tool: self.rate(tool) for tool in tools}
+        return Capture(stacks, sum(periods) / len(periods), tools, tuple(notes), rates)
+
+    def _notes(self, run: _Run, stacks: Mapping[str, int]) -> list[str]:
+        notes = []
+        if run.tool == "perf" and run.python:
+            notes.append(
+                f"{run.part}: a Python interpreter sampled by perf, which names the "
+                "interpreter's C functions, not the Python ones: no py-spy found "
+                "(pip install py-spy)"
+            )
+        if "php" in run.kinds.values() and not any(" (php)" in s for s in stacks):
+            notes.append(f"{run.part}: {runtimes.PHP_NOTE}")
+        if run.tool == "perf":
+            later = [pid for pid in tree(self.parts[run.part]) if pid not in run.pids]
+            if later:
+                notes.append(
+                    f"{run.part}: {len(later)} process(es) started during the measured "
+                    "phase were not sampled (perf -p takes the pids at the start)"
+                )
+        return notes
 
     def _wait(self, run: _Run) -> None:
         if run.process is None:
@@ -323,17 +400,36 @@ class Recording:
             why = lines[-1][:160] if lines else f"exit status {run.process.returncode}"
             run.problem = f"{run.part}: {run.tool} recorded nothing ({why})"
 
-    @staticmethod
-    def _fold(run: _Run) -> tuple[dict[str, int], float]:
+    def _fold(self, run: _Run) -> tuple[dict[str, int], float]:
         if run.tool == "py-spy":
-            return fold_py_spy(run.output.read_text(errors="replace")), 1 / RATE
+            text = run.output.read_text(errors="replace")
+            return fold_py_spy(text), 1 / self.rate("py-spy")
         perf = shutil.which("perf") or "perf"
         argv = [perf, "script", "-i", str(run.output), "-F", "pid,period,ip,sym,dso"]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
         if done.returncode != 0:
             raise ValueError(done.stderr.strip().splitlines()[-1:] or done.returncode)
-        stacks, period = fold_perf_script(done.stdout)
-        return stacks, period or 1 / RATE
+        tables = {
+            pid: perfmap.PerfMap.parse(path.read_text(errors="replace"))
+            for pid, path in run.maps.items()
+        }
+        text, _, _ = perfmap.resolve_script(done.stdout, tables)
+        stacks, period = fold_perf_script(text)
+        run.notes += self._library_notes(run, text, sum(stacks.values()))
+        return stacks, period or 1 / self.rate("perf")
+
+    @staticmethod
+    def _library_notes(run: _Run, text: str, samples: int) -> list[str]:
+        notes = []
+        for library, count in sorted(unnamed_libraries(text).items()):
+            if samples and count >= LIBRARY_SHARE * samples:
+                package = next(
+                    (p for pid in run.pids if (p := runtimes.package_of(pid, library))), None
+                )
+                notes.append(
+                    f"{run.part}: " + runtimes.library_note(os.path.basename(library), package)
+                )
+        return notes
 
     def close(self) -> None:
         for run in self.runs:

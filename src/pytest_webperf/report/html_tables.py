@@ -188,6 +188,21 @@ def profile_table(entry: Entry) -> Table | None:
     return Table(headers, rows, css="checks")
 
 
+def _rates(profile: Mapping[str, Any]) -> str:
+    """``perf 1999 Hz`` (or ``py-spy 997-499 Hz``): the rates the repetitions used."""
+    found: dict[str, set[int]] = {}
+    for key in ("repetitions", "base_repetitions"):
+        reps = profile.get(key)
+        for rep in reps if isinstance(reps, list) else ():
+            rates = rep.get("rate_hz") if isinstance(rep, Mapping) else None
+            for tool, rate in rates.items() if isinstance(rates, Mapping) else ():
+                found.setdefault(str(tool), set()).add(int(rate))
+    return ", ".join(
+        f"{tool} at {'-'.join(str(r) for r in sorted(rates, reverse=True))} Hz"
+        for tool, rates in sorted(found.items())
+    )
+
+
 def profile_note(entry: Entry) -> str:
     profile = verdicts.profile_of(entry)
     if profile is None:
@@ -196,15 +211,19 @@ def profile_note(entry: Entry) -> str:
         return f"No CPU profile: {profile['why']}"
     found = profile.get("samples")
     samples: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    tools = ", ".join(str(t) for t in profile.get("tools") or ()) or MISSING
+    tools = _rates(profile) or ", ".join(str(t) for t in profile.get("tools") or ()) or MISSING
+    phi = number(profile.get("dispersion"))
     text = (
-        f"Sampled by {tools} at 99 Hz over {profile.get('pairs', MISSING)} pairs "
-        f"({fmt(number(samples.get('A')))} samples of A, {fmt(number(samples.get('B')))} of B); "
-        f"{profile.get('tested', MISSING)} functions tested, "
-        f"{len(verdicts.profile_changes(entry))} changed credibly (self CPU per request, "
-        "Bonferroni over the functions tested)."
+        f"Sampled by {tools} ({fmt(number(samples.get('A')))} samples of A, "
+        f"{fmt(number(samples.get('B')))} of B); {profile.get('tested', MISSING)} functions "
+        f"tested, {len(verdicts.profile_changes(entry))} changed credibly: each function's "
+        "share of the samples pooled over the repetitions, B against A, times the change of "
+        "the CPU per request, Bonferroni over the functions tested at "
+        f"{100 * (number(profile.get('family_alpha')) or 0.05):.0f}%"
+        + (f", the repetitions {phi:.1f}x as dispersed as independent samples." if phi else ".")
     )
-    notes = [str(n) for n in profile.get("notes") or ()]
+    notes = [str(profile[k]) for k in ("elsewhere", "unresolved") if profile.get(k)]
+    notes += [str(n) for n in profile.get("notes") or ()]
     return " ".join([text, *notes])
 
 

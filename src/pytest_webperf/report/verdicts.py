@@ -274,6 +274,7 @@ def pair_rows(entry: Entry) -> tuple[list[str], list[list[str]]]:
 
 PROFILE_TOP = 3  # functions named under a check
 OPEN_OUTCOMES = ("fail", "not-credible", "undecided")
+LATENCY = frozenset({"p50", "p95", "p99", "latency_mean"})
 
 
 def profile_of(entry: Entry) -> Mapping[str, Any] | None:
@@ -282,42 +283,69 @@ def profile_of(entry: Entry) -> Mapping[str, Any] | None:
 
 
 def profile_changes(entry: Entry) -> list[Mapping[str, Any]]:
-    """The ranked functions of an A/B entry's differential profile (``[]`` if none)."""
+    """The ranked functions of an entry's differential profile (``[]`` if none)."""
     profile = profile_of(entry)
     found = profile.get("changes") if profile is not None else None
     return [c for c in found if isinstance(c, Mapping)] if isinstance(found, list) else []
 
 
 def change_line(change: Mapping[str, Any]) -> str:
-    """``+31.2 µs/req  sha256_block_data_order (libcrypto.so.3)``"""
+    """``+31.2 µs/req (+20.1..+44.0) x2.9  sha256_block_data_order (libcrypto.so.3)``;
+    the interval and the ratio where the entry has them."""
     value = change.get("change_us")
     figure = f"{value:+.1f}" if isinstance(value, int | float) else MISSING
-    return f"{figure} µs/req  {change.get('function') or MISSING}"
+    low, high, ratio = (number(change.get(k)) for k in ("low_us", "high_us", "ratio"))
+    extra = f" ({low:+.1f}..{high:+.1f})" if low is not None and high is not None else ""
+    extra += f" x{ratio:.2g}" if ratio is not None else ""
+    return f"{figure} µs/req{extra}  {change.get('function') or MISSING}"
+
+
+def _open(entry: Entry) -> tuple[bool, bool]:
+    """Whether a CPU or throughput check is open (failed or undecided), and whether an
+    rps or latency check is."""
+    cpu = moved = False
+    for c in checks(entry):
+        if c.get("outcome") not in OPEN_OUTCOMES:
+            continue
+        metric = str(c.get("metric", ""))
+        throughput = metric in ALL_METRICS and ALL_METRICS[metric].throughput
+        cpu = cpu or metric.startswith("cpu") or throughput
+        moved = moved or throughput or metric in LATENCY
+    return cpu, moved
 
 
 def profile_lines(entry: Entry) -> list[str]:
-    """Under a failed or undecided CPU or throughput check: the functions whose CPU per
-    request changed most (B - A), or why there is no profile."""
+    """Under a failed or undecided CPU, throughput or latency check: the functions whose
+    CPU per request changed most (with the part of the change they explain), or the
+    sentence that says why none is named; that the time went elsewhere when the CPU did
+    not move; or why there is no profile."""
     profile = profile_of(entry)
-    if profile is None:
+    cpu, waits = _open(entry)
+    if profile is None or not (cpu or waits):
         return []
-    cpu_or_throughput = [
-        c
-        for c in checks(entry)
-        if c.get("outcome") in OPEN_OUTCOMES
-        and (
-            str(c.get("metric", "")).startswith("cpu")
-            or (c.get("metric") in ALL_METRICS and ALL_METRICS[str(c.get("metric"))].throughput)
-        )
-    ]
-    if not cpu_or_throughput:
-        return []
+    elsewhere = profile.get("elsewhere")
+    if waits and elsewhere:
+        return [f"profile: {elsewhere}"]
     if profile.get("why"):
         return [f"no CPU profile: {profile['why']}"]
+    sides = "B - A" if is_ab(entry) else "this run - baseline"
+    samples = profile.get("samples")
+    counts = samples if isinstance(samples, Mapping) else {}
+    head = (
+        f"profile ({sides}, CPU per request; {value(counts.get('A'))} samples of "
+        f"{'A' if is_ab(entry) else 'the baseline'}, {value(counts.get('B'))} of "
+        f"{'B' if is_ab(entry) else 'this run'})"
+    )
     changes = profile_changes(entry)
     if not changes:
-        tested = profile.get("tested", MISSING)
-        return [f"profile (B - A, CPU per request): no function changed credibly ({tested} tested)"]
-    return ["profile (B - A, CPU per request):"] + [
-        "  " + change_line(c) for c in changes[:PROFILE_TOP]
-    ]
+        why = (
+            profile.get("unresolved")
+            or f"no function changed credibly ({profile.get('tested', MISSING)} tested)"
+        )
+        return [f"{head}: {why}"]
+    lines = [f"{head}:"] + ["  " + change_line(c) for c in changes[:PROFILE_TOP]]
+    explained, cpu_change = number(profile.get("explained")), profile.get("cpu")
+    total = number(cpu_change.get("change_us")) if isinstance(cpu_change, Mapping) else None
+    if explained is not None and total is not None:
+        lines.append(f"  the named functions explain {100 * explained:.0f}% of {total:+.1f} µs/req")
+    return lines

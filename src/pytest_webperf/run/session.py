@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_webperf import __version__
-from pytest_webperf.errors import EngineUnavailable
+from pytest_webperf.errors import BaselineError, EngineUnavailable
 from pytest_webperf.gate import baseline, judge
 from pytest_webperf.gate.grammar import DEFAULT_CHECKS, Check, format_checks
 from pytest_webperf.models import machine, placement
@@ -176,6 +176,15 @@ class WebperfSession:
             max_error_rate=max_error_rate,
             require_power=require_power,
         )
+
+    def stored(self, measurement: Measurement) -> Measurement | None:
+        """The stored baseline ``measurement`` will be judged against, read before it is
+        measured (its profile's rates are replayed); None when there is none or it
+        cannot be read (the judge then says why)."""
+        try:
+            return self.store_for(measurement).load(measurement.nodeid, measurement.name)
+        except BaselineError:
+            return None
 
     def record(self, measurements: Sequence[Measurement]) -> None:
         self.measurements.extend(measurements)
