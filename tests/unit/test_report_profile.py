@@ -33,6 +33,7 @@ PROFILE = {
     "family_alpha": 0.05,
     "dispersion": 2.5,
     "explained": 0.85,
+    "total_change_us": 10.0,
     "cpu": {"base_us": 130.0, "change_us": 10.0, "change": 0.077, "low": 0.03, "high": 0.12},
     "repetitions": [{"leaves": {}, "rate_hz": {"perf": 1999}}],
     "base_repetitions": [{"leaves": {}, "rate_hz": {"perf": 1999}}],

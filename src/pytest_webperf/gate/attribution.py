@@ -11,10 +11,14 @@ and the check agree on the total, and no second figure of the same thing exists.
 What is added to the profile (the JSON report's ``profile``): ``changes`` (the named
 functions, ranked), ``tested``, ``pairs``, ``family_alpha`` and ``confidence``,
 ``dispersion`` (the repetitions' overdispersion factor), ``detectable_us``,
-``explained`` (the part of the total's change the named functions account for),
-``unresolved`` (why nothing was named, in one sentence), ``cpu`` (the total's change)
-and ``elsewhere`` (the CPU did not move: a failed rps or latency check is about time
-spent waiting, not computing). A profile that cannot be diffed gets ``why``.
+``explained`` (the part of the total's change, ``total_change_us`` on the diff's
+scale, that the named functions account for),
+``unresolved`` (why nothing was named, in one sentence), ``cpu`` (the total's change),
+``scale`` (what the functions were scaled by: the CPU measured, refined by the shares'
+own view of the total when they agree: ``profiling/diff.py``) and ``elsewhere`` (the
+CPU per request credibly did not move, its interval within ``STILL`` of none: a failed
+rps or latency check is about time spent waiting, not computing). A profile that
+cannot be diffed gets ``why``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from pytest_webperf.gate.estimates import Estimate
 from pytest_webperf.profiling import diff, digest
 from pytest_webperf.profiling.stacks import FunctionChange, on_stack, parse_folded
 
+# The CPU per request "did not move" when its interval lies within this of no change (the
+# default cpu_per_req check's threshold): an interval that merely includes 0 may hide a
+# change as large as the one that failed.
+STILL = 0.05
 ELSEWHERE = (
     "the target's CPU per request did not move ({change}, {low}..{high}): the time went "
     "elsewhere, waiting rather than computing (locks, I/O, the network, the scheduler, "
@@ -90,6 +98,8 @@ def attribute(
             "changes": changes,
             "samples": {"A": result.samples[0], "B": result.samples[1]},
             "dispersion": round(result.dispersion.phi, 3),
+            "scale": result.scale,
+            "total_change_us": result.total.change_us,
             "detectable_us": result.detectable_us,
         }
     )
@@ -155,7 +165,7 @@ def _total(estimate: Estimate) -> dict[str, Any]:
         }
     }
     low, high = estimate.low, estimate.high
-    if low is not None and high is not None and low <= 0 <= high:
+    if low is not None and high is not None and -STILL < low <= 0 <= high < STILL:
         found["elsewhere"] = ELSEWHERE.format(
             change=f"{100 * estimate.change:+.1f}%",
             low=f"{100 * low:+.1f}",

@@ -13,9 +13,11 @@ baseline's.
 
 What is kept per side (``profiling/digest.py``): each repetition's largest functions
 (self samples), samples, requests, CPU per request (the monitor's, or the sampler's
-when the monitor measured none) and rates; the side's folded stacks, whole (the JSON
-report); the captures' notes. The judge (``gate/attribution.py``) pools them into the
-diff with its own estimate of the change of the target's CPU per request.
+when the monitor measured none) and rates; the side's folded stacks for the JSON report
+and the flame graph (the largest first, within ``REPORT_BYTES``, every sample still
+counted: a Tomcat's deep stacks took 650 KB per side at 1999 Hz); the captures' notes.
+The judge (``gate/attribution.py``) pools them into the diff with its own estimate of
+the change of the target's CPU per request.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from pytest_webperf.profiling.capture import Capture, Recording, problem
 from pytest_webperf.profiling.stacks import merge, write_folded
 from pytest_webperf.swarm.stamp import CpuProbe
 from pytest_webperf.targets.base import Target
+
+REPORT_BYTES = 256 * 1024  # a side's folded stacks in the JSON report, at most (all samples)
 
 
 class _ProfilingMonitor:
@@ -223,7 +227,8 @@ class Profiler:
             found[key] = [
                 digest.repetition(c.stacks, r.requests, _cpu(r, c), c.rates) for r, c in got
             ]
-            found[f"{names[side]}_folded"] = write_folded(merge(*(c.stacks for _, c in got)))
+            stacks = digest.bound(merge(*(c.stacks for _, c in got)), REPORT_BYTES)
+            found[f"{names[side]}_folded"] = write_folded(stacks)
         for note in (self.note, self._short_note(kept)):
             if note:
                 found["notes"].append(note)

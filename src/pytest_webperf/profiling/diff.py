@@ -54,7 +54,7 @@ the run resolves with 80 % power (``Diff.detectable_us``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from statistics import NormalDist
@@ -68,6 +68,9 @@ MIN_COUNT = 10  # nor those with fewer samples in all (no normal approximation)
 PRIOR_DF = 4.0  # how much a function's own dispersion is shrunk to the common one
 REST = "(rest)"  # the untested functions, one category of the dispersion's statistic
 POWER = 0.8  # the power at which ``detectable_us`` is stated
+TRIM = 0.3  # the share of functions left out at each end of the shares' view of the total
+MIN_REFERENCE = 4  # functions tested, at least, for the shares' view of the total
+AGREE = 3.29  # the measured total and the shares' view disagree beyond this many se (0.1 %)
 
 
 @dataclass(frozen=True)
@@ -203,9 +206,10 @@ class Diff:
     tests: tuple[FunctionTest, ...]
     samples: tuple[int, int]
     dispersion: Dispersion
-    total: Total
+    total: Total  # the scale the functions were tested on (``scale`` says where from)
     detectable_us: float | None
     why: str | None
+    scale: str = "cpu"  # "cpu", "cpu and shares", or "cpu; the shares disagree"
 
     @property
     def named(self) -> tuple[FunctionTest, ...]:
@@ -229,11 +233,13 @@ def diff(
     min_share: float = MIN_SHARE,
     min_count: int = MIN_COUNT,
     prior_df: float = PRIOR_DF,
+    shares_scale: bool = True,
 ) -> Diff:
     """The functions whose self CPU per request changed from A to B. ``total`` is the
     gate's estimate of the total's change (by default, pairs when both sides have as
-    many repetitions, else Welch). Two repetitions per side at least: one says nothing
-    of how much repetitions differ (``ValueError``)."""
+    many repetitions, else Welch), refined by the shares' view of it (``combined``;
+    ``shares_scale=False``: the measured total alone, for comparison). Two repetitions
+    per side at least: one says nothing of how much repetitions differ (``ValueError``)."""
     if len(a) < 2 or len(b) < 2:
         raise ValueError("two repetitions per side or more")
     if total is None:
@@ -251,14 +257,58 @@ def diff(
     ]
     spread = dispersion([a, b], tested)
     alpha = family_alpha / max(1, len(tested))
-    tests = []
-    for f in tested:
-        counts = (a_counts.get(f, 0), n_a, b_counts.get(f, 0), n_b)
-        tests.append(_test(f, counts, spread.moderated(f, prior_df), total, alpha))
+    rows = {
+        f: ((a_counts.get(f, 0), n_a, b_counts.get(f, 0), n_b), spread.moderated(f, prior_df))
+        for f in tested
+    }
+    shares = from_shares(rows.values(), spread.df, total.base_us) if shares_scale else None
+    total, scale = combined(total, shares)
+    tests = [_test(f, counts, phi, total, alpha) for f, (counts, phi) in rows.items()]
     tests.sort(key=lambda t: (not t.named, -abs(t.change_us), t.function))
     detectable = _detectable(tested, a_counts, (n_a, n_b), spread, total=total, alpha=alpha)
     why = None if any(t.named for t in tests) else _why_none(tested, n_a, n_b, detectable)
-    return Diff(tuple(tests), (n_a, n_b), spread, total, detectable, why)
+    return Diff(tuple(tests), (n_a, n_b), spread, total, detectable, why, scale)
+
+
+Row = tuple[tuple[int, int, int, int], tuple[float, float]]  # counts, (phi, its df)
+
+
+def from_shares(rows: Iterable[Row], df: float, base_us: float) -> Total | None:
+    """The total's change as the shares see it, when most functions did not change:
+    minus the precision-weighted mean of the middle share log ratios (the extreme
+    ``TRIM`` of the functions at each end left out, as TMM normalises RNA-seq counts),
+    with its standard error; None with fewer than ``MIN_REFERENCE`` functions."""
+    found = []
+    for (c_a, n_a, c_b, n_b), (phi, _) in rows:
+        ratio = math.log((c_b + 0.5) / (n_b + 0.5)) - math.log((c_a + 0.5) / (n_a + 0.5))
+        found.append((ratio, phi * _share_variance(c_a, n_a, c_b, n_b)))
+    if len(found) < MIN_REFERENCE:
+        return None
+    found.sort()
+    cut = min(math.floor(TRIM * len(found)), (len(found) - 2) // 2)
+    middle = found[cut : len(found) - cut]
+    weight = sum(1 / v for _, v in middle)
+    centre = sum(r / v for r, v in middle) / weight
+    return Total(-centre, math.sqrt(1 / weight), df if df > 0 else math.inf, base_us)
+
+
+def combined(measured: Total, shares: Total | None) -> tuple[Total, str]:
+    """The scale of the tests: the measured total's change, refined by the shares' view
+    of it (inverse-variance weights, Satterthwaite's degrees of freedom), unless the two
+    disagree beyond chance (``AGREE``: a change spread over many functions moves every
+    share alike, and the shares' view then misses it): the measured one alone."""
+    if shares is None or not math.isfinite(measured.se):
+        return measured, "cpu"
+    v_m, v_s = measured.se**2, shares.se**2
+    if v_m + v_s == 0:
+        return measured, "cpu"
+    if abs(measured.log_ratio - shares.log_ratio) > AGREE * math.sqrt(v_m + v_s):
+        return measured, "cpu; the shares disagree"
+    a = v_s / (v_m + v_s)
+    var = v_m * v_s / (v_m + v_s)
+    parts = [(a * a * v_m, measured.df), ((1 - a) ** 2 * v_s, shares.df)]
+    centre = a * measured.log_ratio + (1 - a) * shares.log_ratio
+    return Total(centre, math.sqrt(var), _satterthwaite(*parts), measured.base_us), "cpu and shares"
 
 
 def pool(reps: Sequence[Repetition]) -> dict[str, int]:
@@ -292,7 +342,7 @@ def _test(
     df = _satterthwaite((share, phi_df), (level, total.df))
     se = math.sqrt(share + level)
     p_value = 2 * (1 - t_cdf(abs(log_ratio) / se, df)) if se > 0 else float(log_ratio == 0)
-    q = _quantile(1 - alpha / 2, df)
+    q = _quantile(1 - alpha / 2, df)  # named when the interval excludes no change
     base = (c_a + 0.5) / (n_a + 0.5) * total.base_us  # f's cost per request on A
     return FunctionTest(
         function,
@@ -302,7 +352,7 @@ def _test(
         base * _expm1(log_ratio + q * se),
         math.exp(min(log_ratio, 700.0)),
         min(1.0, max(0.0, p_value)),
-        p_value < alpha,
+        abs(log_ratio) > q * se,
     )
 
 

@@ -109,7 +109,10 @@ def library_note(library: str, package: str | None) -> str:
         if package
         else "install its debug symbols (Debian: the package's -dbgsym) where it runs"
     )
-    return f"{library} has no symbols (its frames show as [unknown]): {fix} to name its functions"
+    return (
+        f"{library} has no symbol for some of the code sampled in it ([unknown] ({library})): "
+        f"{fix} to name its functions"
+    )
 
 
 def package_of(pid: int, library: str) -> str | None:

@@ -344,8 +344,7 @@ def profile_lines(entry: Entry) -> list[str]:
         )
         return [f"{head}: {why}"]
     lines = [f"{head}:"] + ["  " + change_line(c) for c in changes[:PROFILE_TOP]]
-    explained, cpu_change = number(profile.get("explained")), profile.get("cpu")
-    total = number(cpu_change.get("change_us")) if isinstance(cpu_change, Mapping) else None
+    explained, total = number(profile.get("explained")), number(profile.get("total_change_us"))
     if explained is not None and total is not None:
         lines.append(f"  the named functions explain {100 * explained:.0f}% of {total:+.1f} µs/req")
     return lines
