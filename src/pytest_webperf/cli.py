@@ -14,7 +14,7 @@ import docker
 
 from pytest_webperf.commands import noise
 from pytest_webperf.commands.new import new_server
-from pytest_webperf.commands.prune import REPO_PREFIX, current_tags, plan
+from pytest_webperf.commands.prune import REPO_PREFIX, baselines, current_tags, plan
 from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.gate import decide
 from pytest_webperf.gate.grammar import DEFAULT_CHECKS, parse_checks
@@ -100,7 +100,16 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    """Remove the ``webperf/*`` images whose tag the catalogue no longer builds."""
+    """Remove the ``webperf/*`` images whose tag the catalogue no longer builds; with
+    ``--baselines``, the store's old profiles instead."""
+    if args.baselines is not None:
+        if not Path(args.baselines).is_dir():
+            raise OptionError(f"--baselines {args.baselines}: no such directory")
+        for line in baselines(Path(args.baselines), args.profiles_older_than, dry_run=args.dry_run):
+            print(line)
+        return 0
+    if args.profiles_older_than is not None:
+        raise OptionError("--profiles-older-than prunes a baseline store: give --baselines DIR")
     from pytest_webperf.targets.engine import docker_client  # only this command needs an engine
 
     client = docker_client()
@@ -210,9 +219,20 @@ def parser() -> argparse.ArgumentParser:
     )
     new.set_defaults(func=cmd_new)
     prune = sub.add_parser(
-        "prune", help="remove webperf/* images whose tag the catalogue no longer builds"
+        "prune",
+        help="remove webperf/* images whose tag the catalogue no longer builds; with "
+        "--baselines DIR, the store's size and its old profiles",
     )
     prune.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
+    prune.add_argument(
+        "--baselines", metavar="DIR", help="a baseline store (--webperf-baseline-dir)"
+    )
+    prune.add_argument(
+        "--profiles-older-than",
+        type=parse_positive_duration,
+        metavar="AGE",
+        help="remove the profiles of baselines saved longer ago than AGE (30d, 12h)",
+    )
     prune.set_defaults(func=cmd_prune)
     html = sub.add_parser("html", help="render a JSON report (--webperf-json) as HTML")
     html.add_argument("report")

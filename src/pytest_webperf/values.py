@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 PLACEMENTS = ("auto", "none", "split")  # --webperf-placement (models/placement.py)
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _MEMORY = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 
@@ -33,7 +33,7 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
 
 
 def parse_duration(text: str | float) -> float:
-    """``20s``, ``500ms``, ``2m``, ``1.5`` (seconds) -> seconds."""
+    """``20s``, ``500ms``, ``2m``, ``30d``, ``1.5`` (seconds) -> seconds."""
     match = _DURATION.match(str(text))
     if not match:
         raise ValueError(f"{text!r} is not a duration (examples: 20s, 500ms, 2m)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,54 @@ def test_memory_store_is_a_baseline_store() -> None:
     fake.save([make(1000.0)])
     loaded = fake.load(NODEID, "/hello")
     assert loaded is not None and loaded.verdict is None
+
+
+PROFILE = {
+    "tools": ["perf"],
+    "repetitions": [
+        {"leaves": {"f": 90, "g": 10}, "samples": 100, "requests": 50, "cpu_per_request_us": 9.0}
+    ],
+    "change_folded": "main;f 90\nmain;g 10\n",
+    "base_folded": "main;f 1\n",
+    "changes": [],
+}
+
+
+def test_a_baseline_keeps_the_digest_of_its_profile_in_latest_only(store: BaselineStore) -> None:
+    import dataclasses
+
+    from pytest_webperf.profiling import digest
+
+    store.save([dataclasses.replace(make(100.0), profile=PROFILE)])
+    store.save([dataclasses.replace(make(110.0), profile=PROFILE)])
+    loaded = store.load(NODEID, "/hello")
+    assert loaded is not None and loaded.profile is not None
+    assert digest.check(loaded.profile) is None
+    assert loaded.profile["folded"] == "main;f 90\nmain;g 10\n"
+    assert "changes" not in loaded.profile and "base_folded" not in loaded.profile
+    assert "profile" not in json.dumps(store.history(NODEID, "/hello"))
+    assert baseline.kept_profile({"why": "no perf"}) is None and baseline.kept_profile(None) is None
+
+
+def test_old_profiles_are_stripped_and_the_store_measured(store: BaselineStore, capsys) -> None:
+    import dataclasses
+
+    from pytest_webperf.cli import main
+
+    store.save([dataclasses.replace(make(100.0), profile=PROFILE)])
+    (size,) = baseline.store_sizes(store.base_dir)
+    assert size.machine_id == store.machine_id and size.files == 1 and size.profiles == 1
+    assert baseline.strip_profiles(store.base_dir, "2000-01-01T00:00:00+00:00") == []
+    dry = baseline.strip_profiles(store.base_dir, "9999-01-01", dry_run=True)
+    assert [name for _, name, _ in dry] == ["/hello"]
+    assert baseline.store_sizes(store.base_dir)[0].profiles == 1  # a dry run writes nothing
+    time.sleep(1.1)  # saved_at is to the second
+    assert (
+        main(["prune", "--baselines", str(store.base_dir), "--profiles-older-than", "0.001s"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "1 profile(s)" in out and "removed 1 profile(s)" in out
+    assert baseline.store_sizes(store.base_dir)[0].profiles == 0
+    loaded = store.load(NODEID, "/hello")
+    assert loaded is not None and loaded.profile is None and loaded.runs  # the rest is kept
+    assert main(["prune", "--profiles-older-than", "30d"]) == 2  # no store named

@@ -311,6 +311,67 @@ def _check_shape(path: Path, data: Any) -> None:
             raise bad(f"measurement {name!r} lacks 'latest.measurement' or 'history'")
 
 
+@dataclass(frozen=True)
+class StoreSize:
+    """One machine's directory of the store: its files, and the bytes its profiles take."""
+
+    machine_id: str
+    files: int
+    size: int
+    profiles: int
+    profile_size: int
+
+
+def store_sizes(base_dir: Path) -> list[StoreSize]:
+    """What each machine's directory under ``base_dir`` holds (unreadable files count
+    by their size alone)."""
+    found = []
+    for directory in sorted(d for d in Path(base_dir).iterdir() if d.is_dir()):
+        files = sorted(directory.glob("*.json"))
+        profiles = profile_size = 0
+        for path in files:
+            for _, latest in _latest_entries(path):
+                profile = latest["measurement"].get("profile")
+                if profile is not None:
+                    profiles += 1
+                    profile_size += len(json.dumps(profile, indent=1, sort_keys=True))
+        size = sum(p.stat().st_size for p in files)
+        found.append(StoreSize(directory.name, len(files), size, profiles, profile_size))
+    return found
+
+
+def strip_profiles(
+    base_dir: Path, saved_before: str, *, dry_run: bool = False
+) -> list[tuple[Path, str, int]]:
+    """Remove the profile of every ``latest`` entry saved before ``saved_before`` (an
+    ISO 8601 time): a profile is worth its bytes while runs compare against it. Each
+    file rewritten atomically; returns (file, measurement, bytes of its profile)."""
+    removed = []
+    for path in sorted(Path(base_dir).glob("*/*.json")):
+        entries = [(n, e) for n, e in _latest_entries(path) if e["measurement"].get("profile")]
+        old = [(n, e) for n, e in entries if str(e.get("saved_at", "")) < saved_before]
+        if not old:
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for name, latest in old:
+            profile = latest["measurement"]["profile"]
+            removed.append((path, name, len(json.dumps(profile, indent=1, sort_keys=True))))
+            data["measurements"][name]["latest"]["measurement"]["profile"] = None
+        if not dry_run:
+            write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return removed
+
+
+def _latest_entries(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(measurement name, latest entry) of a baseline file; none if it is unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        _check_shape(path, data)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, BaselineError):
+        return []
+    return [(name, record["latest"]) for name, record in data["measurements"].items()]
+
+
 class MemoryBaselineStore:
     """An in-memory ``BaselineStoreLike`` for tests of the plugin."""
 
