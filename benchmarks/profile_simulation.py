@@ -129,6 +129,7 @@ def scenarios(quick: bool) -> list[Scenario]:
             "3x f04 (4.4 %), 3 pairs, 2000/side, monitor 10 %", changed=4, sigma_monitor=noisy
         ),
         Scenario("3x f09 (2.3 %), 3 pairs, 2000/side", changed=9),
+        Scenario("3x f04 (4.4 %), 3 pairs, 200/side (99 Hz, light load)", changed=4, samples=200),
         Scenario(
             "3x f09 (2.3 %), 3 pairs, 2000/side, monitor 10 %", changed=9, sigma_monitor=noisy
         ),

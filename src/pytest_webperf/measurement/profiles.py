@@ -145,6 +145,7 @@ class Profiler:
             recording = Recording(dict(target.parts()), dict(self.rates))
             self.recordings.append(recording)
             try:
+                recording.prepare()  # perf starts before the warm-up: it is slow to start
                 with factory(target) as inner:
                     yield _ProfilingMonitor(inner, recording)
             finally:

@@ -14,11 +14,16 @@ as it is when the measured phase starts:
   The process frame (``process PID:"cmdline"``) and line numbers are dropped, so A and
   B name functions alike (``beta (server.py)``). ``--subprocesses`` follows processes
   forked later.
-* **Anything else**: ``perf record -N -e cpu-clock -F RATE -g -p PIDS`` (the software
-  clock, so a sample is 1/RATE s of CPU; no hardware counters needed; ``-N``: no
-  build-id cache, which grows without bound on a CI runner), then ``perf script``.
-  ``-p`` takes the pids when it starts: a process forked later is **not** sampled (perf
-  does not follow it); the capture says how many the tree gained meanwhile. Symbols of a
+* **Anything else**: ``perf record -N -k mono -e cpu-clock -c 1e9/RATE -g -p PIDS``
+  (the software clock at a fixed period, so a sample is 1/RATE s of CPU; no hardware
+  counters needed; ``-N``: no build-id cache, which grows without bound on a CI
+  runner), then ``perf script``. perf starts when the repetition's monitor does,
+  before the warm-up (``prepare``): it takes 1-2 s on a VM before it samples anything
+  (it reads ``/proc/kallsyms`` several times first), and started with the measured
+  phase it missed most of a 3 s window; only the samples inside the window
+  (``start``..``stop``, on CLOCK_MONOTONIC: ``-k mono``) are folded. ``-p`` takes the
+  pids when it starts: a process forked later is **not** sampled (perf does not follow
+  it); the capture says how many the tree gained meanwhile. Symbols of a
   container's binaries resolve without ``--symfs``: perf reads them through the
   process's mount namespace (``/proc/PID/root``) while it lives, so the stacks are
   folded right after sampling stops, before the container can go. Call chains come from
@@ -42,12 +47,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -56,12 +61,19 @@ from pathlib import Path
 import psutil
 
 from pytest_webperf.profiling import attach, perfmap, runtimes
-from pytest_webperf.profiling.stacks import fold, merge, parse_folded
+from pytest_webperf.profiling.folding import (
+    Window,
+    fold_py_spy,
+    fold_window,
+    unnamed_libraries,
+)
+from pytest_webperf.profiling.stacks import merge
 
 PROBE_RATE = 99  # the rate of the one-off probe that perf can sample here
 DEFAULT_RATES: Mapping[str, int] = {"perf": 99, "py-spy": 99}  # off the beat of 100 Hz
 STOP_TIMEOUT_S = 30.0  # a profiler that does not finish writing in this time is killed
 LIBRARY_SHARE = 0.01  # a library without symbols is named in the notes from this share
+LATE_S = 0.5  # perf's first sample this late into the window: it had not started yet
 
 
 @dataclass(frozen=True)
@@ -137,96 +149,14 @@ def problem() -> str | None:
 
 def header_note(mode: str, against: str | None) -> str | None:
     """What the run's header says about profiles: ``auto`` with no profiler that works
-    here (A/B runs profile by default; a run against stored baselines only when its
-    baseline carries a profile, or it has none yet)."""
-    if mode != "auto":
+    here, in an A/B run (one against stored baselines profiles only what it compares
+    with a profiled baseline or saves: ``measurer``)."""
+    if mode != "auto" or not against:
         return None
     why = problem()
     if why is None:
         return None
-    where = "this A/B run" if against else "this run"
-    return f"webperf: no CPU profiles in {where}: {why}"
-
-
-# --- perf script, folded ------------------------------------------------------------------
-
-_FRAME = re.compile(r"^\s*[0-9a-f]+\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\)\s*$")
-
-
-def perf_frame(sym: str, dso: str) -> str | None:
-    """``sha256_block_data_order (libcrypto.so.3)``; kernel frames ``(kernel)``; a
-    frame of a perf map named alike on both sides (``perfmap.map_frame``); a frame with
-    neither a symbol nor a file is None (unwinding garbage without frame pointers)."""
-    sym = re.sub(r"\+0x[0-9a-f]+$", "", sym.strip())
-    where = "kernel" if dso.startswith("[kernel") else os.path.basename(dso)
-    if perfmap.MAP_DSO.match(where):
-        return perfmap.map_frame(sym)
-    if sym in ("", "[unknown]") and where in ("", "[unknown]", "unknown"):
-        return None
-    return f"{sym or '[unknown]'} ({where or '?'})"
-
-
-def fold_perf_script(text: str) -> tuple[dict[str, int], float | None]:
-    """``perf script -F pid,period,ip,sym,dso`` output as folded stacks (root first),
-    and the mean sample period in seconds (None if no sample)."""
-    stacks: list[list[str]] = []
-    periods: list[int] = []
-    frames: list[str] | None = None
-    for line in [*text.splitlines(), ""]:
-        if line.startswith("\t") and frames is not None:
-            match = _FRAME.match(line)
-            frame = perf_frame(match["sym"], match["dso"]) if match else None
-            if frame is not None:
-                frames.append(frame)
-            continue
-        if frames is not None:  # a sample ends at a blank line or at the next header
-            stacks.append(frames[::-1] or ["[unknown] (?)"])
-            frames = None
-        fields = line.split()
-        if fields:  # a sample's header: pid period
-            if fields[-1].isdigit():
-                periods.append(int(fields[-1]))
-            frames = []
-    period = sum(periods) / len(periods) / 1e9 if periods else None
-    return fold(stacks), period
-
-
-def unnamed_libraries(text: str) -> dict[str, int]:
-    """Per file (as the process maps it), the samples whose leaf perf could not name
-    in it: libraries and binaries without symbols (not the kernel, not a perf map)."""
-    found: dict[str, int] = {}
-    leaf = True
-    for line in text.splitlines():
-        if not line.startswith("\t"):
-            leaf = True
-            continue
-        if not leaf:
-            continue
-        leaf = False
-        match = _FRAME.match(line)
-        if match is None or match["sym"].strip() not in ("", "[unknown]"):
-            continue
-        dso = match["dso"]
-        if dso.startswith("/") and not perfmap.MAP_DSO.match(os.path.basename(dso)):
-            found[dso] = found.get(dso, 0) + 1
-    return found
-
-
-_PROCESS_FRAME = re.compile(r'^process \d+:".*?"$|^process \d+$')
-_LINE = re.compile(r" \(([^()]*?):\d+\)$")
-
-
-def fold_py_spy(text: str) -> dict[str, int]:
-    """py-spy's raw output without its process frames (a pid differs from A to B) and
-    without line numbers (a function is one function whichever line was running, and
-    whatever lines the change added above it)."""
-    folded: dict[str, int] = {}
-    for stack, count in parse_folded(text).items():
-        frames = [_LINE.sub(r" (\1)", f) for f in stack.split(";") if not _PROCESS_FRAME.match(f)]
-        if frames:
-            key = ";".join(frames)
-            folded[key] = folded.get(key, 0) + count
-    return folded
+    return f"webperf: no CPU profiles in this A/B run: {why}"
 
 
 # --- one repetition -----------------------------------------------------------------------
@@ -241,6 +171,7 @@ class _Run:
     process: subprocess.Popen[bytes] | None = None
     stderr: Path | None = None
     problem: str | None = None
+    argv: list[str] = field(default_factory=list)
     kinds: dict[int, str] = field(default_factory=dict)  # pid -> runtime (runtimes.runtime_of)
     maps: dict[int, Path] = field(default_factory=dict)  # pid -> its perf map, copied at stop
     notes: list[str] = field(default_factory=list)
@@ -252,9 +183,10 @@ class _Run:
 
 @dataclass
 class Recording:
-    """One repetition's profile of a target: ``start`` when the measured phase starts,
-    ``stop`` when it ends (sampling stops, the perf maps are copied: cheap), ``collect``
-    afterwards (folding: perf script takes a second or two), ``close`` always.
+    """One repetition's profile of a target: ``prepare`` when its monitor starts (perf
+    starts), ``start`` when the measured phase starts, ``stop`` when it ends (sampling
+    stops, the perf maps are copied: cheap), ``collect`` afterwards (folding: perf
+    script takes a second or two), ``close`` always.
     ``rates``: samples per second per tool (``perf``, ``py-spy``)."""
 
     parts: Mapping[str, int]
@@ -262,11 +194,16 @@ class Recording:
     runs: list[_Run] = field(default_factory=list)
     directory: Path | None = None
     stopped: bool = False
+    window: Window | None = None  # the measured phase (CLOCK_MONOTONIC)
 
     def rate(self, tool: str) -> int:
         return int(self.rates.get(tool) or DEFAULT_RATES[tool])
 
-    def start(self) -> None:
+    def prepare(self) -> None:
+        """perf starts now, before the measured phase (it takes a second or two to start
+        sampling: ``folding``); py-spy starts with the window."""
+        if self.directory is not None:
+            return
         self.directory = Path(tempfile.mkdtemp(prefix="webperf-profile-"))
         for part, root in self.parts.items():
             pids = tree(root)
@@ -280,34 +217,48 @@ class Recording:
             if spy is not None and run.python:
                 run.tool = "py-spy"
                 rate = str(self.rate("py-spy"))
-                argv = [spy, "record", "--format", "raw", "-r", rate, "--pid", str(root)]
-                argv += ["--subprocesses", "--nonblocking", "--gil", "-o", str(run.output)]
-            else:
-                why = perf_problem()
-                if why is not None:
-                    run.problem = why
-                    continue
-                run.tool = "perf"
-                perf = shutil.which("perf") or "perf"
-                argv = [perf, "record", "-q", "-N", "-e", "cpu-clock", "-F"]
-                argv += [str(self.rate("perf")), "-g", "-p", ",".join(map(str, pids))]
-                argv += ["-o", str(run.output)]
-            run.stderr = self.directory / f"{part}.err"
-            try:  # called from the swarm's events: a profiler that cannot start is a reason
-                with run.stderr.open("wb") as err:
-                    run.process = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=err,
-                        stderr=err,
-                        start_new_session=True,
-                    )
-            except OSError as exc:
-                run.problem = f"{part}: {run.tool} cannot start ({exc})"
+                run.argv = [spy, "record", "--format", "raw", "-r", rate, "--pid", str(root)]
+                run.argv += ["--subprocesses", "--nonblocking", "--gil", "-o", str(run.output)]
+                continue
+            why = perf_problem()
+            if why is not None:
+                run.problem = why
+                continue
+            run.tool = "perf"
+            period = str(round(1e9 / self.rate("perf")))  # ns of CPU per sample
+            run.argv = [shutil.which("perf") or "perf", "record", "-q", "-N", "-k", "mono"]
+            run.argv += ["-e", "cpu-clock", "-c", period, "-g", "-p", ",".join(map(str, pids))]
+            run.argv += ["-o", str(run.output)]
+            self._launch(run)
+
+    def start(self) -> None:
+        """The measured phase starts: its window opens, py-spy starts."""
+        self.prepare()
+        self.window = Window(time.monotonic())
+        for run in self.runs:
+            if run.tool == "py-spy" and run.problem is None:
+                self._launch(run)
+
+    def _launch(self, run: _Run) -> None:
+        assert self.directory is not None
+        run.stderr = self.directory / f"{run.part}.err"
+        try:  # called from the swarm's events: a profiler that cannot start is a reason
+            with run.stderr.open("wb") as err:
+                run.process = subprocess.Popen(
+                    run.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=err,
+                    stderr=err,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            run.problem = f"{run.part}: {run.tool} cannot start ({exc})"
 
     def stop(self) -> None:
-        """Sampling stops; the JIT runtimes' perf maps are copied while they live (a
-        JVM is asked for its map first: it writes it on request)."""
+        """Sampling stops (the window closes); the JIT runtimes' perf maps are copied
+        while they live (a JVM is asked for its map first: it writes it on request)."""
+        if self.window is not None and self.window.end is None:
+            self.window = Window(self.window.start, time.monotonic())
         for run in self.runs:
             if run.process is not None and run.process.poll() is None:
                 with contextlib.suppress(OSError):
@@ -347,6 +298,9 @@ class Recording:
                 stacks, period = self._fold(run)
             except (OSError, ValueError, subprocess.SubprocessError) as exc:
                 problems.append(f"{run.part}: {run.tool} output unreadable ({exc})")
+                continue
+            if not stacks:  # measured: perf -p lost every sample of a Go server at times
+                problems.append(f"{run.part}: {run.tool} recorded no sample of it")
                 continue
             notes += run.notes + self._notes(run, stacks)
             captures.append((run.part, stacks, period))
@@ -405,7 +359,7 @@ class Recording:
             text = run.output.read_text(errors="replace")
             return fold_py_spy(text), 1 / self.rate("py-spy")
         perf = shutil.which("perf") or "perf"
-        argv = [perf, "script", "-i", str(run.output), "-F", "pid,period,ip,sym,dso"]
+        argv = [perf, "script", "-i", str(run.output), "-F", "pid,time,period,ip,sym,dso"]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
         if done.returncode != 0:
             raise ValueError(done.stderr.strip().splitlines()[-1:] or done.returncode)
@@ -414,9 +368,17 @@ class Recording:
             for pid, path in run.maps.items()
         }
         text, _, _ = perfmap.resolve_script(done.stdout, tables)
-        stacks, period = fold_perf_script(text)
-        run.notes += self._library_notes(run, text, sum(stacks.values()))
-        return stacks, period or 1 / self.rate("perf")
+        folded = fold_window(text, self.window)
+        window = self.window
+        if window is not None and folded.first_s is not None:
+            late = folded.first_s - window.start
+            if late > LATE_S and window.end is not None and late < window.end - window.start:
+                run.notes.append(
+                    f"{run.part}: perf's first sample came {late:.1f}s into the measured "
+                    "phase (it had not started yet: a longer --webperf-warmup gives it time)"
+                )
+        run.notes += self._library_notes(run, text, sum(folded.stacks.values()))
+        return folded.stacks, folded.period_s or 1 / self.rate("perf")
 
     @staticmethod
     def _library_notes(run: _Run, text: str, samples: int) -> list[str]:

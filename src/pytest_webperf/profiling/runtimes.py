@@ -116,13 +116,16 @@ def library_note(library: str, package: str | None) -> str:
 
 
 def package_of(pid: int, library: str) -> str | None:
-    """The Debian package that installed ``library`` (a path as the process maps it),
+    """The Debian package that installed ``library`` (its path as the process maps it),
     from the dpkg database of the process's own root (its image)."""
-    return _package_in(f"/proc/{pid}/root", os.path.basename(library))
+    return _package_in(f"/proc/{pid}/root", library)
 
 
 @cache
-def _package_in(root: str, name: str) -> str | None:
+def _package_in(root: str, library: str) -> str | None:
+    # merged /usr: dpkg may list /lib/x/libz.so where the process maps /usr/lib/x/libz.so
+    plain = library.removeprefix("/usr") if library.startswith("/usr/") else library
+    wanted = {f"\n{plain}\n", f"\n/usr{plain}\n"}
     info = Path(root) / "var/lib/dpkg/info"
     try:
         lists = sorted(info.glob("*.list"))
@@ -130,9 +133,9 @@ def _package_in(root: str, name: str) -> str | None:
         return None
     for listing in lists:
         try:
-            text = listing.read_text(errors="replace")
+            text = "\n" + listing.read_text(errors="replace") + "\n"
         except OSError:
             continue
-        if re.search(rf"/{re.escape(name)}$", text, re.MULTILINE):
+        if any(path in text for path in wanted):
             return listing.name.removesuffix(".list").split(":")[0]
     return None

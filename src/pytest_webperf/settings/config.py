@@ -231,8 +231,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "profile",
         parse_profile,
-        "CPU profiles of both sides of an A/B run, diffed per function per request: auto "
-        "(where perf or py-spy works here), on, off",
+        "CPU profiles, diffed per function per request: both sides of an A/B run, or a run "
+        "and its stored baseline: auto (where perf or py-spy works here; against a stored "
+        "baseline when it carries a profile, or the run saves one), on, off",
     ),
     Setting(
         "restart_every",
