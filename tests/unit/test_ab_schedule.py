@@ -42,6 +42,8 @@ class FakeTarget:
 
 
 class FakeKind:
+    fresh = False
+
     def check(self, target: Any) -> None:
         pass
 
@@ -173,3 +175,23 @@ def test_a_side_that_dies_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     target, _, _ = pair()
     with pytest.raises(TargetDied, match=r"^the base \(A\): a died during the measurement"):
         ab.run_pairs(target, FakeKind(), PLAN, ab.Schedule(3, 1e9, 1), lambda p: True)
+
+
+class FreshKind(FakeKind):
+    fresh = True  # a counted round starts its own instances
+
+
+def test_a_kind_that_starts_its_own_instances_is_never_restarted(ran: list[str]) -> None:
+    target, a, b = pair()
+    pairs = ab.run_pairs(target, FreshKind(), PLAN, ab.Schedule(3, 1e9, 1), lambda p: True)
+    assert (a.restarts, b.restarts) == (0, 0)
+    assert pairs.instances == [0, 1, 2]  # each pair its own instances
+
+
+def test_repetitions_of_such_a_kind_are_each_an_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_webperf.measurement import loop
+
+    monkeypatch.setattr(loop, "run_repetition", lambda t, k, p, r, **kw: run(r, ""))
+    target = FakeTarget("t")
+    runs = loop.run_repetitions(target, FreshKind(), PLAN, restart_every=1)
+    assert [r.instance for r in runs] == [0, 1, 2] and target.restarts == 0

@@ -51,6 +51,7 @@ from pytest_webperf.gate.estimates import (
 )
 from pytest_webperf.gate.grammar import (
     DEFAULT_CHECKS,
+    DEFAULT_COUNT_CHECKS,
     DEFAULT_MQTT_CHECKS,
     AbsoluteCheck,
     Check,
@@ -70,7 +71,7 @@ from pytest_webperf.gate.outcome import (
     metric_of,
     unsettled,
 )
-from pytest_webperf.gate.zero import zero_figure
+from pytest_webperf.gate.zero import from_none, zero_figure
 from pytest_webperf.models.measurement import Measurement, RunResult, Status, Verdict
 
 NO_BASELINE = "no baseline (run with --webperf-save)"
@@ -141,6 +142,12 @@ def evaluate(
             results.append(
                 CheckResult(str(check), check.metric, "undecided", zero, endpoint=check.endpoint)
             )
+        elif (
+            baseline is not None
+            and isinstance(check, RelativeCheck)
+            and (none := from_none(check, metric_of(check), current, baseline, sides))
+        ):
+            results.append(none)
         elif baseline is not None:
             results.append(
                 _relative(
@@ -169,7 +176,10 @@ def verdict_settled(verdict: Verdict) -> bool:
 
 def default_checks(measurement: Measurement) -> tuple[Check, ...]:
     """The checks a measurement is judged by when neither the test nor the run gives
-    any: MQTT's for MQTT telemetry, else HTTP's. The one place the fallback is chosen."""
+    any: MQTT's for MQTT telemetry, the counted ones for a counted measurement, else
+    HTTP's. The one place the fallback is chosen."""
+    if any(r.counts is not None for r in measurement.runs):
+        return DEFAULT_COUNT_CHECKS
     mqtt = (measurement.generator or "").startswith("mqtt") or any(
         r.mqtt is not None for r in measurement.runs
     )

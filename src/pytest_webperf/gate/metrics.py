@@ -119,6 +119,12 @@ def _endpoint_latency(name: str) -> Callable[[EndpointResult], float | None]:
 SERVER_WIDE = "the server's CPU and memory belong to the whole run, they cannot be split by request"
 MQTT_ONLY = "it is an MQTT figure, and a request mix is HTTP"
 NOT_RECORDED = "it is not recorded per endpoint"
+COUNTED_ONLY = "it is counted over a whole counted window (count=True), not per endpoint"
+
+
+def _counted(name: str) -> Callable[[RunResult], float | None]:
+    """A counted repetition's figure per request (None in a timed repetition)."""
+    return lambda run: None if run.counts is None else getattr(run.counts, name)
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,11 @@ class Metric:
     whole_run_only: str = NOT_RECORDED
     endpoint: str | None = None  # set on the copy ``for_endpoint`` makes
     events: str = "requests"  # what a count metric's exposure counts
+    # counted figures (count=True): changes and what a run could detect shown to 0.01 %;
+    # a figure that may be 0 (no allocation, no system call): 0 -> more is judged as such
+    precise: bool = False
+    may_be_zero: bool = False
+    counted: bool = False  # read from a counted repetition's callgrind window (or beside it)
 
     @property
     def limit_name(self) -> str:
@@ -352,6 +363,47 @@ METRICS: Mapping[str, Metric] = {
             lambda r: r.duration_s if r.requests_asked else None,
             aliases=("time_taken_s",),
             load_sensitive=True,
+        ),
+        # counted, not timed (count=True): per request, from callgrind's counters and the
+        # native window beside them (docs/reference/metrics.md)
+        Metric(
+            "instructions_per_req",
+            "",
+            "up",
+            _counted("instructions_per_req"),
+            whole_run_only=COUNTED_ONLY,
+            precise=True,
+            counted=True,
+        ),
+        Metric(
+            "allocs_per_req",
+            "",
+            "up",
+            _counted("allocs_per_req"),
+            whole_run_only=COUNTED_ONLY,
+            precise=True,
+            counted=True,
+            may_be_zero=True,
+        ),
+        Metric(
+            "syscalls_per_req",
+            "",
+            "up",
+            _counted("syscalls_per_req"),
+            whole_run_only=COUNTED_ONLY,
+            precise=True,
+            counted=True,
+            may_be_zero=True,
+        ),
+        # every repetition's (a counted one's: its native window's)
+        Metric(
+            "ctx_switches_per_req",
+            "",
+            "up",
+            lambda r: r.ctx_switches_per_req,
+            whole_run_only=SERVER_WIDE,
+            precise=True,
+            may_be_zero=True,
         ),
         Metric(
             "transfer_rate",

@@ -45,7 +45,12 @@ class Round(Protocol):
 
 
 class LoadKind(Protocol):
-    """What load a repetition runs (HTTP requests, MQTT telemetry) and what surrounds it."""
+    """What load a repetition runs (HTTP requests, MQTT telemetry) and what surrounds it.
+    ``fresh``: each round starts the target's instances itself (a counted round), so the
+    loop does not restart it and each round is an instance of its own."""
+
+    @property
+    def fresh(self) -> bool: ...
 
     def check(self, target: Target) -> None:
         """Raise a ``WebperfError`` now if this load cannot run against ``target``."""
@@ -75,6 +80,7 @@ class HttpRequests:
     note: str | None = None  # said in every repetition's notes (a fallback to the lean user)
     tls_ca: str | None = None  # https: verify the certificate against this CA file
     tls_resume: bool = False  # a new connection per request resumes the last TLS session
+    fresh = False
 
     def check(self, target: Target) -> None:
         pass
@@ -101,6 +107,7 @@ class LocustUsers:
     user_class: str
     base: Target | None = None
     base_user_class: str | None = None
+    fresh = False
 
     def check(self, target: Target) -> None:
         pass
@@ -326,7 +333,9 @@ def run_repetitions(
     results: list[RunResult] = []
     instance = 0
     for repetition in range(1, plan.repeat + 1):
-        if restart_every and repetition > 1 and (repetition - 1) % restart_every == 0:
+        if kind.fresh:
+            instance = repetition - 1
+        elif restart_every and repetition > 1 and (repetition - 1) % restart_every == 0:
             instance += int(restart(target))
         result = run_repetition(
             target,

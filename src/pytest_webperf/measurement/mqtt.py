@@ -52,6 +52,7 @@ class MqttTelemetry:
 
     interval_s: float = 0.5
     qos: int = 2
+    fresh = False
     drain_s: float = 60.0  # longest wait for deliveries after the swarm stopped
     # Nothing new for this long while messages are missing: they are lost, not late. Long
     # enough for a JVM's pause or a reconnect; a stalled broker (seed 002: minutes) shows

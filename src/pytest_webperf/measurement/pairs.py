@@ -116,7 +116,9 @@ def run_pairs(
     next_look = schedule.min_pairs
     while True:
         index = len(pairs.order)
-        if index and schedule.restart_every and index % schedule.restart_every == 0:
+        if kind.fresh:  # each round starts its own instances
+            instance = index
+        elif index and schedule.restart_every and index % schedule.restart_every == 0:
             target.restart()
             instance += 1
         order = order_of(index)
@@ -197,6 +199,9 @@ class _ProfilingMonitor:
 
     def server_cpu_seconds(self) -> float | None:
         return self.inner.server_cpu_seconds() if self.inner is not None else None
+
+    def server_ctx_switches(self) -> int | None:
+        return self.inner.server_ctx_switches() if self.inner is not None else None
 
     @property
     def errors(self) -> list[str]:

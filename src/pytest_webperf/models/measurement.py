@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_webperf.models.capacity import Capacity
+from pytest_webperf.models.counts import Counts
 from pytest_webperf.models.endpoints import (
     Counted,
     EndpointResult,
@@ -88,6 +89,20 @@ class RunResult(Counted):
     # a request mix, or a user's own Locust users with several request names: each
     # endpoint's figures by name (empty for a single request shape: the run is the one)
     endpoints: Mapping[str, EndpointResult] = field(default_factory=dict)
+    # the target's threads' context switches over the measured phase (None: not stamped)
+    ctx_switches: int | None = None
+    # a counted repetition (count=True): its counted and native windows
+    counts: Counts | None = None
+
+    @property
+    def ctx_switches_per_req(self) -> float | None:
+        """Context switches per request: a counted repetition's native window's, else
+        the measured phase's."""
+        if self.counts is not None:
+            return self.counts.ctx_switches_per_req
+        if self.ctx_switches is None or not self.requests:
+            return None
+        return self.ctx_switches / self.requests
 
     @property
     def time_per_request_ms(self) -> float | None:
@@ -137,6 +152,9 @@ class RunResult(Counted):
             "resources": [r.to_dict() for r in self.resources],
             "generator": [g.to_dict() for g in self.generator],
             "notes": list(self.notes),
+            "ctx_switches": self.ctx_switches,
+            "ctx_switches_per_req": self.ctx_switches_per_req,
+            **({"counts": self.counts.to_dict()} if self.counts is not None else {}),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
             **_schedule_and_count(self),
             **(
@@ -176,6 +194,8 @@ class RunResult(Counted):
                 str(n): EndpointResult.from_dict(e)
                 for n, e in (data.get("endpoints") or {}).items()
             },
+            ctx_switches=data.get("ctx_switches"),
+            counts=Counts.from_dict(data["counts"]) if data.get("counts") else None,
         )
 
 

@@ -1,6 +1,6 @@
 """The HTML report's differential flame graph: B's stacks, each frame as wide as its
-share of B's samples, coloured by its change in CPU per request against A (red: more,
-blue: less, white: the same), as inline SVG.
+share of B's samples (a counted profile: of its instructions), coloured by its change per
+request against A (red: more, blue: less, white: the same), as inline SVG.
 
 Root at the top (an icicle): every row is one depth of the stacks. Each frame's figure
 per request is its samples on that path divided by the side's requests, so A and B
@@ -59,9 +59,16 @@ def _fill(delta: float, scale: float) -> str:
 
 
 def flame_graph(
-    base_folded: str, change_folded: str, requests_a: int, requests_b: int
+    base_folded: str,
+    change_folded: str,
+    requests_a: int,
+    requests_b: int,
+    *,
+    instructions: bool = False,
 ) -> Markup | None:
-    """The graph, or None when there is nothing to draw (no B samples, no requests)."""
+    """The graph, or None when there is nothing to draw (no B samples, no requests).
+    ``instructions``: the stacks count instructions (a counted profile), shown per
+    request, not samples per 1000 requests."""
     try:
         base, change = parse_folded(base_folded), parse_folded(change_folded)
     except ValueError:
@@ -69,7 +76,9 @@ def flame_graph(
     if requests_a <= 0 or requests_b <= 0 or not change:
         return None
     root = _tree(base, change)
-    per_b, per_a = 1000 / requests_b, 1000 / requests_a  # samples per 1000 requests
+    scale_to = 1 if instructions else 1000  # instructions per request, samples per 1000
+    per_b, per_a = scale_to / requests_b, scale_to / requests_a
+    unit = "instructions per request" if instructions else "samples per 1000 requests"
 
     def delta(node: _Node) -> float:
         return node.b * per_b - node.a * per_a
@@ -98,9 +107,7 @@ def flame_graph(
     ]
     for node, x, width, depth in boxes:
         b_k, a_k = node.b * per_b, node.a * per_a
-        title = (
-            f"{node.name}: B {b_k:.2f}, A {a_k:.2f} samples per 1000 requests ({b_k - a_k:+.2f})"
-        )
+        title = f"{node.name}: B {b_k:,.2f}, A {a_k:,.2f} {unit} ({b_k - a_k:+,.2f})"
         y = depth * ROW
         parts.append(
             f'<g><title>{escape(title)}</title><rect x="{x:.1f}" y="{y}" width="{width:.1f}" '

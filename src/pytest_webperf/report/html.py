@@ -22,7 +22,7 @@ import jinja2
 from markupsafe import Markup
 
 from pytest_webperf.fileio import write_text_atomic
-from pytest_webperf.report import studies, verdicts
+from pytest_webperf.report import counts, studies, verdicts
 from pytest_webperf.report.charts import (
     Figure,
     change_figure,
@@ -136,6 +136,8 @@ class Section:
     profile_note: str = ""  # what was profiled, or why there is no profile
     folded: Sequence[tuple[str, str]] = ()  # both sides' folded stacks: file name, data URI
     flame: Markup | None = None  # B's stacks coloured by the change against A
+    profile_title: str = "CPU profile: B - A per request"
+    counted: Sequence[str] = ()  # a counted measurement's figures and cost, line by line
 
 
 # ---------------------------------------------------------------- builders
@@ -277,6 +279,12 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         profile_note=profile_note(entry),
         folded=folded_links(entry),
         flame=profile_flame(entry),
+        profile_title=(
+            "Instructions: B - A per request (counted)"
+            if (verdicts.profile_of(entry) or {}).get("unit") == "Ir"
+            else "CPU profile: B - A per request"
+        ),
+        counted=counts.lines([entry])[1:],
     )
 
 

@@ -164,12 +164,43 @@ def checks_table(entry: Entry) -> Table | None:
     return Table(headers, rows, css="checks")
 
 
+def counted_profile_table(changes: Sequence[Mapping[str, Any]]) -> Table:
+    """A counted profile's functions: exclusive and inclusive instructions per request of
+    A and B, the change with its range over the pairs, and whether it is named."""
+    headers = [("function", False), ("A excl Ir/req", True), ("B excl Ir/req", True)]
+    headers += [("B - A", True), ("range over pairs", True), ("A incl", True), ("B incl", True)]
+    headers += [("B - A incl", True), ("named", False)]
+    rows = []
+    for c in changes:
+        low, high = number(c.get("low_ir")), number(c.get("high_ir"))
+        span = f"{low:+,.1f}..{high:+,.1f}" if low is not None and high is not None else MISSING
+        change = number(c.get("change_ir"))
+        cells = [
+            (str(c.get("function", MISSING)), False),
+            (fmt(number(c.get("base_ir")), 1), True),
+            (fmt(number(c.get("change_side_ir")), 1), True),
+            (MISSING if change is None else f"{change:+,.1f}", True),
+            (span, True),
+            (fmt(number(c.get("base_inclusive_ir")), 1), True),
+            (fmt(number(c.get("change_inclusive_ir")), 1), True),
+            (MISSING if (d := number(c.get("change_total_ir"))) is None else f"{d:+,.1f}", True),
+            ("yes" if c.get("credible") else "no", False),
+        ]
+        css = "" if not c.get("credible") else ("bad" if (change or 0) > 0 else "good")
+        rows.append(Row(cells, css=css))
+    return Table(headers, rows, css="checks")
+
+
 def profile_table(entry: Entry) -> Table | None:
     """The ranked functions of an A/B entry's differential profile (B - A, self CPU per
-    request, with its interval); None if none changed credibly."""
+    request, with its interval); None if none changed credibly. A counted profile's:
+    ``counted_profile_table``."""
     changes = verdicts.profile_changes(entry)
     if not changes:
         return None
+    profile = verdicts.profile_of(entry)
+    if profile is not None and profile.get("unit") == "Ir":
+        return counted_profile_table(changes)
     headers = [("function", False), ("A µs/req", True), ("B - A µs/req", True)]
     headers += [("interval", True), ("B - A total µs/req", True)]
     rows = []
@@ -194,6 +225,8 @@ def profile_note(entry: Entry) -> str:
         return ""
     if profile.get("why"):
         return f"No CPU profile: {profile['why']}"
+    if profile.get("unit") == "Ir":
+        return counted_profile_note(profile, len(verdicts.profile_changes(entry)))
     found = profile.get("samples")
     samples: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     tools = ", ".join(str(t) for t in profile.get("tools") or ()) or MISSING
@@ -206,6 +239,24 @@ def profile_note(entry: Entry) -> str:
     )
     notes = [str(n) for n in profile.get("notes") or ()]
     return " ".join([text, *notes])
+
+
+def counted_profile_note(profile: Mapping[str, Any], shown: int) -> str:
+    found = profile.get("requests")
+    requests: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    tools = ", ".join(str(t) for t in profile.get("tools") or ()) or MISSING
+    named = sum(1 for c in verdicts.profile_changes({"profile": profile}) if c.get("credible"))
+    text = (
+        f"Counted by {tools} over {profile.get('pairs', MISSING)} pairs "
+        f"({fmt(number(requests.get('A')))} requests of A, {fmt(number(requests.get('B')))} "
+        f"of B): {fmt(number(profile.get('base_ir')), 1)} -> "
+        f"{fmt(number(profile.get('change_ir')), 1)} instructions per request. Exclusive "
+        "instructions are exact; inclusive ones come from the stacks. "
+        f"{profile.get('tested', MISSING)} functions compared, {named} named (every "
+        "repetition of B beyond every one of A, by more than twice either side's range); "
+        f"the {shown} largest changes below."
+    )
+    return " ".join([text, *(str(n) for n in profile.get("notes") or ())])
 
 
 def folded_links(entry: Entry) -> list[tuple[str, str]]:
@@ -231,6 +282,7 @@ def profile_flame(entry: Entry) -> Markup | None:
         str(profile.get("change_folded") or ""),
         int(a or 0),
         int(b or 0),
+        instructions=profile.get("unit") == "Ir",
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_webperf.report import studies, verdicts
+from pytest_webperf.report import counts, studies, verdicts
 from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,
@@ -91,6 +91,7 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         + mqtt_lines(entries)
         + paced_lines(entries)
         + counted_lines(entries)
+        + counts.lines(entries)
         + studies.lines(studies.of_report(report))
         + verdict_lines(entries)
     )

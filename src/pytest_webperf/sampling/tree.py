@@ -282,6 +282,12 @@ def stamped_tree(rows: Sequence[Sequence[float]]) -> dict[ProcessKey, ProcessCpu
     }
 
 
+def switches_between(before: Mapping[str, int], after: Mapping[str, int]) -> int:
+    """Context switches the threads made between two stamps (``stamp.read_switches``): a
+    thread born in between counts from 0; one that ended took its counts with it."""
+    return sum(max(0, count - before.get(tid, 0)) for tid, count in after.items())
+
+
 def stamped_delta(first: Sequence[Sequence[float]], last: Sequence[Sequence[float]]) -> float:
     """CPU seconds a tree used between two stamps (``tree_cpu_delta`` of the two)."""
     return tree_cpu_delta(stamped_tree(first), stamped_tree(last))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pytest_webperf.errors import CatalogError
 from pytest_webperf.targets.assets import workload_files
+from pytest_webperf.targets.runtime import PINNINGS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,6 +48,46 @@ class Dependency:
 
     server: str
     port_env: str
+
+
+@dataclass(frozen=True)
+class CountStart:
+    """How a server starts for a counted measurement (``[count]`` in its server.toml):
+    its runtime (else read from the image's command), a command of its own (one process
+    that valgrind can follow: nginx without its master), environment added, or why it
+    cannot be counted."""
+
+    runtime: str | None = None
+    command: tuple[str, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    refuse: str | None = None
+
+
+COUNT_KEYS = ("runtime", "command", "env", "refuse")
+
+
+def _count(raw: object, path: Path) -> CountStart | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not set(raw) <= set(COUNT_KEYS):
+        unknown = sorted(set(raw) - set(COUNT_KEYS)) if isinstance(raw, dict) else raw
+        raise CatalogError(f"{path}: [count] takes {', '.join(COUNT_KEYS)}, not {unknown!r}")
+    runtime = raw.get("runtime")
+    if runtime is not None and runtime not in PINNINGS:
+        raise CatalogError(f"{path}: [count] runtime = {runtime!r}: one of {', '.join(PINNINGS)}")
+    env = raw.get("env", {})
+    if not isinstance(env, dict):
+        raise CatalogError(f"{path}: [count] env must be a table of strings")
+    refuse = raw.get("refuse")
+    if refuse is not None and (not isinstance(refuse, str) or not refuse.strip()):
+        raise CatalogError(f"{path}: [count] refuse is one line saying why it is not counted")
+    command = raw.get("command")
+    return CountStart(
+        runtime=runtime,
+        command=None if command is None else _str_tuple(command, "count.command", path),
+        env={str(k): str(v) for k, v in env.items()},
+        refuse=refuse,
+    )
 
 
 @dataclass(frozen=True)
@@ -73,6 +114,7 @@ class ServerSpec:
     # beside its image's build context: what the image does not hold but the run uses
     watch: tuple[str, ...] = ()
     extra: dict[str, object] = field(default_factory=dict)  # keys other modules own (mqtt, ...)
+    count: CountStart | None = None  # its counted start ([count]), None: the image's command
 
     @property
     def image_repo(self) -> str:
@@ -169,6 +211,7 @@ def load_spec(directory: Path) -> ServerSpec:
             include=_includes(data.pop("include", []), directory, path),
             watch=_str_tuple(data.pop("watch", []), "watch", path),
             extra={k: data.pop(k) for k in list(data) if k in OWNED_ELSEWHERE},
+            count=_count(data.pop("count", None), path),
         )
     except (TypeError, ValueError) as exc:
         raise CatalogError(f"{path}: {exc}") from None
