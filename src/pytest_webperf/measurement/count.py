@@ -5,19 +5,20 @@ One repetition (``CountedRequests.round``), on fresh instances of the target:
 
 1. **Counted window.** The target is started under Valgrind's callgrind
    (``profiling/valgrind.py``), its runtime pinned alike on both passes
-   (``targets/runtime.py``); once healthy, instrumentation is switched on in every
-   process, 200 warm-up requests are sent, every process's counters are zeroed, the
-   native loop sends exactly N requests at concurrency 1, and every process is dumped:
+   (``targets/runtime.py``); once healthy it gets 200 warm-up requests (uninstrumented:
+   Valgrind without callgrind's counting runs them several times faster), then
+   instrumentation is switched on in every process, every process's counters are zeroed,
+   the native loop sends exactly N requests at concurrency 1, and every process is dumped:
    instructions, allocations and the per-function profile of exactly those requests
-   (``profiling/instructions.py``). Before the window, 50 requests are zeroed and dumped
-   in every repetition (so that every window follows the same history: a server's heap
-   after 250 requests is not its heap after 200, seen as 3 instructions per request); the
-   first one's give the instructions per request N is sized by, unless the test gave it:
-   ``BUDGET_IR`` of them, clamped to 200..2000.
+   (``profiling/instructions.py``). Unless the test gave N, 50 requests are zeroed and
+   dumped before the window, in every repetition (every window follows the same steps:
+   a dump in one repetition only moved CPython's count by 0.3 %, and a server's heap after
+   250 requests is not its heap after 200); the first repetition's give the instructions
+   per request N is sized by: ``BUDGET_IR`` of them, clamped to 200..2000.
 2. **Native window.** The target is started again without Valgrind (whose serialised
-   threads change what a runtime does), warmed up, and the same N requests are sent with
-   its system calls counted (``sampling/syscalls.py``) and its threads' context switches
-   stamped at the window's bounds (``swarm/stamp.py``).
+   threads change what a runtime does), warmed up, and N requests (1000 at least) are
+   sent with its system calls counted (``sampling/syscalls.py``) and its threads' context
+   switches stamped at the window's bounds (``swarm/stamp.py``).
 
 Concurrency 1 is the default: at 2, epoll batching and lock hand-offs depend on timing
 (nginx 1.2 % apart instead of 0.000 %). Each round starts its own instances (``fresh``):
@@ -70,6 +71,10 @@ MIN_REQUESTS, MAX_REQUESTS = 200, 2000
 CALLERS = 40  # --separate-callers when the run is profiled: exact stacks up to this depth
 SLOWDOWN = 10.0  # a target under callgrind gets this many times its health check's patience
 MIN_LIMIT_S = 60.0  # a window's time limit: at least this, else 20 times the probe's pace
+GIVEN_LIMIT_S = 0.25  # ... or, with N given (no probe), this much per request
+# the native window's requests at least: a runtime's timer wake-ups (CPython's server polls
+# every 0.5 s) are a system call or two per window, so per request they shrink with N
+NATIVE_MIN = 1000
 
 
 def sized(instructions_per_req: float) -> int:
@@ -248,6 +253,8 @@ class CountedRequests:
 
     def __post_init__(self) -> None:
         self.requests = self.workload.requests
+        if self.requests:  # no probe: a bound as generous as the slowest runtime needs
+            self.limit_s = max(MIN_LIMIT_S, GIVEN_LIMIT_S * self.requests)
 
     @property
     def tool(self) -> valgrind.Callgrind:
@@ -297,8 +304,8 @@ class CountedRequests:
             "notes": notes,
         }
 
-    def _spec(self, target: Target, plan: RunPlan) -> SwarmSpec:
-        workload = replace(self.workload, requests=self.requests)
+    def _spec(self, target: Target, plan: RunPlan, requests: int = 0) -> SwarmSpec:
+        workload = replace(self.workload, requests=requests or self.requests)
         spec = plan.swarm(
             target.url,
             workload=workload,
@@ -331,10 +338,10 @@ class CountedRequests:
             monitor = valgrind.Monitor(
                 directory, target.seen(str(directory)), target.beside, target.name
             )
-            monitor.every(monitor.pids(), "instrumentation on")
             entries = self.workload.entries()
-            warm(target, entries, WARMUP_REQUESTS, self.tls_ca)
+            warm(target, entries, WARMUP_REQUESTS, self.tls_ca)  # uninstrumented: faster
             pids = monitor.pids()
+            monitor.every(pids, "instrumentation on")
             self._probe(target, monitor, pids, entries)  # every round: the same history
             monitor.every(pids, "zero")
             notes = self._notes(target, pinning, tool)
@@ -352,18 +359,21 @@ class CountedRequests:
         pids: list[int],
         entries: Sequence[Request],
     ) -> None:
-        """``PROBE_REQUESTS`` zeroed and dumped: in the first round, N from their
-        instructions (unless the test gave N) and the windows' time limit from their pace;
-        in every round, so that each counted window follows the same requests."""
+        """When the test did not give N: ``PROBE_REQUESTS`` zeroed and dumped, in every
+        round (a dump between the warm-up and the window moved CPython's count by 0.3 %:
+        every window follows the same steps); the first gives N from their instructions
+        and the windows' time limit from their pace."""
+        if self.workload.requests:
+            return
         monitor.every(pids, "zero")
         began = time.monotonic()
         warm(target, entries, PROBE_REQUESTS, self.tls_ca)
         pace = (time.monotonic() - began) / PROBE_REQUESTS
-        probe = window_of(valgrind.read_dumps(monitor.dump(pids), target.name), PROBE_REQUESTS)
+        dumps = monitor.dump(pids)
         if self.probed:
             return
-        if not self.requests:
-            self.requests = sized(probe.instructions_per_req)
+        probe = window_of(valgrind.read_dumps(dumps, target.name), PROBE_REQUESTS)
+        self.requests = sized(probe.instructions_per_req)
         self.limit_s = max(MIN_LIMIT_S, 20 * pace * self.requests)
         self.probed = True
 
@@ -389,9 +399,10 @@ class CountedRequests:
         pids = [pid for root in target.parts().values() for pid in _tree(root)]
         clock = MachineClock()
         with RunMonitor.for_target(target) as monitor, SyscallCounter(pids) as counter:
-            spec = replace(self._spec(target, plan), cpu_probes=monitor.cpu_probes())
+            requests = max(self.requests, NATIVE_MIN)
+            spec = replace(self._spec(target, plan, requests), cpu_probes=monitor.cpu_probes())
             outcome = run_swarm(spec, events_to(monitor, clock))
-        result = run_result(outcome, 0, plan, monitor, requests_asked=self.requests)
+        result = run_result(outcome, 0, plan, monitor, requests_asked=requests)
         found = counter.result
         return _Native(result, found.calls, found.tool, found.why)
 

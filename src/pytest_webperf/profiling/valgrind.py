@@ -11,8 +11,9 @@ The command (``Callgrind.argv``)::
 
 * ``--trace-children=yes`` follows a process tree (a shell script's ``exec``, forked
   workers): every process is counted and the window sums them.
-* ``--instr-atstart=no``: start-up runs uninstrumented (3-6 s to healthy instead of 11-15
-  s for CPython), then ``instrumentation on`` is sent to every process once it answers.
+* ``--instr-atstart=no``: start-up (and the warm-up) run uninstrumented (3-6 s to
+  healthy instead of 11-15 s for CPython), then ``instrumentation on`` is sent to every
+  process.
   The counts are as repeatable either way, but not equal between the two modes (CPython's
   caches depend on addresses valgrind's own memory moves): one mode for good.
 * ``--collect-systime`` is left out (its ``sysCount`` is not a system call count: 3.62 per
