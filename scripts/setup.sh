@@ -10,6 +10,9 @@
 #   5. with WEBPERF_WITH_BROWSER=1 (the test command): headless Chromium
 #   6. perf (Debian's linux-perf) as root, for the CPU profiles of A/B runs; optional:
 #      without it the runs go on and say why there is no profile
+#   7. valgrind and strace (Debian's) as root, for counted measurements (count=True):
+#      callgrind counts, strace counts system calls where perf cannot; optional: without
+#      valgrind a counted test of a local command fails saying so
 # Every step checks first and does nothing when already done.
 set -euo pipefail
 
@@ -152,6 +155,21 @@ setup_perf() {
         || log "linux-perf did not install: A/B runs will have no CPU profiles of native servers"
 }
 
+# valgrind (callgrind, vgdb) and strace for counted measurements (webperf.http(count=True)).
+setup_counting() {
+    local missing=()
+    { command -v valgrind >/dev/null && command -v vgdb >/dev/null; } || missing+=(valgrind)
+    command -v strace >/dev/null || missing+=(strace)
+    if [ ${#missing[@]} = 0 ]; then return; fi
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        log "no ${missing[*]}: counted measurements (count=True) need valgrind, and strace where perf cannot count system calls (apt-get install ${missing[*]})"
+        return
+    fi
+    log "installing ${missing[*]} from the distribution's packages (counted measurements)"
+    apt_install "${missing[@]}" \
+        || log "${missing[*]} did not install: counted measurements of local commands will fail saying so"
+}
+
 setup_images() {
     log "building server images (cached by content hash)"
     .venv/bin/webperf build "$@"
@@ -164,6 +182,7 @@ main() {
     setup_docker
     setup_base_image
     setup_perf
+    setup_counting
     if [ "${WEBPERF_WITH_BROWSER:-0}" = 1 ]; then setup_browser; fi
     [ "${WEBPERF_SKIP_IMAGES:-0}" = 1 ] || setup_images "$@"
 }

@@ -16,13 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_webperf.errors import TargetError
-from pytest_webperf.measurement.count import (
-    MAX_REQUESTS,
-    MIN_REQUESTS,
-    refusal,
-    sized,
-    warm,
-)
+from pytest_webperf.measurement.count import MAX_REQUESTS, MIN_REQUESTS, refusal, sized
 from pytest_webperf.models.workload import Request
 from pytest_webperf.profiling.valgrind import Callgrind, Monitor
 from pytest_webperf.sampling.syscalls import (
@@ -33,6 +27,7 @@ from pytest_webperf.sampling.syscalls import (
 )
 from pytest_webperf.sampling.tree import switches_between
 from pytest_webperf.swarm.stamp import CpuProbe, read_switches, stamp
+from pytest_webperf.targets.client import warm
 from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.process import ProcessTarget
 from pytest_webperf.targets.runtime import JVM_REFUSED
@@ -188,5 +183,41 @@ def test_a_warm_up_checks_its_responses(tmp_path: Path) -> None:
         assert warm(target, [Request("/ok")], 20, None) == 0
         assert warm(target, [Request("/ok"), Request("/bad")], 10, None) == 5
         assert warm(target, [Request("/ok", expect_body=b"no")], 3, None) == 3
-    with pytest.raises(TargetError, match="a warm-up request failed"):
+    with pytest.raises(TargetError, match=r"request 1 of 1 before the counted window \(GET /ok\)"):
         warm(target, [Request("/ok")], 1, None)
+
+
+class _Target:
+    """A target at a URL (nothing else is asked of it here)."""
+
+    name = "closing"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def logs(self) -> str:
+        return ""
+
+
+def test_a_kept_alive_connection_the_server_closed_is_opened_again() -> None:
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    answered: list[int] = []
+
+    def serve() -> None:  # one request per connection, then closed without saying so
+        while len(answered) < 3:
+            conn, _ = listener.accept()
+            with conn:
+                if conn.recv(4096):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    answered.append(1)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        assert warm(_Target(f"http://127.0.0.1:{port}"), [Request("/")], 3, None) == 0  # type: ignore[arg-type]
+    finally:
+        listener.close()
+    assert len(answered) == 3

@@ -44,7 +44,7 @@ SAMPLES = Path(__file__).parent / "fixtures" / "callgrind"
     ],
 )
 def test_a_name_is_read_as_its_frames_root_first(name: str, frames: list[str]) -> None:
-    assert context_frames(name) == frames
+    assert list(context_frames(name)) == frames
     assert function_of(name) == frames[-1]
 
 

@@ -29,7 +29,6 @@ server's); ``RunResult.counts`` holds both windows' counts and what they cost.
 
 from __future__ import annotations
 
-import http.client
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -58,7 +57,8 @@ from pytest_webperf.sampling.monitor import RunMonitor
 from pytest_webperf.sampling.syscalls import SyscallCounter
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.targets.base import Target, client_context, split_url
+from pytest_webperf.targets.base import Target
+from pytest_webperf.targets.client import warm
 from pytest_webperf.targets.paired import PairedTarget
 from pytest_webperf.targets.process import ProcessTarget
 from pytest_webperf.targets.runtime import Pinning, launcher
@@ -99,39 +99,6 @@ def refusal(target: Target) -> str | None:
     if pinning.refused:
         return f"{target.name}: {pinning.refused}"
     return None
-
-
-def warm(target: Target, entries: Sequence[Request], count: int, ca: str | None) -> int:
-    """``count`` keep-alive requests from this process (the entries in turn), unrecorded;
-    how many failed. A warm-up, or a probe between a zero and a dump."""
-    scheme, host, port = split_url(target.url)
-    failed = 0
-    connection: http.client.HTTPConnection | None = None
-    try:
-        for index in range(count):
-            entry = entries[index % len(entries)]
-            if connection is None:
-                connection = (
-                    http.client.HTTPSConnection(host, port, timeout=60, context=client_context(ca))
-                    if scheme == "https"
-                    else http.client.HTTPConnection(host, port, timeout=60)
-                )
-            try:
-                connection.request(
-                    entry.method, entry.path, body=entry.body or None, headers=dict(entry.headers)
-                )
-                response = connection.getresponse()
-                body = response.read()
-                failed += not (entry.accepts(response.status) and entry.body_matches(body))
-                if response.will_close:
-                    connection.close()
-                    connection = None
-            except (OSError, http.client.HTTPException) as exc:
-                raise TargetError(f"{target.name}: a warm-up request failed: {exc}") from None
-    finally:
-        if connection is not None:
-            connection.close()
-    return failed
 
 
 def threads(target: Target) -> tuple[int, int]:
@@ -185,7 +152,7 @@ class _CountedRound:
             )
         dumps = self.monitor.dump(self.pids)
         window = window_of(
-            valgrind.read_dumps(dumps, name), result.requests, callers=self.kind.callers
+            valgrind.read_dumps(dumps, name), result.requests, callers=self.tool.callers
         )
         self.kind.windows.setdefault(id(self.target), []).append(window)
         native = self.kind.native_window(self.target, self.plan, self.pinning)
@@ -323,7 +290,7 @@ class CountedRequests:
             raise OptionError(refusal(target) or f"{target.name} cannot be counted")
         started = time.monotonic()
         pinning = target.pinning()
-        tool = replace(self.tool, smc_check=pinning.smc_check)
+        tool = valgrind.Callgrind(pinning.smc_check, min(self.callers, pinning.callers))
         directory = valgrind.window_directory()
         try:
             wrap = Wrap(
@@ -382,10 +349,10 @@ class CountedRequests:
         processes, found = threads(target)
         if found > processes:
             notes.append(
-                f"{found} threads in {processes} process(es): Valgrind runs one at a time, "
-                "so the threads are serialised; instructions per request stay the "
-                "program's, but lock hand-offs and background work (a collector, a "
-                "compiler) land differently than natively"
+                "more threads than processes: Valgrind runs one thread at a time, so the "
+                "threads are serialised; instructions per request stay the program's, but "
+                "lock hand-offs and background work (a collector, a compiler) land "
+                "differently than natively"
             )
         argv = getattr(target, "argv", None)
         why = launcher(argv) if isinstance(argv, list) else None

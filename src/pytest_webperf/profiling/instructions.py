@@ -43,6 +43,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pytest_webperf.profiling.callgrind import Profile
@@ -56,7 +57,6 @@ STACK_SHARE = 1e-5  # folded stacks below this share of a side's total are merge
 DEEPER = "[deeper]"  # the root of a stack cut at the callers' depth
 OTHER = "[other stacks]"
 
-_RECURSION = re.compile(r"^\d+$")
 _VERSION = re.compile(r"(@@?[A-Za-z][A-Za-z0-9_.]*)+$")
 
 # libc's allocation entry points (glibc's __libc_* names are aliases of the same address:
@@ -99,27 +99,34 @@ RUNTIME_ALLOCATORS = frozenset(
 # --- names ---------------------------------------------------------------------------------
 
 
+def _plain(piece: str) -> str:
+    return _VERSION.sub("", piece).strip() if "@" in piece else piece.strip()
+
+
 def canonical_name(name: str) -> str:
     """``malloc@@GLIBC_2.2.5`` -> ``malloc``, ``fib'2`` -> ``fib``: one name per function
     across symbol versions and recursion levels (a name without callers)."""
-    return _VERSION.sub("", name.split("'", 1)[0]).strip()
+    return _plain(name.split("'", 1)[0])
 
 
-def context_frames(name: str) -> list[str]:
-    """``f'2'g'h`` (f at recursion level 2, called by g, called by h) -> ``["h", "g", "f"]``,
+@lru_cache(maxsize=1 << 18)
+def context_frames(name: str) -> tuple[str, ...]:
+    """``f'2'g'h`` (f at recursion level 2, called by g, called by h) -> ``("h", "g", "f")``,
     root first; a name without callers is one frame. A name with a quote of its own is
-    split there too: callgrind gives no way to tell."""
+    split there too: callgrind gives no way to tell. (Cached: a dump with callers kept
+    names each context once per part, and reads it again for every call into it.)"""
     frames: list[str] = []
     for piece in name.split("'"):
-        if _RECURSION.match(piece) and frames:
+        if frames and piece.isdigit():
             continue  # the recursion level of the frame before
-        frames.append(_VERSION.sub("", piece).strip())
-    return frames[::-1]
+        frames.append(_plain(piece))
+    return tuple(frames[::-1])
 
 
+@lru_cache(maxsize=1 << 18)
 def function_of(name: str) -> str:
     """The function a callgrind name is (its callers and recursion level dropped)."""
-    return context_frames(name)[-1]
+    return canonical_name(name)
 
 
 def is_allocator(function: str) -> bool:

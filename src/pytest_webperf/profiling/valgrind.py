@@ -53,6 +53,7 @@ from pytest_webperf.errors import TargetError
 from pytest_webperf.profiling.callgrind import CallgrindFormatError, Profile, parse_file
 
 VGDB_TIMEOUT_S = 30.0  # a vgdb command that has not answered in this time never will
+DUMP_TIMEOUT_S = 300.0  # ... but a dump writes a file: with callers kept, tens of MB
 DUMP_WAIT_S = 30.0  # how long a dump file may take to appear after its dump command
 OUTPUT = "callgrind.out"
 _LISTED = re.compile(r"--pid=(\d+)")
@@ -156,15 +157,21 @@ class Monitor:
 
     def _vgdb(self, *args: str) -> tuple[int, str]:
         argv = ["vgdb", f"--vgdb-prefix={self.seen}/vgdb", *args]
+        timeout = DUMP_TIMEOUT_S if args[-1] == "dump" else VGDB_TIMEOUT_S
         try:
-            return self.beside(argv, VGDB_TIMEOUT_S)
+            return self.beside(argv, timeout)
         except TimeoutError:
+            why = (
+                "a dump that long is a profile too large to write (--webperf-profile=off "
+                "keeps no callers)"
+                if args[-1] == "dump"
+                else "a process that changed its user after valgrind started it (a master "
+                "forking workers that drop privileges, nginx's 'user www-data;') cannot be "
+                "reached; count it in one process (a counted start in its server.toml "
+                "[count] table, see docs/reference/catalogue.md)"
+            )
             raise TargetError(
-                f"{self.name}: vgdb {' '.join(args)} did not answer within "
-                f"{VGDB_TIMEOUT_S:.0f} s: a process that changed its user after valgrind "
-                "started it (a master forking workers that drop privileges, nginx's "
-                "'user www-data;') cannot be reached; count it in one process (a counted "
-                "start in its server.toml [count] table, see docs/reference/catalogue.md)",
+                f"{self.name}: vgdb {' '.join(args)} did not answer within {timeout:.0f} s: {why}",
                 valgrind_logs(self.host),
             ) from None
         except OSError as exc:
