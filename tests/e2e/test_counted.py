@@ -171,3 +171,36 @@ def test_a_python_server_counted_against_its_base(pytester: pytest.Pytester) -> 
     named = [c for c in found["test_work"]["profile"]["changes"] if c["credible"]]
     assert named and named[0]["change_ir"] > 0, found["test_work"]["profile"]["changes"][:3]
     assert sys.executable  # the server runs on this interpreter, as the user's would
+
+
+CATALOGUE_TESTS = """
+def test_nginx(webperf):
+    webperf.http(webperf.server("nginx"), path="/hello", count=True, requests=500)
+
+
+def test_go(webperf):
+    webperf.http(webperf.server("go"), path="/hello", count=True, requests=500)
+"""
+
+
+def test_catalogue_containers_are_counted_in_their_valgrind_layer(
+    pytester: pytest.Pytester, engine: None
+) -> None:
+    """nginx counted as one process (its [count] table), Go with its runtime pinned: each
+    in an image with Valgrind built on its own, vgdb run inside it."""
+    pytester.makepyfile(test_catalogue=CATALOGUE_TESTS)
+    result = pytester.runpytest_subprocess(*SHORT, "--webperf-json=counted.json", "-rA")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*nginx/server.toml [[]count[]] env NGINX_MASTER=off NGINX_WORKERS=1*", "*Go: GODEBUG=*"]
+    )
+    found = entries(pytester.path / "counted.json")
+    nginx = [r["counts"] for r in found["test_nginx"]["repetitions"]]
+    assert len(nginx) == 2 and all(c["processes"] == 1 for c in nginx)
+    per = [c["instructions_per_req"] for c in nginx]
+    assert max(per) - min(per) < 0.001 * min(per), per  # one process at concurrency 1
+    assert all(c["allocs_per_req"] > 1 and c["syscalls_per_req"] > 1 for c in nginx), nginx
+    go = [r["counts"] for r in found["test_go"]["repetitions"]]
+    assert all(c["runtime"] == "go" and c["runtime_allocations"] for c in go), go
+    for entry in found.values():
+        assert all(r["errors"] == 0 for r in entry["repetitions"])

@@ -170,7 +170,12 @@ def save_baselines(session: WebperfSession) -> None:
         session.finished.append(
             f"webperf: saved {len(group)} baseline(s) in {len(paths)} file(s) under {where}"
         )
-    busy = [m for m in saved if metrics.foreign_cpu(m) > metrics.CONTENDED_CPU_PERCENT]
+    busy = [  # a counted baseline counts instructions: other processes do not move them
+        m
+        for m in saved
+        if metrics.foreign_cpu(m) > metrics.CONTENDED_CPU_PERCENT
+        and not any(r.counts is not None for r in m.runs)
+    ]
     if busy:
         worst = max(metrics.foreign_cpu(m) for m in busy)
         session.finished.append(
