@@ -256,19 +256,6 @@ def tcp_ready(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
-def wait_until(
-    ready: Callable[[], bool], alive: Callable[[], None], timeout: float, interval: float = 0.1
-) -> bool:
-    """Poll ``ready`` until true or ``timeout`` passes; ``alive`` raises if the server died."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ready():
-            return True
-        alive()
-        time.sleep(interval)
-    return ready()
-
-
 def split_url(url: str) -> tuple[str, str, int]:
     """(scheme, host, port) of an http(s) URL."""
     parts = urlsplit(url)
