@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_webperf.swarm.wire import client_context
 from pytest_webperf.targets import start_target
 from pytest_webperf.targets.assets import QUICKSORT_BODY, QUICKSORT_INPUT, workload_files
-from pytest_webperf.targets.base import client_context
 from pytest_webperf.targets.catalog import Catalog, ServerSpec, default_directories
 from pytest_webperf.targets.container import ContainerTarget
 

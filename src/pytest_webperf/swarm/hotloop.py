@@ -16,8 +16,8 @@ from typing import Any
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.models.workload import Request
-from pytest_webperf.stats.histogram import Histogram
 from pytest_webperf.swarm import wire
+from pytest_webperf.swarm.extension import Tally, extension, histogram_from, socket_error
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import (
     CLOSED,
@@ -32,13 +32,8 @@ from pytest_webperf.swarm.recorder import (
     classify,
 )
 
-try:
-    from pytest_webperf.swarm import _hotloop  # type: ignore[attr-defined]
-except ImportError as exc:  # not built here (no compiler, not Linux)
-    _hotloop = None
-    _WHY = str(exc)
-else:
-    _WHY = ""
+LOOP = extension("_hotloop")
+_hotloop = LOOP.module
 
 # the C side's kinds of failure and codes (_hotloop.c: K_*, E_*, C_*)
 K_HTTP, K_CLOSED, K_PROTOCOL = 1, 2, 3
@@ -59,14 +54,12 @@ USERS = ("auto", "native", "lean", "fast")
 
 def unavailable() -> str | None:
     """Why the native loop cannot run here, or None."""
-    if _hotloop is None:
-        return f"the native request loop is not built here ({_WHY})"
-    return None
+    return LOOP.unavailable("the native request loop")
 
 
 def tls_built() -> bool:
     """Whether the native loop speaks TLS here (built with OpenSSL's headers)."""
-    return _hotloop is not None and bool(getattr(_hotloop, "TLS", 0))
+    return LOOP.tls
 
 
 def user_for_url(user_class: str, url: str) -> str:
@@ -108,19 +101,6 @@ def resolve_user(requested: str) -> str:
     return requested
 
 
-def histogram_from(data: tuple[int, int, int, int, list[tuple[int, int]]]) -> Histogram:
-    count, total, minimum, maximum, pairs = data
-    histogram = Histogram()
-    histogram.counts = dict(pairs)
-    histogram.count, histogram.total = count, total
-    histogram.minimum, histogram.maximum = minimum, maximum
-    return histogram
-
-
-def socket_error(number: int) -> OSError:
-    return OSError(number, os.strerror(number))
-
-
 def example_of(kind: int, key: int, a: int, b: int, raw: bytes) -> tuple[str, str] | None:
     """(error kind, example) of one of the C side's examples, as the lean user words it."""
     if kind == K_HTTP:
@@ -141,15 +121,8 @@ def example_of(kind: int, key: int, a: int, b: int, raw: bytes) -> tuple[str, st
 
 def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     """One ``Engine.take()`` as an Interval, each failure named as the lean user names it."""
-    kinds: dict[str, int] = {}
-    examples: dict[str, str] = {}
-
-    def add(kind: str, n: int, example: str | None = None) -> None:
-        if n:
-            kinds[kind] = kinds.get(kind, 0) + n
-            if example is not None:
-                examples.setdefault(kind, example[:EXAMPLE_CHARS])
-
+    tally = Tally(EXAMPLE_CHARS)
+    add = tally.add
     for status, n in data["http"].items():
         add(f"http_{status}", n)
     no_answer = f"no answer within {timeout_s:g} s"
@@ -169,15 +142,15 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     for kind, key, a, b, raw in data["examples"]:
         named = example_of(kind, key, a, b, raw)
         if named is not None:
-            examples.setdefault(*named)
-    errors = sum(kinds.values())
+            tally.examples.setdefault(*named)
+    errors = sum(tally.kinds.values())
     interval = Interval(
         requests=data["ok"] + errors,
         errors=errors,
         bytes=data["bytes"],
         histogram=histogram_from(data["latency"]),
-        error_kinds=kinds,
-        error_examples={kind: text for kind, text in examples.items() if kind in kinds},
+        error_kinds=tally.kinds,
+        error_examples=tally.named_examples(),
     )
     if "service" in data:
         interval.service = histogram_from(data["service"])
@@ -315,6 +288,4 @@ class NativeLoop:
 
 def bucket_index(value_us: int) -> int:
     """The C side's bucket of a value (the same as ``histogram.bucket_index``: tested)."""
-    if _hotloop is None:
-        raise RuntimeError(unavailable())
-    return int(_hotloop.bucket_index(value_us))
+    return LOOP.bucket_index(value_us)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import socket
-import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
+
+from pytest_webperf.swarm.wire import client_context
 
 
 @runtime_checkable
@@ -53,17 +54,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def client_context(ca_file: str | None = None) -> ssl.SSLContext:
-    """A TLS client context for test targets: the certificate is not verified unless
-    ``ca_file`` names the CA to verify it (and the host name) against; ALPN http/1.1."""
-    context = ssl.create_default_context(cafile=ca_file)
-    if ca_file is None:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["http/1.1"])
-    return context
 
 
 def _connection(host: str, port: int, timeout: float, tls: bool) -> http.client.HTTPConnection:
