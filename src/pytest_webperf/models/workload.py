@@ -1,5 +1,6 @@
 """What an HTTP swarm sends: one request shape or a weighted mix of them (``Request``),
-each with its response checks; closed loop, paced, arriving or counted."""
+each with what its response must be to count (``expect_status``, ``expect_body``: its
+expectations); closed loop, paced, arriving or counted."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-BodyCheck = bytes | re.Pattern[str] | re.Pattern[bytes]  # a substring, or a regex searched
+BodyExpectation = bytes | re.Pattern[str] | re.Pattern[bytes]  # a substring, or a regex searched
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Request:
     weight: float = 1.0
     name: str = ""  # "": the path
     expect_status: frozenset[int] | None = None  # None: any status below 400
-    expect_body: BodyCheck | None = None
+    expect_body: BodyExpectation | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -77,7 +78,7 @@ class Request:
         )
 
 
-def _expect_to_dict(status: frozenset[int] | None, body: BodyCheck | None) -> dict[str, Any]:
+def _expect_to_dict(status: frozenset[int] | None, body: BodyExpectation | None) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if status is not None:
         data["expect_status"] = sorted(status)
@@ -91,9 +92,11 @@ def _expect_to_dict(status: frozenset[int] | None, body: BodyCheck | None) -> di
     return data
 
 
-def _expect_from_dict(data: Mapping[str, Any]) -> tuple[frozenset[int] | None, BodyCheck | None]:
+def _expect_from_dict(
+    data: Mapping[str, Any],
+) -> tuple[frozenset[int] | None, BodyExpectation | None]:
     status = data.get("expect_status")
-    body: BodyCheck | None = None
+    body: BodyExpectation | None = None
     if data.get("expect_body") is not None:
         body = str(data["expect_body"]).encode("latin-1")
     elif data.get("expect_body_regex"):
@@ -148,7 +151,7 @@ class Workload:
     # headers above are then unused); empty: the one request shape above
     mix: tuple[Request, ...] = ()
     expect_status: frozenset[int] | None = None  # the one shape's checks (a mix: each entry's)
-    expect_body: BodyCheck | None = field(default=None)
+    expect_body: BodyExpectation | None = field(default=None)
 
     def entries(self) -> tuple[Request, ...]:
         """What the users send: the mix, or the one request shape as a mix of one."""

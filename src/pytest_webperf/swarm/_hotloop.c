@@ -49,7 +49,7 @@ enum { K_HTTP = 1, K_CLOSED, K_PROTOCOL, K_TIMEOUT, K_CONNECT_TIMEOUT, K_CONNECT
 enum { K_TLS = 20 }; /* the handshake failed or the certificate was refused: the example says */
 #define E_TLS_FAILED 100000 /* conn_recv/conn_send's errno for a TLS failure (not an errno) */
 #define MAX_ENTRIES 32       /* a mix's entries */
-#define MAX_NEEDLE 1024      /* a body substring check (httpworkload.MAX_NEEDLE) */
+#define MAX_NEEDLE 1024      /* an expected body substring (fixture/http.py MAX_NEEDLE) */
 #define EXAMPLE_LINE 60      /* an unexpected body's example: its status line, then */
 #define EXAMPLE_BODY 100     /* the body's first bytes */
 
@@ -142,7 +142,7 @@ typedef struct {
     size_t nleft, capleft;
     char status_line[EXAMPLE_BYTES];
     int status_len;
-    /* a mix: the entry of the request in flight; a body check: found yet, the last bytes
+    /* a mix: the entry of the request in flight; an expected body substring: found yet, the last bytes
        (a needle across two reads), the body's first bytes (the example) */
     int entry, found;
     size_t ntail;
@@ -158,7 +158,7 @@ typedef struct {
     int head_only;
     double cumulative;  /* sum of the weights up to this entry */
     uint8_t *statuses;  /* MAX_STATUS flags, or NULL: any status below 400 */
-    char *needle;       /* NULL: no body check */
+    char *needle;       /* NULL: no expected body substring */
     size_t needle_len;
 } entry_t;
 
