@@ -1,5 +1,8 @@
-"""The ``webperf`` command: build the catalogue's images, list servers, start a new
-one, prune old images, render and compare JSON reports, measure a target's noise."""
+"""The ``webperf`` command: ``build`` the catalogue's images, ``list`` its servers,
+start a ``new`` one, ``prune`` old images, render (``html``) and ``compare`` JSON reports,
+measure a target's ``noise``, serve as a remote generator ``worker``, ``bisect`` to the
+commit that made a test slower, draw a verdict ``history``. Each command's work lives in
+``commands/``; this module parses and dispatches."""
 
 from __future__ import annotations
 

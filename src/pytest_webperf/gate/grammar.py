@@ -1,20 +1,8 @@
 """The check grammar of ``--webperf-compare-fail``, parsed into ``Check`` objects.
 
-METRIC:N%        relative to the baseline (or, in an A/B run, to the base): fail
-                 when METRIC got worse by more than N %, credibly (rps:5%,
-                 p95:10%, cpu_per_req:5%). The bad direction is known per metric;
-                 a sign is optional but must agree (rps:-5%, p95:+10%).
-METRIC<V, <=, >, >=   an absolute limit on the current run, baseline or not
-                 (p99_ms<500, error_rate<0.01, rss_mb<512, rps>1000).
-COUNT:N          for the count metrics (errors, timeouts, lost, dup), shorthand
-                 for COUNT<=N.
-METRIC[ENDPOINT]...   any of the above for one endpoint of a request mix alone
-                 (p95[create]:10%, error_rate[/login]<0.01): read from each
-                 repetition's ``RunResult.endpoints[ENDPOINT]``. ENDPOINT is the
-                 endpoint's name (its path unless named) and may hold any character
-                 but ``[``, ``]`` and ``,``; spaces at either end are dropped. Only
-                 rps, latency and error metrics split by endpoint; server CPU and
-                 memory, MQTT figures and the rest are refused with the reason.
+The grammar (``METRIC:N%``, ``METRIC<V``, ``COUNT:N``, ``METRIC[ENDPOINT]...``) is
+written once, in ``docs/reference/checks.md``; this module parses it, and its one-line
+refusals (``GRAMMAR``, ``ENDPOINT_NAMES``) say it again to the user who got it wrong.
 """
 
 from __future__ import annotations
