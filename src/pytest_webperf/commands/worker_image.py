@@ -28,13 +28,14 @@ from pytest_webperf.targets.images import Log, _stderr, build, image_exists
 REPOSITORY = "webperf/worker"
 PLATFORMS = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "linux")
 NATIVE_SOURCE = ("src", "pytest_webperf", "swarm", "_hotloop.c")
+NATIVE_HEADERS = ("_loop.h",)  # beside it, included by it
 DOCKERFILE = """\
 FROM debian:bookworm-slim AS native
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
       gcc libc6-dev python3-dev libssl-dev \\
  && rm -rf /var/lib/apt/lists/*
-COPY native/_hotloop.c /build/_hotloop.c
+COPY native/ /build/
 # as setup.py compiles it (-O2 -std=gnu11, TLS with OpenSSL), for this image's Python
 RUN cd /build && gcc -O2 -std=gnu11 -fPIC -shared -pthread -DWEBPERF_TLS=1 \\
       $(python3-config --includes) _hotloop.c -lssl -lcrypto \\
@@ -100,6 +101,7 @@ def context(wheels: list[Path], native: Path) -> tuple[bytes, str]:
     """The build context (Dockerfile, the wheels, the native loop's C source) and the
     image's tag."""
     files = [("Dockerfile", DOCKERFILE.encode()), ("native/_hotloop.c", native.read_bytes())]
+    files += [(f"native/{name}", (native.parent / name).read_bytes()) for name in NATIVE_HEADERS]
     files += [(f"wheels/{wheel.name}", wheel.read_bytes()) for wheel in wheels]
     digest = hashlib.sha256()
     buffer = io.BytesIO()
