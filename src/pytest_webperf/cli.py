@@ -22,7 +22,7 @@ from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.gate import decide
 from pytest_webperf.gate.grammar import DEFAULT_CHECKS, parse_checks
 from pytest_webperf.report import terminal
-from pytest_webperf.report.html import write_html
+from pytest_webperf.report.html.page import write_html
 from pytest_webperf.report.json_report import measurements, read_report, report
 from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.targets.images import ensure_images

@@ -4,7 +4,7 @@ and its figures as the recorder's ``Interval`` (no gevent, no Locust: safe anywh
 ``_mqttloop`` is a C extension (``_mqttloop.c``: one epoll thread per generator process,
 every user one MQTT 3.1.1 connection) built with the package where a C compiler and
 Python's headers are found (Linux); where it is not, MQTT runs use the paho-mqtt user
-(``swarm/child/mqtt.py``), as ``--webperf-user=lean`` or ``fast`` asks anyway.
+(``swarm/child/paho.py``), as ``--webperf-user=lean`` or ``fast`` asks anyway.
 """
 
 from __future__ import annotations

@@ -134,21 +134,21 @@ def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
 
         return fast.make_user(spec)
     if spec.user_class == "mqtt":
-        from pytest_webperf.swarm.child import mqtt
+        from pytest_webperf.swarm.child import paho
 
-        return mqtt.make_user(spec, index)
+        return paho.make_user(spec, index)
     if spec.user_class == "mqtt-native":
-        from pytest_webperf.swarm.child import mqtt_native
+        from pytest_webperf.swarm.child import native_mqtt
 
-        return mqtt_native.make_user(spec, index)
+        return native_mqtt.make_user(spec, index)
     if spec.user_class == "lean":
         from pytest_webperf.swarm.child import lean
 
         return lean.make_user(spec, index)
     if spec.user_class == "native":
-        from pytest_webperf.swarm.child import native
+        from pytest_webperf.swarm.child import native_http
 
-        return native.make_user(spec, index)
+        return native_http.make_user(spec, index)
     return load_user_classes(spec, index)[0]
 
 

@@ -309,9 +309,9 @@ class MasterSwarm:
         if load is None or not load.report_path or not self.ledgers:
             return
         from pytest_webperf.mqtt.accounting import merge_reports
-        from pytest_webperf.swarm.child import mqtt
+        from pytest_webperf.swarm.child import paho
 
-        mqtt.write_report(load.report_path, merge_reports(self.ledgers.values()))
+        paho.write_report(load.report_path, merge_reports(self.ledgers.values()))
 
     def quit(self) -> None:
         if any(not self._gone(node) for node in self.roles):

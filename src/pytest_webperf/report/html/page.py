@@ -23,7 +23,7 @@ from markupsafe import Markup
 
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.report import studies, verdicts
-from pytest_webperf.report.charts import (
+from pytest_webperf.report.html.charts import (
     Figure,
     change_figure,
     endpoint_charts,
@@ -32,9 +32,10 @@ from pytest_webperf.report.charts import (
     rep_label,
     trend_figures,
 )
-from pytest_webperf.report.comparisons import Workload, comparisons
-from pytest_webperf.report.curve import curve_figures, stage_figures, stage_groups
-from pytest_webperf.report.html_tables import (
+from pytest_webperf.report.html.comparisons import Workload, comparisons
+from pytest_webperf.report.html.curve import curve_figures, stage_figures, stage_groups
+from pytest_webperf.report.html.svg import colour
+from pytest_webperf.report.html.tables import (
     OUTCOME_CSS,
     Cell,
     Row,
@@ -49,7 +50,6 @@ from pytest_webperf.report.html_tables import (
     repetitions_table,
     saves_table,
 )
-from pytest_webperf.report.svg import colour
 from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,
@@ -345,7 +345,7 @@ def badge_class(state: str | None) -> str:
 @functools.cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("pytest_webperf.report", "templates"),
+        loader=jinja2.PackageLoader("pytest_webperf.report.html", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -18,7 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from pytest_webperf.report import verdicts
-from pytest_webperf.report.svg import (
+from pytest_webperf.report.html.svg import (
     Axis,
     Bars,
     Interval,

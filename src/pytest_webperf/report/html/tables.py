@@ -12,7 +12,7 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from pytest_webperf.report import verdicts
-from pytest_webperf.report.charts import (
+from pytest_webperf.report.html.charts import (
     SIDE_COLOUR,
     rep_label,
     save_code,
@@ -21,8 +21,8 @@ from pytest_webperf.report.charts import (
     saves,
     trend_metrics,
 )
-from pytest_webperf.report.flame import flame_graph
-from pytest_webperf.report.svg import colour
+from pytest_webperf.report.html.flame import flame_graph
+from pytest_webperf.report.html.svg import colour
 from pytest_webperf.report.table import (
     ENDPOINT_COLUMNS,
     MISSING,
