@@ -75,6 +75,12 @@ class Interval:
                 self.handshake = Histogram()
             self.handshake.record(max(0, handshake_us))
 
+    def record_ttfb(self, ttfb_us: int) -> None:
+        """An HTTP/2 stream's time to its response headers."""
+        if self.ttfb is None:
+            self.ttfb = Histogram()
+        self.ttfb.record(max(0, ttfb_us))
+
     def note_users(self, process: str, busy: int, opened: int) -> None:
         """How many of the process's arrival-rate users are busy, and have ever been."""
         if busy > self.users_busy.get(process, 0):
