@@ -391,7 +391,7 @@ def http2_lines(entries: Sequence[Entry]) -> list[str]:
                     f"{_percent(saved[1])} of response headers"
                 )
             parts.append(
-                f"{fmt(number(h2.get('opened')))} connections opened, "
+                f"{fmt(number(h2.get('opened')))} connections opened while measuring, "
                 f"{fmt(number(h2.get('rotations')))} retired by GOAWAY "
                 f"({fmt(number(h2.get('retried')))} streams re-sent)"
             )

@@ -91,6 +91,9 @@ struct h2_engine {
     nghttp2_option *option;
     uint64_t now;            /* the clock as of the read or write in progress (callbacks) */
     struct h2_figures fig;   /* the loop thread's, merged under the lock with the next record */
+    /* the server's SETTINGS as last seen (a connection's, not an interval's: every take()
+       says them, whenever the connections were opened) */
+    volatile uint32_t server_streams, server_window, server_frame;
     char refused[512];       /* why the server does not speak HTTP/2 (written under the lock) */
 };
 
@@ -900,12 +903,11 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
         if (cap < 1) cap = 1;
         if (cap < e->h2->streams && h->cap == e->h2->streams) fig->capped++;
         h->cap = cap;
-        if (max > fig->server_streams) fig->server_streams = max;
-        uint32_t w = nghttp2_session_get_remote_settings(session,
-                                                         NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE);
-        uint32_t f = nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_FRAME_SIZE);
-        if (w > fig->server_window) fig->server_window = w;
-        if (f > fig->server_frame) fig->server_frame = f;
+        e->h2->server_streams = max;
+        e->h2->server_window =
+            nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE);
+        e->h2->server_frame =
+            nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_FRAME_SIZE);
         break;
     }
     case NGHTTP2_RST_STREAM: {
@@ -1253,6 +1255,9 @@ static int h2_put_stats(Engine *e, PyObject *d, stats_t *s, int first, const cha
         return -1;
     if (!first) return 0;
     struct h2_figures *f = &s->fig;
+    f->server_streams = e->h2->server_streams;
+    f->server_window = e->h2->server_window;
+    f->server_frame = e->h2->server_frame;
     PyObject *fig = Py_BuildValue(
         "{s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:K,s:I,s:I,s:I}",
         "streams", e->h2->streams, "opened", (unsigned long long)f->opened, "rotations",

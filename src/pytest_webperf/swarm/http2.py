@@ -164,7 +164,14 @@ def _prior_knowledge(conn: socket.socket, url: str) -> str | None:
         return f"{url} speaks TLS: is it https://?"
     if not head:
         return f"{url} does not speak HTTP/2: it closed the connection after the preface"
-    return f"{url} does not speak HTTP/2: its first bytes are not a SETTINGS frame ({head.hex()})"
+    said = head + _rest(conn)
+    text = said.split(b"\n", 1)[0][:40]
+    shown = (
+        f'"{text.decode("latin-1").strip()}"'
+        if text.isascii() and text.strip()
+        else said[:16].hex()
+    )
+    return f"{url} does not speak HTTP/2: its first bytes are not a SETTINGS frame ({shown})"
 
 
 def _rest(conn: socket.socket) -> bytes:
