@@ -377,7 +377,8 @@ def http2_lines(entries: Sequence[Entry]) -> list[str]:
             parts = [
                 f"{entry.get('nodeid')} [{entry.get('name')}] rep {rep.get('repetition')}: "
                 f"HTTP/2: {fmt(number(rep.get('concurrency')))} connections x {fmt(streams)} "
-                f"streams = {fmt(number(rep.get('in_flight')))} in flight{allowed}"
+                f"stream{'' if streams == 1 else 's'} = "
+                f"{fmt(number(rep.get('in_flight')))} in flight{allowed}"
             ]
             if isinstance(ttfb, Mapping) and isinstance(latency, Mapping):
                 parts.append(
