@@ -5,7 +5,7 @@ and its figures as the recorder's ``Interval`` (no gevent, no Locust: safe anywh
 compiler and Python's headers are found (Linux: epoll); where it is not, the plugin
 falls back to the pure-Python lean user and says so once (``fallback_note``). Built with
 libnghttp2's headers it speaks HTTP/2 too (``_h2.c``, ``h2_unavailable``); HTTP/2 has no
-silent fallback: the lean user's ``h2`` package costs 20-30 times the CPU per request,
+silent fallback: the lean user's ``h2`` package costs 20 to 90 times the CPU per request,
 which would change what is measured.
 """
 
@@ -131,7 +131,7 @@ def resolve_user(requested: str) -> str:
 def resolve_http2_user(requested: str, url: str) -> str:
     """The user of an HTTP/2 run: the native loop built with HTTP/2 for ``auto`` and
     ``native`` (an ``OptionError`` saying what to install where it is not: no silent
-    fallback to a generator 20-30 times costlier), else what was asked (``lean``: the
+    fallback to a generator 20 to 90 times costlier), else what was asked (``lean``: the
     ``h2`` package; ``fast`` or a user's own class are refused by the workload's check)."""
     if requested not in ("auto", "native"):
         return requested
@@ -139,7 +139,7 @@ def resolve_http2_user(requested: str, url: str) -> str:
     if why is not None:
         raise OptionError(
             f"http2=True: {why}; or user='lean' (HTTP/2 in pure Python with the h2 package, "
-            "20-30 times the generator's CPU per request)"
+            "20 to 90 times the generator's CPU per request)"
         )
     if wire.uses_tls(url) and not tls_built():
         raise OptionError(

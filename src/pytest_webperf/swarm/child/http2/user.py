@@ -10,8 +10,9 @@ completes. Failures are named as the native loop names them: ``h2_rst_<CODE>``,
 ``h2_goaway_<CODE>``, ``grpc_<CODE>``; a GOAWAY with NO_ERROR retires the connection and
 the streams it refused are sent again on a new one, keeping their start.
 
-What it costs: measured at 158-252 µs of CPU per request (one connection, 1 to 10
-streams; gRPC 184 µs), against 7-9 µs for the native loop: HPACK (Huffman decoding of
+What it costs: measured at 360 µs of generator CPU per request over h2 and 387 µs for
+gRPC (10 connections x 10 streams), against 17 and 4.4 µs for the native loop in the
+same run (docs/explanation/figures.md): HPACK (Huffman decoding of
 every response's headers) and the stream state machines in Python. Fine for a health
 check or a low rate; the generator is then the bottleneck long before most servers
 are (a run says so: ``generator-bound``).
