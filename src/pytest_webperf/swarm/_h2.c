@@ -1086,7 +1086,16 @@ static void h2_deadlines(Engine *e, conn_t *c, uint64_t now) {
         if (now >= h->deadline) h2_failed(e, c, now, K_CONNECT_TIMEOUT, 0, NULL, 0);
         return;
     }
-    if (h->phase != H_OPEN) return;
+    if (h->phase == H_NONE) { /* streams a GOAWAY refused, waiting for a connection */
+        for (int i = 0; i < e->h2->streams; i++) {
+            h2_stream_t *st = &h->slots[i];
+            if (st->id != -1 || now < st->deadline) continue;
+            h2_record_failure(e, st, K_TIMEOUT, 0, 0, NULL, 0);
+            slot_end(e, h, st);
+        }
+        h2_offer(e, c);
+        return;
+    }
     int cancelled = 0;
     for (int i = 0; i < e->h2->streams; i++) {
         h2_stream_t *st = &h->slots[i];
