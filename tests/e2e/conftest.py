@@ -23,6 +23,7 @@ TIMED = {
     "test_capacity_ab.py",
     "test_endpoint_gate.py",
     "test_gate.py",
+    "test_http2.py",
     "test_known_capacity.py",
     "test_locustfile.py",
     "test_noise.py",

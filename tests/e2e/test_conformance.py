@@ -1,5 +1,8 @@
 """Every HTTP server of the catalogue serves the same routes with the same bytes.
 
+A server that speaks HTTP/2 with prior knowledge only (nginx-h2c) is asked over h2c
+when its answer to an HTTP/1.1 request is a SETTINGS frame, as its health check does.
+
 One container (plus its dependencies) per server for the whole module: the ``target``
 fixture is module-scoped and parametrized by server, so pytest groups the tests by server.
 A route a server does not declare in its ``server.toml`` is skipped, with the reason.
@@ -18,6 +21,9 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 
 from pytest_webperf.swarm.wire import client_context
@@ -30,6 +36,7 @@ pytestmark = pytest.mark.e2e
 
 CATALOG = Catalog(default_directories())
 HTTP_SERVERS = [spec.name for spec in CATALOG if spec.kind == "http"]
+GRPC_SERVERS = [spec.name for spec in CATALOG if spec.kind == "grpc"]
 BIND = "127.0.0.2"  # --webperf-target-bind: loopback, but not where servers listen by default
 FILES = workload_files()
 # route -> (media type, exact body) of every GET workload
@@ -80,8 +87,42 @@ class Server:
             media_type = (response.getheader("Content-Type") or "").split(";")[0].strip()
             length = response.getheader("Content-Length")
             return Reply(response.status, media_type.lower(), data, length)
+        except http.client.BadStatusLine as exc:
+            if not str(exc.args[0] if exc.args else "").startswith("\x00\x00"):
+                raise
+            return self.request_h2c(method, path, body, headers)  # a SETTINGS frame
         finally:
             conn.close()
+
+    def request_h2c(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> Reply:
+        """The same request over HTTP/2 with prior knowledge (its headers and body)."""
+        host, port = self.target.host, self.target.port
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(header_encoding="utf-8"))
+        fields: dict[str, str] = {}
+        data = b""
+        with socket.create_connection((host, port), timeout=30) as sock:
+            conn.initiate_connection()
+            pseudo = [(":method", method), (":scheme", "http"), (":authority", f"{host}:{port}")]
+            sent = [*pseudo, (":path", path), *((k.lower(), v) for k, v in headers.items())]
+            conn.send_headers(1, sent, end_stream=body is None)
+            if body is not None:
+                conn.send_data(1, body, end_stream=True)
+            ended = False
+            while not ended:
+                sock.sendall(conn.data_to_send())
+                chunk = sock.recv(65536)
+                assert chunk, "the server closed the connection"
+                for event in conn.receive_data(chunk):
+                    if isinstance(event, h2.events.ResponseReceived):
+                        fields.update((str(k), str(v)) for k, v in event.headers)
+                    elif isinstance(event, h2.events.DataReceived):
+                        data += event.data
+                        conn.acknowledge_received_data(event.flow_controlled_length, 1)
+                    ended = ended or isinstance(event, h2.events.StreamEnded)
+        media_type = fields.get("content-type", "").split(";")[0].strip()
+        return Reply(int(fields[":status"]), media_type.lower(), data, fields.get("content-length"))
 
     def require(self, route: str) -> None:
         if route not in self.spec.routes:
@@ -109,7 +150,7 @@ def test_it_listens_on_the_bind_address_only(server: Server) -> None:
     assert refused("127.0.0.1", server.target.port)
 
 
-@pytest.mark.parametrize("name", [*HTTP_SERVERS, "mosquitto"])
+@pytest.mark.parametrize("name", [*HTTP_SERVERS, *GRPC_SERVERS, "mosquitto"])
 def test_without_a_bind_it_listens_on_127_0_0_1_only(name: str) -> None:
     with start_target(CATALOG, name) as target:
         assert target.host == "127.0.0.1"

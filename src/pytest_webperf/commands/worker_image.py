@@ -3,7 +3,8 @@
 The image is ``debian:bookworm-slim`` (the catalogue's base) with Python 3 and this
 package installed from a pure wheel built here from the project's source tree, beside
 its dependencies' wheels fetched here (the build needs no package index). The native
-request loop (``swarm/_hotloop.c``, with TLS) is compiled inside the image, for the image's own
+request loop (``swarm/_hotloop.c`` with what it includes: ``_loop.h``, ``_h2.c``; with TLS and
+HTTP/2) is compiled inside the image, for the image's own
 Python, so the worker has it whatever Python built the wheel; the build fails if it
 does not import. The entry point is ``webperf worker``, so ``docker run --network host
 IMAGE --master HOST:PORT`` is a worker. Tagged ``webperf/worker:<hash of the context>``,
@@ -27,24 +28,26 @@ from pytest_webperf.targets.images import Log, _stderr, build, image_exists
 
 REPOSITORY = "webperf/worker"
 PLATFORMS = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "linux")
-NATIVE_SOURCE = ("src", "pytest_webperf", "swarm", "_hotloop.c")
-NATIVE_HEADERS = ("_loop.h",)  # beside it, included by it
+SWARM = ("src", "pytest_webperf", "swarm")
+NATIVE_SOURCES = ("_hotloop.c", "_loop.h", "_h2.c")  # the loop and what it includes
 DOCKERFILE = """\
 FROM debian:bookworm-slim AS native
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      gcc libc6-dev python3-dev libssl-dev \\
+      gcc libc6-dev python3-dev libssl-dev libnghttp2-dev \\
  && rm -rf /var/lib/apt/lists/*
 COPY native/ /build/
-# as setup.py compiles it (-O2 -std=gnu11, TLS with OpenSSL), for this image's Python
-RUN cd /build && gcc -O2 -std=gnu11 -fPIC -shared -pthread -DWEBPERF_TLS=1 \\
-      $(python3-config --includes) _hotloop.c -lssl -lcrypto \\
-      -o "_hotloop$(python3-config --extension-suffix)"
+# as setup.py compiles it (-O2 -std=gnu11, TLS with OpenSSL, HTTP/2 with libnghttp2), for
+# this image's Python
+RUN cd /build && gcc -O2 -std=gnu11 -fPIC -shared -pthread -DWEBPERF_TLS=1 -DWEBPERF_H2=1 \\
+      $(python3-config --includes) _hotloop.c -lssl -lcrypto -lnghttp2 \\
+      -o "_hotloop$(python3-config --extension-suffix)" \\
+ && rm -f /build/*.c /build/*.h
 
 FROM debian:bookworm-slim
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      python3 python3-venv ca-certificates libssl3 \\
+      python3 python3-venv ca-certificates libssl3 libnghttp2-14 \\
  && rm -rf /var/lib/apt/lists/*
 COPY wheels/ /wheels/
 RUN python3 -m venv /opt/webperf \\
@@ -98,10 +101,10 @@ def wheelhouse(root: Path, into: Path) -> list[Path]:
 
 
 def context(wheels: list[Path], native: Path) -> tuple[bytes, str]:
-    """The build context (Dockerfile, the wheels, the native loop's C source) and the
-    image's tag."""
-    files = [("Dockerfile", DOCKERFILE.encode()), ("native/_hotloop.c", native.read_bytes())]
-    files += [(f"native/{name}", (native.parent / name).read_bytes()) for name in NATIVE_HEADERS]
+    """The build context (Dockerfile, the wheels, the native loop's C sources from the
+    directory ``native``) and the image's tag."""
+    files = [("Dockerfile", DOCKERFILE.encode())]
+    files += [(f"native/{name}", (native / name).read_bytes()) for name in NATIVE_SOURCES]
     files += [(f"wheels/{wheel.name}", wheel.read_bytes()) for wheel in wheels]
     digest = hashlib.sha256()
     buffer = io.BytesIO()
@@ -118,7 +121,7 @@ def ensure_worker_image(log: Log = _stderr) -> str:
     """The worker image's tag, built first when no image has that content."""
     with tempfile.TemporaryDirectory(prefix="webperf-worker-") as tmp:
         root = project_root()
-        tar, tag = context(wheelhouse(root, Path(tmp)), root.joinpath(*NATIVE_SOURCE))
+        tar, tag = context(wheelhouse(root, Path(tmp)), root.joinpath(*SWARM))
     if image_exists(tag):
         return tag
     log(f"webperf: building image {tag} (the remote generator worker)")

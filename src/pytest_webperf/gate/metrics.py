@@ -85,6 +85,10 @@ def _tls_p99(run: RunResult) -> float | None:
     return None if run.tls_handshake is None else run.tls_handshake.p99_ms
 
 
+def _ttfb_p99(run: RunResult) -> float | None:
+    return None if run.ttfb is None else run.ttfb.p99_ms
+
+
 def _tps(run: RunResult) -> float | None:
     return run.mqtt.tps if run.mqtt is not None and run.mqtt.tps is not None else run.rps
 
@@ -324,6 +328,8 @@ METRICS: Mapping[str, Metric] = {
             load_sensitive=True,
         ),
         Metric("tls_p99", "ms", "up", _tls_p99, aliases=("tls_p99_ms",), load_sensitive=True),
+        # HTTP/2: each stream's time to its response headers (time to first byte)
+        Metric("ttfb_p99", "ms", "up", _ttfb_p99, aliases=("ttfb_p99_ms",), load_sensitive=True),
         # an arrival rate: the most users (connections) busy at once, what the pace needed
         Metric(
             "users_used",

@@ -19,6 +19,7 @@ from pytest_webperf.models.endpoints import (
     EndpointSummary,
     endpoint_summaries,
 )
+from pytest_webperf.models.http2 import Http2Figures
 from pytest_webperf.models.mqtt import MqttResult
 from pytest_webperf.models.samples import GeneratorSample, Latency, ResourceSample, Snapshot
 from pytest_webperf.models.workload import Workload
@@ -88,6 +89,17 @@ class RunResult(Counted):
     # a request mix, or a user's own Locust users with several request names: each
     # endpoint's figures by name (empty for a single request shape: the run is the one)
     endpoints: Mapping[str, EndpointResult] = field(default_factory=dict)
+    # HTTP/2 only: per stream, the time to the response headers (TTFB, from the stream's
+    # start) and the time request bodies waited for the server's flow-control window (the
+    # bodies that did); the connections' figures (streams asked and allowed, HPACK, ...)
+    ttfb: Latency | None = None
+    body_stall: Latency | None = None
+    http2: Http2Figures | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight at most: connections x streams over HTTP/2, else users."""
+        return self.concurrency * (self.http2.streams if self.http2 is not None else 1)
 
     @property
     def time_per_request_ms(self) -> float | None:
@@ -176,6 +188,9 @@ class RunResult(Counted):
                 str(n): EndpointResult.from_dict(e)
                 for n, e in (data.get("endpoints") or {}).items()
             },
+            ttfb=_latency_or_none(data.get("ttfb")),
+            body_stall=_latency_or_none(data.get("body_stall")),
+            http2=Http2Figures.from_dict(data["http2"]) if data.get("http2") else None,
         )
 
 
@@ -197,6 +212,13 @@ def _schedule_and_count(run: RunResult) -> dict[str, Any]:
         extra["connect"] = run.connect.to_dict()
     if run.tls_handshake is not None:
         extra["tls_handshake"] = run.tls_handshake.to_dict()
+    if run.ttfb is not None:
+        extra["ttfb"] = run.ttfb.to_dict()
+    if run.body_stall is not None:
+        extra["body_stall"] = run.body_stall.to_dict()
+    if run.http2 is not None:
+        extra["http2"] = run.http2.to_dict()
+        extra["in_flight"] = run.in_flight
     if run.requests_asked:
         per_all = run.duration_s * 1000 / run.requests if run.requests else None
         extra.update(requests_asked=run.requests_asked, time_taken_s=run.duration_s)

@@ -343,14 +343,72 @@ def paced_lines(entries: Sequence[Entry]) -> list[str]:
 
 
 def users_used(rep: Mapping[str, Any]) -> str:
-    """An arrival-rate run's users: the most busy at once, how many were ever opened."""
+    """An arrival-rate run's users: the most busy at once, how many were ever opened
+    (over HTTP/2 the busy ones are streams)."""
     peak = number(rep.get("users_peak"))
     if peak is None:
         return ""
+    if isinstance(rep.get("http2"), Mapping):
+        return f"; streams: {fmt(peak)} busy at most of {fmt(number(rep.get('in_flight')))}"
     return (
         f"; users: {fmt(peak)} busy at most, {fmt(number(rep.get('users_opened')))} opened "
         f"of {fmt(number(rep.get('concurrency')))}"
     )
+
+
+def http2_lines(entries: Sequence[Entry]) -> list[str]:
+    """An HTTP/2 measurement's connections, one line per repetition: connections x
+    streams = in flight (what the server allowed), time to first byte beside latency,
+    HPACK's savings, GOAWAY rotations, and request bodies that waited for window."""
+    lines = []
+    for entry in entries:
+        for rep in repetitions(entry):
+            h2 = rep.get("http2")
+            if not isinstance(h2, Mapping):
+                continue
+            streams = number(h2.get("streams"))
+            server = number(h2.get("server_streams"))
+            allowed = (
+                f" (the server allowed {fmt(server)})"
+                if server is not None and streams is not None and 0 < server < streams
+                else ""
+            )
+            ttfb, latency = rep.get("ttfb"), rep.get("latency")
+            parts = [
+                f"{entry.get('nodeid')} [{entry.get('name')}] rep {rep.get('repetition')}: "
+                f"HTTP/2: {fmt(number(rep.get('concurrency')))} connections x {fmt(streams)} "
+                f"stream{'' if streams == 1 else 's'} = "
+                f"{fmt(number(rep.get('in_flight')))} in flight{allowed}"
+            ]
+            if isinstance(ttfb, Mapping) and isinstance(latency, Mapping):
+                parts.append(
+                    f"time to first byte p99 {fmt(number(ttfb.get('p99_ms')), 2)} ms "
+                    f"(whole response {fmt(number(latency.get('p99_ms')), 2)} ms)"
+                )
+            saved = [number(h2.get("request_savings")), number(h2.get("response_savings"))]
+            if saved[0] is not None or saved[1] is not None:
+                parts.append(
+                    f"HPACK saved {_percent(saved[0])} of request headers, "
+                    f"{_percent(saved[1])} of response headers"
+                )
+            parts.append(
+                f"{fmt(number(h2.get('opened')))} connections opened while measuring, "
+                f"{fmt(number(h2.get('rotations')))} retired by GOAWAY "
+                f"({fmt(number(h2.get('retried')))} streams re-sent)"
+            )
+            stalled = number(h2.get("stalled"))
+            if stalled:
+                stall = rep.get("body_stall")
+                p99 = number(stall.get("p99_ms")) if isinstance(stall, Mapping) else None
+                parts.append(
+                    f"{fmt(stalled)} request bodies waited for the server's window "
+                    f"(p99 {fmt(p99, 2)} ms)"
+                )
+            near = number(h2.get("near_closed"))
+            if near:
+                parts.append(f"{fmt(near)} DATA frames left the server's window below a frame")
+            lines.append("; ".join(parts))
+    return lines
 
 
 def counted_lines(entries: Sequence[Entry]) -> list[str]:

@@ -15,6 +15,7 @@ from pytest_webperf.report.table import (
     counted_lines,
     endpoint_cells,
     endpoints,
+    http2_lines,
     mqtt_lines,
     paced_lines,
     status,
@@ -90,6 +91,7 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         + check_lines(entries)
         + mqtt_lines(entries)
         + paced_lines(entries)
+        + http2_lines(entries)
         + counted_lines(entries)
         + studies.lines(studies.of_report(report))
         + verdict_lines(entries)

@@ -35,15 +35,17 @@ SWITCHING_PROTOCOLS = "101 Switching Protocols is not supported"
 CHUNK_WITHOUT_CRLF = "chunk data not followed by CRLF"
 
 
-def client_context(ca_file: str | None = None) -> ssl.SSLContext:
-    """The TLS client context every client of ours uses (the lean user, health probes,
+def client_context(
+    ca_file: str | None = None, alpn: tuple[str, ...] = ("http/1.1",)
+) -> ssl.SSLContext:
+    """The TLS client context every client of ours uses (the lean users, health probes,
     the tests): the certificate is not verified unless ``ca_file`` names the CA to verify
-    it (and the host name) against; ALPN http/1.1."""
+    it (and the host name) against; ALPN http/1.1, or ``alpn`` (h2 for HTTP/2)."""
     context = ssl.create_default_context(cafile=ca_file)
     if ca_file is None:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["http/1.1"])
+    context.set_alpn_protocols(list(alpn))
     return context
 
 

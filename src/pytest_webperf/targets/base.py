@@ -86,6 +86,17 @@ class Probe:
     wrong_protocol: bool = False
 
 
+# what an HTTP/1.1 check meets at a listener that speaks HTTP/2 with prior knowledge only
+# (nginx 1.22's `listen ... http2` without ssl): its SETTINGS frame; targets/http2.py then
+# asks again over h2c
+H2C_ONLY = "it speaks HTTP/2 only (h2c, prior knowledge): a SETTINGS frame answered the GET"
+
+
+def is_settings_frame(head: bytes) -> bool:
+    """Whether ``head`` starts with an HTTP/2 SETTINGS frame on stream 0."""
+    return len(head) >= 9 and head[3] == 0x04 and head[5:9] == b"\x00\x00\x00\x00"
+
+
 # 4xx says "you asked for the wrong thing" (a definitive no), except these two,
 # which say "ask again later"; 5xx and no answer say "not ready yet".
 _RETRY_LATER = {408, 429}
@@ -148,6 +159,8 @@ def probe_http(
             exc, http.client.RemoteDisconnected
         ):
             line = str(exc.args[0] if exc.args else "")
+            if is_settings_frame(line.encode("latin-1", "replace")):
+                return Probe(ready=False, final=True, detail=H2C_ONLY, wrong_protocol=True)
             return Probe(
                 ready=False,
                 final=True,

@@ -28,12 +28,11 @@ from pytest_webperf.targets.base import (
     Probe,
     free_port,
     health_failure,
-    probe_http,
-    probe_tcp,
     wait_healthy,
 )
 from pytest_webperf.targets.catalog import Catalog, ServerSpec
 from pytest_webperf.targets.engine import docker_client
+from pytest_webperf.targets.http2 import probe_health
 from pytest_webperf.targets.images import ensure_image
 
 testcontainers_config.ryuk_disabled = True
@@ -160,9 +159,7 @@ class ServerContainer:
         spec = self.spec
 
         def probe() -> Probe:
-            if spec.health == "tcp":
-                return probe_tcp(self.host, self.port)
-            return probe_http(
+            return probe_health(
                 self.host,
                 self.port,
                 spec.health,

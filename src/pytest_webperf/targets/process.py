@@ -20,11 +20,10 @@ from pytest_webperf.targets.base import (
     Probe,
     free_port,
     health_failure,
-    probe_http,
-    probe_tcp,
     wait_healthy,
 )
 from pytest_webperf.targets.gitref import git_commit
+from pytest_webperf.targets.http2 import probe_health
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -125,9 +124,7 @@ class ProcessTarget:
 
     def _wait_healthy(self) -> None:
         def probe() -> Probe:
-            if self.health == "tcp":
-                return probe_tcp(self.host, self.port)
-            return probe_http(self.host, self.port, self.health, tls=self.tls)
+            return probe_health(self.host, self.port, self.health, tls=self.tls)
 
         answer = wait_healthy(probe, self.check_alive, self.startup_timeout)
         if not answer.ready:

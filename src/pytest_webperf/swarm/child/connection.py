@@ -57,10 +57,10 @@ class _Timeout(Exception):
 
 
 @lru_cache(maxsize=8)
-def tls_context(ca_file: str | None) -> ssl.SSLContext:
-    """The process's TLS client context (``wire.client_context``), one per CA file,
-    shared by every user."""
-    return client_context(ca_file)
+def tls_context(ca_file: str | None, alpn: tuple[str, ...] = ("http/1.1",)) -> ssl.SSLContext:
+    """The process's TLS client context (``wire.client_context``; ``alpn``: h2 for the
+    HTTP/2 user), one per CA file and protocol, shared by every user."""
+    return client_context(ca_file, alpn)
 
 
 @lru_cache(maxsize=64)

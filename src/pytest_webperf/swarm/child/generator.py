@@ -141,6 +141,10 @@ def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
         from pytest_webperf.swarm.child import native_mqtt
 
         return native_mqtt.make_user(spec, index)
+    if spec.user_class == "lean" and spec.workload.http2:
+        from pytest_webperf.swarm.child.http2 import user as http2
+
+        return http2.make_user(spec, index)
     if spec.user_class == "lean":
         from pytest_webperf.swarm.child import lean
 
