@@ -62,7 +62,8 @@ setup_venv() {
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
         || [ src/pytest_webperf/swarm/_hotloop.c -nt "$stamp" ] \
         || [ src/pytest_webperf/swarm/_mqttloop.c -nt "$stamp" ] \
-        || [ src/pytest_webperf/swarm/_loop.h -nt "$stamp" ]; then
+        || [ src/pytest_webperf/swarm/_loop.h -nt "$stamp" ] \
+        || [ -n "$(find src/pytest_webperf/swarm -name '_stream*' -newer "$stamp")" ]; then
         log "installing pytest-webperf and its dev tools into .venv"
         .venv/bin/python -m pip install --quiet --upgrade pip
         .venv/bin/python -m pip install --quiet -e '.[dev]'
