@@ -1,6 +1,7 @@
 """Frozen value objects that are saved or sent, each with ``to_dict``/``from_dict``: a
 repetition (``RunResult``), a verdict, a measurement. Their parts live below:
-``models/samples.py`` (time series, latency), ``models/endpoints.py``, ``models/mqtt.py``.
+``models/samples.py`` (time series, latency), ``models/endpoints.py``, ``models/mqtt.py``,
+``models/stream.py``.
 
 ``SCHEMA_VERSION`` is the version of the dict layout written by ``to_dict``;
 readers of stored data (baselines, reports) check it and upgrade or refuse.
@@ -21,6 +22,7 @@ from pytest_webperf.models.endpoints import (
 )
 from pytest_webperf.models.mqtt import MqttResult
 from pytest_webperf.models.samples import GeneratorSample, Latency, ResourceSample, Snapshot
+from pytest_webperf.models.stream import StreamResult
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.stats.histogram import Histogram
 
@@ -88,6 +90,7 @@ class RunResult(Counted):
     # a request mix, or a user's own Locust users with several request names: each
     # endpoint's figures by name (empty for a single request shape: the run is the one)
     endpoints: Mapping[str, EndpointResult] = field(default_factory=dict)
+    stream: StreamResult | None = None  # WebSocket and SSE runs only
 
     @property
     def time_per_request_ms(self) -> float | None:
@@ -144,6 +147,7 @@ class RunResult(Counted):
                 if self.endpoints
                 else {}
             ),
+            **({"stream": self.stream.to_dict()} if self.stream is not None else {}),
         }
 
     @classmethod
@@ -176,6 +180,7 @@ class RunResult(Counted):
                 str(n): EndpointResult.from_dict(e)
                 for n, e in (data.get("endpoints") or {}).items()
             },
+            stream=StreamResult.from_dict(data["stream"]) if data.get("stream") else None,
         )
 
 
