@@ -251,6 +251,10 @@ HIDDEN void fail(Engine *e, conn_t *c, uint64_t now, int kind, int key, const ch
 }
 
 static void fail_errno(Engine *e, conn_t *c, uint64_t now, int err) {
+    if (c->state == S_CLOSING && c->close_got && (err == ECONNRESET || err == EPIPE)) {
+        retire(e, c, now, 0); /* the server closed first after its close frame: a clean end */
+        return;
+    }
     if (err == E_TLS_FAILED) {
         fail(e, c, now, K_TLS, 0, e->tls_message, strlen(e->tls_message));
         return;
@@ -508,10 +512,6 @@ static void on_readable(Engine *e, conn_t *c, uint64_t now, int hup) {
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
             if (errno == EINTR) continue;
-            if (errno == ECONNRESET && c->state == S_CLOSING && c->close_got) {
-                retire(e, c, now, 0);
-                return;
-            }
             fail_errno(e, c, now, errno);
             return;
         }

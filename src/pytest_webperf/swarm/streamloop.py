@@ -50,7 +50,11 @@ HEADER_BYTES = 40  # a message's correlation header: id, sequence, send time (he
 K_CONNECT_ERRNO, K_IO_ERRNO, K_CONNECT_TIMEOUT, K_TIMEOUT, K_TLS, K_HTTP, K_CLOSED = range(1, 8)
 K_PROTOCOL, K_WS_HANDSHAKE, K_WS_CLOSE, K_WS_ABNORMAL, K_WS_CLOSE_TIMEOUT = range(8, 13)
 K_SSE_TYPE, K_UNEXPECTED_BODY, K_UNMATCHED = range(13, 16)
-WAITED_FOR = {1: "an answer to the opening request", 2: "a message's answer", 3: "a ping's pong"}
+WAITED_FOR = {  # a timeout's words, by what was waited for (T_*)
+    1: "no answer to the opening request within {} s",
+    2: "a message unanswered for {} s",
+    3: "a ping unanswered for {} s",
+}
 HANDSHAKE = {
     1: "not an HTTP/1.x status line",
     2: "a 101 without Upgrade: websocket and Connection: Upgrade",
@@ -148,7 +152,7 @@ def _transport_failure(kind: int, key: int, raw: bytes, timeout_s: float) -> tup
     if kind == K_CONNECT_TIMEOUT:
         return CONNECT, f"no connection within {timeout_s:g} s"
     if kind == K_TIMEOUT:
-        return TIMEOUT, f"no {WAITED_FOR.get(key, 'answer')} within {timeout_s:g} s"
+        return TIMEOUT, WAITED_FOR.get(key, "no answer within {} s").format(f"{timeout_s:g}")
     if kind == K_TLS:
         return TLS, raw.decode("utf-8", "replace") or "TLS failed"
     if kind == K_HTTP:
