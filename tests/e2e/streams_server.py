@@ -16,12 +16,15 @@ catalogue's stream servers' (``servers/node-streams``, ``servers/go-streams``):
   server's own ``FIRST_DELAY_MS`` is added: what an A/B test changes); ``&count=N``:
   the stream ends after N events (``retry: 100`` first);
 - ``/health``: 200.
+
+Over TLS (wss://, https://) when ``$TLS_CERT`` and ``$TLS_KEY`` name a certificate and
+its key.
 """
 
 from __future__ import annotations
 
 TEMPLATE = r'''
-import asyncio, os
+import asyncio, os, ssl
 from urllib.parse import parse_qs, urlsplit
 
 from pytest_webperf.streams.events import encode_event
@@ -175,8 +178,18 @@ async def handle(reader, writer):
         writer.close()
 
 
+def tls():
+    if not os.environ.get("TLS_CERT"):
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(os.environ["TLS_CERT"], os.environ["TLS_KEY"])
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
 async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", int(os.environ["PORT"]), backlog=4096)
+    port = int(os.environ["PORT"])
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=4096, ssl=tls())
     async with server:
         await server.serve_forever()
 

@@ -171,7 +171,7 @@ def stream_result(
         server_closes=int(ledger.get("server_closes", 0)),
         sent=int(ledger.get("sent", 0)),
         received=int(ledger.get("received", 0)),
-        sent_per_s=sent_per_s if load.kind == WEBSOCKET else None,
+        sent_per_s=sent_per_s if load.mode in ("echo", "fanout") else None,
         received_per_s=received_per_s,
         published=sum(int(n) for _, n in ledger.get("published", ())),
         subscribers=len(ledger.get("subscribers", ())),
