@@ -169,6 +169,7 @@ def stream_result(
         reconnects=int(ledger.get("reconnects", 0)),
         abnormal=int(ledger.get("abnormal", 0)),
         server_closes=int(ledger.get("server_closes", 0)),
+        failures={str(k): int(v) for k, v in ledger.get("failures", {}).items()},
         sent=int(ledger.get("sent", 0)),
         received=int(ledger.get("received", 0)),
         sent_per_s=sent_per_s if load.mode in ("echo", "fanout") else None,

@@ -5,7 +5,7 @@ where every message went, the handshakes, time to first event, memory per connec
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_webperf.models.samples import Latency, _known
@@ -38,6 +38,8 @@ class StreamResult:
     abnormal: int  # closed with a code other than 1000 (or none), without a close frame,
     # or our close unanswered in time
     server_closes: int = 0  # closed cleanly by the server during the run (not an error)
+    # every failure of the whole run by kind (the opening's, before the warm-up, only here)
+    failures: Mapping[str, int] = field(default_factory=dict)
     sent: int = 0  # messages sent, the whole run
     received: int = 0  # messages (events) received, the whole run
     sent_per_s: float | None = None  # the measured phase's
@@ -68,6 +70,7 @@ class StreamResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["failures"] = dict(self.failures)
         for name in LATENCIES:
             value = getattr(self, name)
             data[name] = None if value is None else value.to_dict()

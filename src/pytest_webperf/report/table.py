@@ -323,10 +323,12 @@ def stream_text(stream: Mapping[str, Any]) -> str:
     """A WebSocket or SSE repetition's own figures in a line: connections, messages both
     ways, where every message went, the handshakes, time to first event, memory."""
     n = {k: number(v) for k, v in stream.items() if not isinstance(v, Mapping)}
+    failed = stream.get("failures")
+    kinds = ", ".join(f"{k}: {fmt(number(v))}" for k, v in failed.items()) if failed else ""
     parts = [
         f"{fmt(n.get('open_at_end'))} of {fmt(n.get('connections'))} open "
         f"({fmt(n.get('open_failures'))} failed opens, {fmt(n.get('reconnects'))} reconnects, "
-        f"{fmt(n.get('abnormal'))} abnormal closes)"
+        f"{fmt(n.get('abnormal'))} abnormal closes{'; the run: ' + kinds if kinds else ''})"
     ]
     if n.get("sent_per_s") is not None:
         parts.append(f"{fmt(n['sent_per_s'])}/s sent, {fmt(n.get('received_per_s'))}/s received")

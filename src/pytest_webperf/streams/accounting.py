@@ -78,6 +78,11 @@ def merge_ledgers(ledgers: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     for name in ("published", "subscribers", "rates", "rolls"):
         merged[name] = [item for r in reports for item in r.get(name, ())]
     merged["drain_s"] = max((float(r.get("drain_s", 0.0)) for r in reports), default=0.0)
+    failures: dict[str, int] = {}
+    for report in reports:
+        for name, n in report.get("failures", {}).items():
+            failures[name] = failures.get(name, 0) + int(n)
+    merged["failures"] = failures
     return merged
 
 

@@ -50,17 +50,19 @@ static void stats_clear(stats_t *s) {
     s->nfails = 0;
 }
 
-static void stats_fail(stats_t *s, int kind, int key, const char *raw, size_t len) {
-    for (int i = 0; i < s->nfails; i++)
-        if (s->fails[i].kind == kind && s->fails[i].key == key) {
-            s->fails[i].n++;
+/* one more failure of (kind, key) in a table of them, its first example kept */
+static void count_fail(failure_t *fails, int *nfails, int kind, int key, const char *raw,
+                       size_t len) {
+    for (int i = 0; i < *nfails; i++)
+        if (fails[i].kind == kind && fails[i].key == key) {
+            fails[i].n++;
             return;
         }
-    if (s->nfails >= MAX_FAILS) { /* a flood of kinds: the last slot takes the rest */
-        s->fails[MAX_FAILS - 1].n++;
+    if (*nfails >= MAX_FAILS) { /* a flood of kinds: the last slot takes the rest */
+        fails[MAX_FAILS - 1].n++;
         return;
     }
-    failure_t *f = &s->fails[s->nfails++];
+    failure_t *f = &fails[(*nfails)++];
     f->kind = kind;
     f->key = key;
     f->n = 1;
@@ -69,12 +71,14 @@ static void stats_fail(stats_t *s, int kind, int key, const char *raw, size_t le
     if (raw && len) memcpy(f->raw, raw, len);
 }
 
+/* a failure: the interval's, and the whole run's (the ledger's: the opening's too) */
 HIDDEN void record_fail(Engine *e, int kind, int key, const char *raw, size_t len) {
     if (kind == K_WS_CLOSE || kind == K_WS_ABNORMAL || kind == K_WS_CLOSE_TIMEOUT)
         e->ledger.abnormal++;
     pthread_mutex_lock(&e->lock);
-    stats_fail(e->cur, kind, key, raw, len);
+    count_fail(e->cur->fails, &e->cur->nfails, kind, key, raw, len);
     pthread_mutex_unlock(&e->lock);
+    count_fail(e->ledger.fails, &e->ledger.nfails, kind, key, raw, len);
 }
 
 /* a message answered (an event received); latency_us UINT64_MAX: none to record */
@@ -609,7 +613,7 @@ static conn_t *new_conn(Engine *e, int role, uint32_t id) {
     c->id = id;
     c->proto = e->kind == KIND_SSE ? &PROTO_SSE : &PROTO_WS;
     int ok = 1;
-    if (role == R_ECHO || role == R_IDLE || role == R_SSE) ok = (c->acct = calloc(1, sizeof(acct_t))) != NULL;
+    if (role == R_ECHO || role == R_SSE) ok = (c->acct = calloc(1, sizeof(acct_t))) != NULL;
     if (ok && role == R_SSE) ok = (c->sse = calloc(1, sizeof(sse_t))) != NULL;
     if (ok && role == R_ECHO && e->order) ok = (c->order = calloc(ORDER_RING, sizeof(uint64_t))) != NULL;
     if (!ok || grow((void **)&e->conns, &e->capconns, e->nconns + 1, sizeof(conn_t *))) {
@@ -1088,11 +1092,11 @@ static PyObject *hist_tuple(const hist_t *h) {
                          (unsigned long long)h->min, (unsigned long long)h->max, pairs);
 }
 
-static PyObject *fails_list(const stats_t *s) {
+static PyObject *fails_list(const failure_t *fails, int nfails) {
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
-    for (int i = 0; i < s->nfails; i++) {
-        const failure_t *f = &s->fails[i];
+    for (int i = 0; i < nfails; i++) {
+        const failure_t *f = &fails[i];
         PyObject *row = Py_BuildValue("(iiKy#)", f->kind, f->key, (unsigned long long)f->n,
                                       f->raw, (Py_ssize_t)f->len);
         if (!row || PyList_Append(out, row) < 0) {
@@ -1116,7 +1120,7 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
     PyObject *r = Py_BuildValue("{sKsKsKsNsNsN}", "ok", (unsigned long long)s->ok, "bytes",
                                 (unsigned long long)s->bytes, "sent", (unsigned long long)s->sent,
                                 "latency", hist_tuple(&s->latency), "lag", hist_tuple(&s->lag),
-                                "fails", fails_list(s));
+                                "fails", fails_list(s->fails, s->nfails));
     stats_clear(s);
     return r;
 }
@@ -1125,8 +1129,13 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
 static PyObject *Engine_state(Engine *e, PyObject *unused) {
     (void)unused;
     ledger_t *l = &e->ledger;
+    /* the connect gate's figures are the thread's, read without the lock: a glimpse */
+    long long connecting = __atomic_load_n(&e->connecting, __ATOMIC_RELAXED);
+    long long queued = (long long)__atomic_load_n(&e->ngate, __ATOMIC_RELAXED) -
+                       (long long)__atomic_load_n(&e->gate_head, __ATOMIC_RELAXED);
     return Py_BuildValue(
-        "{sLsLsLsLsLsLsLsLsLsL}", "added", ATOMIC_GET(l->added), "tried", ATOMIC_GET(l->tried),
+        "{sLsLsLsLsLsLsLsLsLsLsLsL}", "connecting", connecting, "queued", queued, "added",
+        ATOMIC_GET(l->added), "tried", ATOMIC_GET(l->tried),
         "open", ATOMIC_GET(l->open), "open_peak", ATOMIC_GET(l->open_peak), "echo_sent",
         ATOMIC_GET(l->echo_sent), "echo_distinct", ATOMIC_GET(l->echo_distinct), "pub_sent",
         ATOMIC_GET(l->pub_sent), "sub_distinct", ATOMIC_GET(l->sub_distinct), "subs",
@@ -1191,7 +1200,7 @@ static PyObject *Engine_finish(Engine *e, PyObject *unused) {
         goto failed;
     }
     PyObject *r = Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsKsKsKsKsLsNsNsNsNsNsNsN}", "opens", (unsigned long long)l->opens,
+        "{sKsKsKsKsKsKsKsKsKsKsKsKsLsNsNsNsNsNsNsNsN}", "opens", (unsigned long long)l->opens,
         "open_failures", (unsigned long long)l->open_failures, "reconnects",
         (unsigned long long)l->reconnects, "server_closes", (unsigned long long)l->server_closes,
         "closes_clean", (unsigned long long)l->closes_clean, "close_timeouts",
@@ -1199,7 +1208,8 @@ static PyObject *Engine_finish(Engine *e, PyObject *unused) {
         "pings", (unsigned long long)l->pings, "pongs", (unsigned long long)l->pongs,
         "streams_ended", (unsigned long long)l->streams_ended, "sent", (unsigned long long)l->sent,
         "received", (unsigned long long)l->received, "open_peak", ATOMIC_GET(l->open_peak),
-        "upgrade", hist_tuple(&l->upgrade), "ttfe", hist_tuple(&l->ttfe), "echo",
+        "upgrade", hist_tuple(&l->upgrade), "ttfe", hist_tuple(&l->ttfe), "fails",
+        fails_list(l->fails, l->nfails), "echo",
         acct_tuple(echo_sent, &echo), "sse", acct_tuple(sse_expected, &sse), "published", published,
         "subscribers", subscribers, "rates", rates);
     return r;

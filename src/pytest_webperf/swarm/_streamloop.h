@@ -221,6 +221,8 @@ typedef struct {
     uint64_t opens, open_failures, reconnects, server_closes, closes_clean, close_timeouts;
     uint64_t abnormal, pings, pongs, streams_ended, sent, received;
     hist_t upgrade, ttfe;
+    int nfails; /* every failure of the run by kind and key, the opening's too */
+    failure_t fails[MAX_FAILS];
 } ledger_t;
 
 struct engine {

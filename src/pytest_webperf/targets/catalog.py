@@ -38,7 +38,12 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _PACKAGED_DIR = Path(__file__).resolve().parents[1] / "servers"  # installed from a wheel
 _CHECKOUT_DIR = Path(__file__).resolve().parents[3] / "servers"  # src/ layout: the repository's
 BUILTIN_DIR = _PACKAGED_DIR if _PACKAGED_DIR.is_dir() else _CHECKOUT_DIR
-OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings", "streams")  # read by the modules that use them
+OWNED_ELSEWHERE = (
+    "telemetry_store",
+    "mqtt",
+    "settings",
+    "streams",
+)  # read by the modules that use them
 
 
 @dataclass(frozen=True)

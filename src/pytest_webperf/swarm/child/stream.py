@@ -36,7 +36,9 @@ from pytest_webperf.swarm.streamloop import (
     PUBLISHER,
     STREAM,
     SUBSCRIBER,
+    WEBSOCKET,
     StreamLoop,
+    failure,
     histogram_from,
 )
 
@@ -118,6 +120,22 @@ class StreamLedger:
             gevent.sleep(POLL_S)
         return time.monotonic() - start
 
+    def failures(self, fails: list[tuple[int, int, int, bytes]]) -> dict[str, int]:
+        """The whole run's failures by kind, as the intervals name them (the opening's,
+        before the warm-up, are only here)."""
+        named: dict[str, int] = {}
+        for kind, key, n, raw in fails:
+            name, _ = failure(
+                kind,
+                key,
+                raw,
+                websocket=self.load.kind == WEBSOCKET,
+                timeout_s=self.loop.timeout_s,
+                close_s=self.load.close_timeout_s,
+            )
+            named[name] = named.get(name, 0) + int(n)
+        return named
+
     def on_stopping(self, **_: Any) -> None:
         if self.report is not None:
             return
@@ -138,6 +156,7 @@ class StreamLedger:
             "published": [list(p) for p in ledger["published"]],
             "subscribers": [list(s) for s in ledger["subscribers"]],
             "rates": list(ledger["rates"]),
+            "failures": self.failures(ledger["fails"]),
             "rolls": [[list(roll) for roll in self.loop.rolls]],
             "open_at_end": max(0, self.open_at_end),
             "rss_before_kib": self.rss_before_kib,
