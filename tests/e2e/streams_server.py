@@ -5,7 +5,8 @@ Its frames are ``pytest_webperf.streams.frame``'s and its events ``streams.event
 (the reference codecs; the native loop under test has its own). The routes are the
 catalogue's stream servers' (``servers/node-streams``, ``servers/go-streams``):
 
-- ``/ws``: every message echoed as it came; ``?close=CODE&after=N``: after N echoes,
+- ``/ws``: every message echoed as it came (``?answer=TEXT``: answered with TEXT
+  instead, for ``correlate="order"``); ``?close=CODE&after=N``: after N echoes,
   close with CODE ("internal error"); ``?abort=N``: after N echoes drop the TCP
   connection (no close frame); ``?fragment=N``: echo in frames of N bytes, a ping
   between the first two;
@@ -60,10 +61,11 @@ async def frames(reader):
 async def echo(reader, writer, query):
     close, after = int(query.get("close", 0)), int(query.get("after", 0))
     abort, size = int(query.get("abort", 0)), int(query.get("fragment", 0))
+    answer = query.get("answer", "").encode()
     echoed = 0
     async for out in frames(reader):
         if isinstance(out, Message):
-            parts = [Frame(out.opcode, out.payload)]
+            parts = [Frame(Opcode.TEXT, answer) if answer else Frame(out.opcode, out.payload)]
             if size:
                 parts = fragment(out.opcode, out.payload, [size] * (len(out.payload) // size + 1))
             for i, part in enumerate(parts):

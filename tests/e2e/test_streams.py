@@ -3,10 +3,12 @@
 round trips reported; a server closing with 1011 fails, the code named, one message lost
 per close; a relay dropping every 50th message fails with the loss counted exactly;
 2,000 idle connections held, the server's memory per connection reported (the full
-10,000 are the suite's and the docs' figure: CI's time is short); an SSE server whose
-first event comes 200 ms later fails ``ttfe_p95`` against its base (A/B).
+10,000 are the suite's and the docs' figure: CI's time is short); answers of the
+server's own matched in turn (``correlate="order"``) and checked (``expect=``); both
+protocols over TLS, the certificate verified; an SSE server whose first event comes
+200 ms later fails ``ttfe_p95`` against its base (A/B).
 
-The first four share one pytest run (one test each), read back from its terminal and
+All but the last share one pytest run (one test each), read back from its terminal and
 its JSON report.
 """
 
@@ -23,6 +25,7 @@ import pytest
 from tests.e2e.gitrepo import commit_base, git
 from tests.e2e.options import SHORT
 from tests.e2e.streams_server import streams_server
+from tests.e2e.tls_certs import make_ca, make_server_cert
 
 from pytest_webperf.swarm import streamloop
 
@@ -31,12 +34,12 @@ pytestmark = [
     pytest.mark.skipif(streamloop.unavailable() is not None, reason="stream loop not built"),
 ]
 IDLE = 2000  # idle connections held here; 10,000 in the suite (suites/test_streams.py)
-TESTS = f"""
+TESTS = """
 import sys
 
-import pytest
-
 SERVER = [sys.executable, "server.py"]
+CERTS = {{"TLS_CERT": "server.pem", "TLS_KEY": "server.key"}}
+CA = "ca.pem"
 
 
 def test_echo(webperf):
@@ -66,8 +69,24 @@ def test_relay_drops(webperf):
 
 def test_idle(webperf):
     target = webperf.process(SERVER, name="streams")
-    result = webperf.websocket(target, "/ws", message=None, users={IDLE}, ping="1s")
+    result = webperf.websocket(target, "/ws", message=None, users={idle}, ping="1s")
     assert result.errors == 0
+
+
+def test_answers_in_turn(webperf):
+    target = webperf.process(SERVER, name="streams")
+    result = webperf.websocket(
+        target, "/ws?answer=ack", users=4, correlate="order", expect="ack", interval="5ms"
+    )
+    assert result.errors == 0
+
+
+def test_over_tls(webperf):
+    target = webperf.process(SERVER, name="streams", tls=True, env=CERTS)
+    result = webperf.websocket(target, "/ws", users=4, tls_ca=CA)
+    assert result.errors == 0
+    events = webperf.sse(target, "/events?rate=50", streams=4, tls_ca=CA)
+    assert events.errors == 0
 """
 
 
@@ -76,7 +95,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.LineMatcher, d
     """The four tests, run once: their terminal output, and their JSON report by name."""
     work = tmp_path_factory.mktemp("streams")
     (work / "server.py").write_text(streams_server())
-    (work / "test_streams.py").write_text(TESTS)
+    (work / "test_streams.py").write_text(TESTS.format(idle=IDLE))
+    ca = make_ca(work, "ca")
+    make_server_cert(work, ca, "server")
     done = subprocess.run(
         [
             sys.executable,
@@ -99,7 +120,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.LineMatcher, d
     )
     lines = pytest.LineMatcher((done.stdout + done.stderr).splitlines())
     tests = json.loads((work / "report.json").read_text())["tests"]
-    return lines, {t["nodeid"].split("::")[1].split("[")[0]: t for t in tests}
+    found: dict[str, Any] = {}
+    for entry in tests:  # by test, and by test/measurement for a test with several
+        test = entry["nodeid"].split("::")[1].split("[")[0]
+        found.setdefault(test, entry)
+        found[f"{test}/{entry['name']}"] = entry
+    return lines, found
 
 
 def stream(entry: dict[str, Any]) -> dict[str, Any]:
@@ -173,6 +199,26 @@ def test_idle_connections_are_held_and_their_memory_reported(
     assert figures["mem_per_conn"] > 0  # the server's bytes per open connection
     assert figures["server_rss_open_mb"] > figures["server_rss_before_mb"]
     assert figures["gen_mem_per_conn"] > 0
+
+
+def test_answers_are_matched_in_turn_and_checked(
+    run: tuple[pytest.LineMatcher, dict[str, Any]],
+) -> None:
+    lines, tests = run
+    lines.fnmatch_lines(["PASSED test_streams.py::test_answers_in_turn*"])
+    figures = stream(tests["test_answers_in_turn"])
+    assert figures["delivered"] == figures["expected"] > 0 and figures["lost"] == 0
+
+
+def test_both_protocols_speak_tls_with_the_certificate_verified(
+    run: tuple[pytest.LineMatcher, dict[str, Any]],
+) -> None:
+    lines, tests = run
+    lines.fnmatch_lines(["PASSED test_streams.py::test_over_tls*"])
+    for name in ("WS echo /ws", "SSE /events?rate=50"):
+        figures = stream(tests[f"test_over_tls/{name}"])
+        assert figures["tls"] is True and figures["upgrade"]["p50_ms"] > 0
+        assert figures["delivered"] == figures["expected"] > 0
 
 
 SSE_TEST = """
