@@ -37,6 +37,8 @@ IDLE = 2000  # idle connections held here; 10,000 in the suite (suites/test_stre
 TESTS = """
 import sys
 
+import pytest
+
 SERVER = [sys.executable, "server.py"]
 CERTS = {{"TLS_CERT": "server.pem", "TLS_KEY": "server.key"}}
 CA = "ca.pem"
@@ -70,6 +72,22 @@ def test_relay_drops(webperf):
 def test_idle(webperf):
     target = webperf.process(SERVER, name="streams")
     result = webperf.websocket(target, "/ws", message=None, users={idle}, ping="1s")
+    assert result.errors == 0
+
+
+@pytest.mark.webperf(workers=2)
+def test_fan_out_across_workers(webperf):
+    target = webperf.process(SERVER, name="streams")
+    result = webperf.websocket(
+        target,
+        "/relay",
+        subscribe_path="/relay?role=sub",
+        publish_path="/relay?role=pub",
+        message=b"tick",
+        interval="20ms",
+        subscribers=10,
+        publishers=3,
+    )
     assert result.errors == 0
 
 
@@ -199,6 +217,21 @@ def test_idle_connections_are_held_and_their_memory_reported(
     assert figures["mem_per_conn"] > 0  # the server's bytes per open connection
     assert figures["server_rss_open_mb"] > figures["server_rss_before_mb"]
     assert figures["gen_mem_per_conn"] > 0
+
+
+def test_a_fan_out_across_generator_processes_accounts_every_copy(
+    run: tuple[pytest.LineMatcher, dict[str, Any]],
+) -> None:
+    lines, tests = run
+    lines.fnmatch_lines(["PASSED test_streams.py::test_fan_out_across_workers*"])
+    entry = tests["test_fan_out_across_workers"]
+    (repetition,) = entry["repetitions"]
+    roles = {p["role"] for p in repetition["generator_processes"]}
+    assert roles == {"master", "worker0", "worker1"}
+    figures = stream(entry)
+    # the publishers waited for every subscriber of both workers: every copy owed arrived
+    assert figures["subscribers"] == 10 and figures["published"] > 0
+    assert figures["delivered"] == figures["expected"] == 10 * figures["published"]
 
 
 def test_answers_are_matched_in_turn_and_checked(
