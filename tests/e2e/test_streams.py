@@ -91,6 +91,12 @@ def test_fan_out_across_workers(webperf):
     assert result.errors == 0
 
 
+def test_events_resume(webperf):
+    target = webperf.process(SERVER, name="streams")
+    result = webperf.sse(target, "/events?rate=100", streams=4, reconnect_every=5)
+    assert result.errors == 0
+
+
 def test_answers_in_turn(webperf):
     target = webperf.process(SERVER, name="streams")
     result = webperf.websocket(
@@ -232,6 +238,18 @@ def test_a_fan_out_across_generator_processes_accounts_every_copy(
     # the publishers waited for every subscriber of both workers: every copy owed arrived
     assert figures["subscribers"] == 10 and figures["published"] > 0
     assert figures["delivered"] == figures["expected"] == 10 * figures["published"]
+
+
+def test_sse_streams_resume_after_last_event_id_with_nothing_lost(
+    run: tuple[pytest.LineMatcher, dict[str, Any]],
+) -> None:
+    lines, tests = run
+    lines.fnmatch_lines(["PASSED test_streams.py::test_events_resume*"])
+    figures = stream(tests["test_events_resume"])
+    assert figures["reconnects"] >= 4 * 5  # every 5 events, each stream, for seconds
+    assert figures["lost"] == figures["duplicates"] == 0  # the ids run on across them
+    assert figures["delivered"] == figures["expected"] > 100
+    assert figures["ttfe"]["p50_ms"] > 0 and figures["events_per_s_min"] > 0
 
 
 def test_answers_are_matched_in_turn_and_checked(
