@@ -252,6 +252,7 @@ static int sse_event(void *ctx, const sse_t *s) {
     e->ledger.received++;
     note_receipt(e, now);
     if (!e->stop_sending) c->events++; /* events per second: until the end of the sending */
+    if (!c->first_event_at) c->first_event_at = now;
     c->stream_events++;
     if (c->sse_first_pending) { /* time to the first event: the whole run's (ledger) */
         c->sse_first_pending = 0;

@@ -1188,8 +1188,11 @@ static PyObject *Engine_finish(Engine *e, PyObject *unused) {
             sse.duplicated += a->duplicated;
             sse.reordered += a->reordered;
             sse.beyond_window += a->beyond_window;
-            if (c->first_opened_at && end > c->first_opened_at) {
-                row = PyFloat_FromDouble((double)c->events * 1e9 / (double)(end - c->first_opened_at));
+            /* from its first event to the end: the events after the first over that time
+               (a stream that stalled before the end is slower by as much) */
+            if (c->first_event_at && end > c->first_event_at) {
+                double after_first = c->events > 1 ? (double)(c->events - 1) : 0.0;
+                row = PyFloat_FromDouble(after_first * 1e9 / (double)(end - c->first_event_at));
                 if (!row || PyList_Append(rates, row) < 0) goto failed_row;
             }
         }

@@ -202,7 +202,7 @@ struct conn {
     pubacct_t *pubs;     /* subscriber: one per publisher heard */
     uint32_t npubs, cappubs;
     sse_t *sse;
-    uint64_t events, last_event_at, stream_events;
+    uint64_t events, first_event_at, last_event_at, stream_events;
 };
 
 typedef struct {
