@@ -186,9 +186,10 @@ def test_a_server_that_closes_with_1011_fails_naming_the_code(
     assert entry["verdict"]["status"] == "regression"
     figures = stream(entry)
     # a closed loop sends its next message on the 10th echo, before the close arrives:
-    # one message lost per close, exactly
+    # one message lost per close; but a connection whose 10th echo came after the end of
+    # the sending sent none, and its close loses nothing (at most one per connection)
     assert figures["abnormal"] > 0
-    assert figures["lost"] == figures["abnormal"]
+    assert figures["lost"] <= figures["abnormal"] <= figures["lost"] + 4
     (repetition,) = entry["repetitions"]
     assert repetition["error_kinds"]["ws_close_1011"] > 0
     assert "internal error" in repetition["error_examples"]["ws_close_1011"]
