@@ -95,6 +95,24 @@ NATIVE = [
         libraries=["ssl", "crypto"] if TLS else [],
         optional=True,
     ),
+    # the native stream loop (swarm/_streamloop.c: WebSocket and server-sent events,
+    # swarm/streamloop.py): epoll too, its protocols in files of their own
+    Extension(
+        "pytest_webperf.swarm._streamloop",
+        [
+            "src/pytest_webperf/swarm/_streamloop.c",
+            "src/pytest_webperf/swarm/_stream_ws.c",
+            "src/pytest_webperf/swarm/_stream_sse.c",
+        ],
+        depends=[
+            "src/pytest_webperf/swarm/_loop.h",
+            "src/pytest_webperf/swarm/_streamloop.h",
+        ],
+        extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden"],
+        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # wss://, https:// streams
+        libraries=["ssl", "crypto"] if TLS else [],
+        optional=True,
+    ),
 ]
 
 setup(

@@ -86,7 +86,8 @@ setup_venv() {
         || [ src/pytest_webperf/swarm/_hotloop.c -nt "$stamp" ] \
         || [ src/pytest_webperf/swarm/_mqttloop.c -nt "$stamp" ] \
         || [ src/pytest_webperf/swarm/_loop.h -nt "$stamp" ] \
-        || [ src/pytest_webperf/swarm/_h2.c -nt "$stamp" ]; then
+        || [ src/pytest_webperf/swarm/_h2.c -nt "$stamp" ] \
+        || [ -n "$(find src/pytest_webperf/swarm -name '_stream*' -newer "$stamp")" ]; then
         log "installing pytest-webperf and its dev tools into .venv"
         .venv/bin/python -m pip install --quiet --upgrade pip
         .venv/bin/python -m pip install --quiet -e '.[dev]'

@@ -32,6 +32,7 @@ TIMED = {
     "test_resources.py",
     "test_sampler_containers.py",
     "test_stages.py",
+    "test_streams.py",
     "test_study_ordering.py",
 }
 

@@ -26,6 +26,7 @@ import h2.connection
 import h2.events
 import pytest
 
+from pytest_webperf.streams import frame as wf
 from pytest_webperf.swarm.wire import client_context
 from pytest_webperf.targets import start_target
 from pytest_webperf.targets.assets import QUICKSORT_BODY, QUICKSORT_INPUT, workload_files
@@ -206,3 +207,57 @@ def test_telemetry_rejects_bad_input_and_keeps_serving(server: Server, body: byt
     after = server.request("GET", "/health")
     assert after.status == 200, "the server stopped answering after a bad request"
     server.target.check_alive()
+
+
+# ---------------------------------------------------------------- the stream servers' routes
+
+
+def upgraded(server: Server, path: str) -> socket.socket:
+    """A WebSocket on ``path`` of the server, its 101 checked (the reference codec's key)."""
+    sock = socket.create_connection((server.target.host, server.target.port), timeout=10)
+    key = "dGhlIHNhbXBsZSBub25jZQ=="
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(4096)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    assert f"Sec-WebSocket-Accept: {wf.accept_key(key)}".lower().encode() in head.lower()
+    return sock
+
+
+def messages(sock: socket.socket, count: int) -> list[bytes]:
+    decoder, assembler, got = wf.FrameDecoder(masked=False), wf.Assembler(), []
+    while len(got) < count:
+        for frame in decoder.feed(sock.recv(65536)):
+            out = assembler.add(frame)
+            if isinstance(out, wf.Message):
+                got.append(out.payload)
+    return got
+
+
+def send(sock: socket.socket, payload: bytes) -> None:
+    sock.sendall(wf.encode(wf.Frame(wf.Opcode.TEXT, payload), b"\x01\x02\x03\x04"))
+
+
+@pytest.mark.parametrize("name", [s.name for s in CATALOG if "streams" in s.extra])
+def test_stream_servers_echo_relay_and_stream_events(name: str) -> None:
+    with start_target(CATALOG, name) as target:
+        server = Server(CATALOG.get(name), target)
+        echo = upgraded(server, "/ws")
+        send(echo, b"hello")
+        assert messages(echo, 1) == [b"hello"]
+        sub, pub = upgraded(server, "/relay?role=sub"), upgraded(server, "/relay?role=pub")
+        send(pub, b"one")
+        send(pub, b"two")
+        assert messages(sub, 2) == [b"one", b"two"]
+        stream = socket.create_connection((target.host, target.port), timeout=10)
+        stream.sendall(b"GET /events?rate=50 HTTP/1.1\r\nHost: x\r\nLast-Event-ID: 41\r\n\r\n")
+        data = b""
+        while b"id: 42" not in data:
+            data += stream.recv(4096)
+        assert b"text/event-stream" in data.split(b"\r\n\r\n")[0].lower()
+        for sock in (echo, sub, pub, stream):
+            sock.close()

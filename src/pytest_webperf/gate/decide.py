@@ -37,6 +37,7 @@ from pytest_webperf.gate.estimates import (
 from pytest_webperf.gate.grammar import (
     DEFAULT_CHECKS,
     DEFAULT_MQTT_CHECKS,
+    DEFAULT_STREAM_CHECKS,
     AbsoluteCheck,
     Check,
     RelativeCheck,
@@ -154,10 +155,14 @@ def verdict_settled(verdict: Verdict) -> bool:
 
 def default_checks(measurement: Measurement) -> tuple[Check, ...]:
     """The checks a measurement is judged by when neither the test nor the run gives
-    any: MQTT's for MQTT telemetry, else HTTP's. The one place the fallback is chosen."""
+    any: MQTT's for MQTT telemetry, a stream mode's for WebSocket and SSE (echo, fan-out,
+    idle, SSE), else HTTP's. The one place the fallback is chosen."""
     mqtt = (measurement.generator or "").startswith("mqtt") or any(
         r.mqtt is not None for r in measurement.runs
     )
+    modes = [r.stream.mode for r in (*measurement.runs, *measurement.base_runs) if r.stream]
+    if modes:
+        return DEFAULT_STREAM_CHECKS[modes[0]]
     return DEFAULT_MQTT_CHECKS if mqtt else DEFAULT_CHECKS
 
 

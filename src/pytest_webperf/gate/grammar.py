@@ -184,3 +184,13 @@ DEFAULT_CHECKS: tuple[Check, ...] = parse_checks("rps:5%,cpu_per_req:5%,p95:20%,
 DEFAULT_MQTT_CHECKS: tuple[Check, ...] = parse_checks(
     "tps:5%,cpu_per_req:5%,e2e_p99:20%,lost:0,dup:0"
 )
+# WebSocket and SSE, by what the run did: every message accounted (a loss fails whatever
+# the baseline says), the round trip (echo), the delay to each receipt (fan-out), time to
+# the first event and the gaps (SSE), and the memory an open connection costs the server
+# (an idle run's main figure).
+DEFAULT_STREAM_CHECKS: dict[str, tuple[Check, ...]] = {
+    "echo": parse_checks("rps:5%,cpu_per_req:5%,ws_rtt_p99:20%,errors:50%,ws_lost:0"),
+    "fanout": parse_checks("rps:5%,cpu_per_req:5%,ws_delay_p99:20%,errors:50%,ws_lost:0,ws_dup:0"),
+    "idle": parse_checks("mem_per_conn:10%,ws_rtt_p99:20%,errors:50%"),
+    "sse": parse_checks("ttfe_p95:20%,sse_gap_p99:20%,cpu_per_req:5%,errors:50%,sse_lost:0"),
+}

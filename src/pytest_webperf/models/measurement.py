@@ -1,6 +1,7 @@
 """Frozen value objects that are saved or sent, each with ``to_dict``/``from_dict``: a
 repetition (``RunResult``), a verdict, a measurement. Their parts live below:
-``models/samples.py`` (time series, latency), ``models/endpoints.py``, ``models/mqtt.py``.
+``models/samples.py`` (time series, latency), ``models/endpoints.py``, ``models/mqtt.py``,
+``models/stream.py``.
 
 ``SCHEMA_VERSION`` is the version of the dict layout written by ``to_dict``;
 readers of stored data (baselines, reports) check it and upgrade or refuse.
@@ -22,6 +23,7 @@ from pytest_webperf.models.endpoints import (
 from pytest_webperf.models.http2 import Http2Figures
 from pytest_webperf.models.mqtt import MqttResult
 from pytest_webperf.models.samples import GeneratorSample, Latency, ResourceSample, Snapshot
+from pytest_webperf.models.stream import StreamResult
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.stats.histogram import Histogram
 
@@ -101,6 +103,8 @@ class RunResult(Counted):
         """Requests in flight at most: connections x streams over HTTP/2, else users."""
         return self.concurrency * (self.http2.streams if self.http2 is not None else 1)
 
+    stream: StreamResult | None = None  # WebSocket and SSE runs only
+
     @property
     def time_per_request_ms(self) -> float | None:
         """ab's "Time per request (mean)": concurrency x time taken / requests."""
@@ -156,6 +160,7 @@ class RunResult(Counted):
                 if self.endpoints
                 else {}
             ),
+            **({"stream": self.stream.to_dict()} if self.stream is not None else {}),
         }
 
     @classmethod
@@ -191,6 +196,7 @@ class RunResult(Counted):
             ttfb=_latency_or_none(data.get("ttfb")),
             body_stall=_latency_or_none(data.get("body_stall")),
             http2=Http2Figures.from_dict(data["http2"]) if data.get("http2") else None,
+            stream=StreamResult.from_dict(data["stream"]) if data.get("stream") else None,
         )
 
 

@@ -319,6 +319,49 @@ def mqtt_lines(entries: Sequence[Entry]) -> list[str]:
     return lines
 
 
+def stream_text(stream: Mapping[str, Any]) -> str:
+    """A WebSocket or SSE repetition's own figures in a line: connections, messages both
+    ways, where every message went, the handshakes, time to first event, memory."""
+    n = {k: number(v) for k, v in stream.items() if not isinstance(v, Mapping)}
+    failed = stream.get("failures")
+    kinds = ", ".join(f"{k}: {fmt(number(v))}" for k, v in failed.items()) if failed else ""
+    parts = [
+        f"{fmt(n.get('open_at_end'))} of {fmt(n.get('connections'))} open "
+        f"({fmt(n.get('open_failures'))} failed opens, {fmt(n.get('reconnects'))} reconnects, "
+        f"{fmt(n.get('abnormal'))} abnormal closes{'; the run: ' + kinds if kinds else ''})"
+    ]
+    if n.get("sent_per_s") is not None:
+        parts.append(f"{fmt(n['sent_per_s'])}/s sent, {fmt(n.get('received_per_s'))}/s received")
+    if n.get("expected"):
+        parts.append(
+            f"{fmt(n.get('delivered'))} of {fmt(n['expected'])} delivered (lost "
+            f"{fmt(n.get('lost'))}, dup {fmt(n.get('duplicates'))}, out of order "
+            f"{fmt(n.get('out_of_order'))})"
+        )
+    for name, label in (("upgrade", "upgrade"), ("ttfe", "first event")):
+        if isinstance(latency := stream.get(name), Mapping):
+            p50, p95 = number(latency.get("p50_ms")), number(latency.get("p95_ms"))
+            parts.append(f"{label} p50/p95 {fmt(p50, 1)}/{fmt(p95, 1)} ms")
+    if n.get("events_per_s_min") is not None:
+        low, high = n["events_per_s_min"], n.get("events_per_s_max")
+        parts.append(f"events/s per stream {fmt(low, 1)}...{fmt(high, 1)}")
+    mem = [n.get(k) for k in ("mem_per_conn", "gen_mem_per_conn")]
+    kb = [MISSING if m is None else f"{fmt(m / 1024, 1)} KB/conn" for m in mem]
+    parts.append(f"server {kb[0]}, generator {kb[1]}")
+    return "; ".join(parts)
+
+
+def stream_lines(entries: Sequence[Entry]) -> list[str]:
+    """A WebSocket or SSE measurement's own figures, one line per repetition."""
+    return [
+        f"{entry.get('nodeid')} [{entry.get('name')}] rep {rep.get('repetition')}: "
+        + stream_text(stream)
+        for entry in entries
+        for rep in repetitions(entry)
+        if isinstance(stream := rep.get("stream"), Mapping)
+    ]
+
+
 def paced_lines(entries: Sequence[Entry]) -> list[str]:
     """A paced HTTP measurement's times side by side, one line per repetition: p99 from
     the intended start (the table's latency), of the service time, and of the send lag;

@@ -19,6 +19,7 @@ from pytest_webperf.report.table import (
     mqtt_lines,
     paced_lines,
     status,
+    stream_lines,
     tests,
     verdict_texts,
 )
@@ -90,6 +91,7 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         + table(entries)
         + check_lines(entries)
         + mqtt_lines(entries)
+        + stream_lines(entries)
         + paced_lines(entries)
         + http2_lines(entries)
         + counted_lines(entries)

@@ -39,7 +39,8 @@ _PACKAGED_DIR = Path(__file__).resolve().parents[1] / "servers"  # installed fro
 _CHECKOUT_DIR = Path(__file__).resolve().parents[3] / "servers"  # src/ layout: the repository's
 BUILTIN_DIR = _PACKAGED_DIR if _PACKAGED_DIR.is_dir() else _CHECKOUT_DIR
 DEFAULT_HEALTH = {"http": "/health", "grpc": "grpc"}
-OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings")  # read by the modules that use them
+# read by the modules that use them
+OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings", "streams")
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from pytest_webperf.report.html.tables import (
     profile_table,
     repetitions_table,
     saves_table,
+    stream_table,
 )
 from pytest_webperf.report.table import (
     COLUMNS,
@@ -123,6 +124,7 @@ class Section:
     sides: Sides | None
     reps: Table | None
     mqtt: Table | None
+    stream: Table | None
     toggles: Sequence[tuple[str, str, str]]  # css, colour, label
     change: Figure | None = None  # each check's change with its interval
     trend: Sequence[Figure] = field(default_factory=list)  # over the baseline's saves
@@ -262,6 +264,7 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         sides=sides(entry),
         reps=repetitions_table(reps),
         mqtt=mqtt_table(reps),
+        stream=stream_table(reps),
         toggles=[(f"rep-{i + 1}", colour(i), rep_label(r, i)) for i, r in enumerate(reps)]
         if len(reps) > 1
         else [],
