@@ -15,7 +15,9 @@ from pytest_webperf.fixture.handle import Webperf
 from pytest_webperf.fixture.loads import counted_load, http_load
 from pytest_webperf.measurement.count import CountedRequests
 from pytest_webperf.profiling import valgrind
-from pytest_webperf.report import counts, flame, html_tables, markdown, terminal, verdicts
+from pytest_webperf.report import counts, markdown, terminal, verdicts
+from pytest_webperf.report.html import flame
+from pytest_webperf.report.html import tables as html_tables
 from pytest_webperf.settings.config import RunConfig, resolve
 from pytest_webperf.targets.external import ExternalTarget
 from pytest_webperf.targets.process import ProcessTarget
@@ -31,7 +33,7 @@ def handle(config: RunConfig) -> Webperf:
         concurrency=100,
         config=config,
         catalog=_nothing,
-        judge=_nothing,
+        verdicts=_nothing,
         monitor_factory=_nothing,
     )
 

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from pytest_webperf.errors import TargetError
+from pytest_webperf.errors import ProtocolError, TargetError
 from pytest_webperf.measurement.plan import Monitor, MonitorFactory, RunPlan, no_monitor
 from pytest_webperf.measurement.repetition import run_result
 from pytest_webperf.models.measurement import RunResult
@@ -29,6 +29,7 @@ from pytest_webperf.models.progress import NoProgress, Progress, RepetitionDone,
 from pytest_webperf.models.samples import ResourceSample
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.sampling.contention import machine_busy_seconds, own_tree_seconds
+from pytest_webperf.swarm import http2
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -83,7 +84,18 @@ class HttpRequests:
     fresh = False
 
     def check(self, target: Target) -> None:
-        pass
+        """HTTP/2: the target speaks it (one connection, before any load: a server that
+        does not is refused in one line, never counted as failed requests)."""
+        if not self.workload.http2:
+            return
+        why = http2.probe(target.url)
+        if why is not None:
+            if all(e.grpc for e in self.workload.entries()):
+                raise ProtocolError(f"webperf.grpc: {why}; gRPC needs a server that speaks HTTP/2")
+            raise ProtocolError(
+                f"webperf.http(http2=True): {why}; serve HTTP/2 there (nginx: listen ... "
+                "http2), or drop http2=True"
+            )
 
     @contextmanager
     def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:

@@ -48,7 +48,10 @@ from pytest_webperf.targets.paired import PairedTarget
 
 
 @dataclass(frozen=True)
-class Schedule:
+class PairBudget:
+    """How many pairs an A/B measurement runs: at least ``min_pairs``, more while a check
+    is undecided and ``budget_s`` allows, both sides restarted every ``restart_every``."""
+
     min_pairs: int
     budget_s: float  # the test's measuring time beyond which no pair is added
     restart_every: int = 1  # pairs per instance; 0: never restarted
@@ -87,7 +90,7 @@ def run_pairs(
     target: PairedTarget,
     kind: LoadKind,
     plan: RunPlan,
-    schedule: Schedule,
+    budget: PairBudget,
     settled: Settled,
     *,
     monitor_factory: MonitorFactory = no_monitor,
@@ -113,12 +116,12 @@ def run_pairs(
         monitor_factory = profiling_monitors(monitor_factory, recordings)
     started = clock()
     instance = 0
-    next_look = schedule.min_pairs
+    next_look = budget.min_pairs
     while True:
         index = len(pairs.order)
         if kind.fresh:  # each round starts its own instances
             instance = index
-        elif index and schedule.restart_every and index % schedule.restart_every == 0:
+        elif index and budget.restart_every and index % budget.restart_every == 0:
             target.restart()
             instance += 1
         order = order_of(index)
@@ -155,11 +158,11 @@ def run_pairs(
                 return pairs
             next_look *= 2
         spent = clock() - started
-        if done >= schedule.min_pairs and spent + spent / done > schedule.budget_s:
+        if done >= budget.min_pairs and spent + spent / done > budget.budget_s:
             if done != next_look // 2:  # pairs since the last look: the end is a look too
                 pairs.looks += 1
             pairs.stopped = (
-                f"budget of {schedule.budget_s:g}s spent after {done} pairs with checks undecided"
+                f"budget of {budget.budget_s:g}s spent after {done} pairs with checks undecided"
             )
             pairs.profile = profile_of(pairs, why) if profiling else None
             return pairs

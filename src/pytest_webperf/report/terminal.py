@@ -15,9 +15,11 @@ from pytest_webperf.report.table import (
     counted_lines,
     endpoint_cells,
     endpoints,
+    http2_lines,
     mqtt_lines,
     paced_lines,
     status,
+    stream_lines,
     tests,
     verdict_texts,
 )
@@ -89,7 +91,9 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         + table(entries)
         + check_lines(entries)
         + mqtt_lines(entries)
+        + stream_lines(entries)
         + paced_lines(entries)
+        + http2_lines(entries)
         + counted_lines(entries)
         + counts.lines(entries)
         + studies.lines(studies.of_report(report))

@@ -17,7 +17,7 @@ from pytest_webperf.gate import baseline, metrics
 from pytest_webperf.models.machine import MachineInfo
 from pytest_webperf.models.measurement import Measurement
 from pytest_webperf.report import history
-from pytest_webperf.report.html import write_html
+from pytest_webperf.report.html.page import write_html
 from pytest_webperf.report.json_report import history_entry, report, write_json
 from pytest_webperf.report.markdown import write_markdown
 from pytest_webperf.settings.config import RunConfig

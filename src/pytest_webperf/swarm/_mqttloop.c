@@ -20,67 +20,7 @@
  * The thread never touches a Python object; commands come through a locked queue and
  * an eventfd, figures go out under the same lock (`take`).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-
-#ifdef WEBPERF_TLS /* mqtts:// (setup.py: where OpenSSL's headers are) */
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-#endif
-
-/* ------------------------------------------------------------------ histogram */
-
-#define SUB_BITS 8
-#define SUB 256
-#define NBUCKETS (42 * SUB)
-#define VALUE_MAX ((1ULL << 49) - 1)
-
-typedef struct {
-    uint64_t count, total, min, max;
-    int lo, hi;
-    uint64_t c[NBUCKETS];
-} hist_t;
-
-static inline int bucket_index(uint64_t v) {
-    if (v < 2 * SUB) return (int)v;
-    int shift = 64 - __builtin_clzll(v) - SUB_BITS - 1;
-    return shift * SUB + (int)(v >> shift);
-}
-
-static void hist_clear(hist_t *h) {
-    if (h->hi >= h->lo) memset(&h->c[h->lo], 0, (size_t)(h->hi - h->lo + 1) * sizeof(uint64_t));
-    h->count = h->total = h->min = h->max = 0;
-    h->lo = NBUCKETS;
-    h->hi = -1;
-}
-
-static inline void hist_record(hist_t *h, uint64_t v) {
-    if (v > VALUE_MAX) v = VALUE_MAX;
-    int i = bucket_index(v);
-    h->c[i]++;
-    if (i < h->lo) h->lo = i;
-    if (i > h->hi) h->hi = i;
-    if (h->count == 0 || v < h->min) h->min = v;
-    if (v > h->max) h->max = v;
-    h->count++;
-    h->total += v;
-}
+#include "_loop.h" /* headers, histogram, clock, arrays, TLS words, epoll set */
 
 /* ------------------------------------------------------------------ figures */
 
@@ -188,27 +128,10 @@ typedef struct {
     size_t ws_request_len;
 } Engine;
 
-static inline uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static inline double wall_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int grow(void **array, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return 0;
-    size_t ncap = *cap ? *cap * 2 : 16;
-    while (ncap < need) ncap *= 2;
-    void *p = realloc(*array, ncap * size);
-    if (!p) return -1;
-    *array = p;
-    *cap = ncap;
-    return 0;
 }
 
 #define ATOMIC_ADD(x, n) __atomic_add_fetch(&(x), (n), __ATOMIC_RELAXED)
@@ -216,54 +139,11 @@ static int grow(void **array, size_t *cap, size_t need, size_t size) {
 
 /* ---- the wake heap (paced publishers, earliest due first) */
 
-static void heap_swap(Engine *e, size_t i, size_t j) {
-    conn_t *a = e->heap[i], *b = e->heap[j];
-    e->heap[i] = b;
-    e->heap[j] = a;
-    b->heap_pos = i + 1;
-    a->heap_pos = j + 1;
-}
-
-static void heap_up(Engine *e, size_t i) {
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (e->heap[p]->due <= e->heap[i]->due) break;
-        heap_swap(e, i, p);
-        i = p;
-    }
-}
-
-static void heap_down(Engine *e, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < e->nheap && e->heap[l]->due < e->heap[m]->due) m = l;
-        if (r < e->nheap && e->heap[r]->due < e->heap[m]->due) m = r;
-        if (m == i) break;
-        heap_swap(e, i, m);
-        i = m;
-    }
-}
-
-static void heap_remove(Engine *e, conn_t *c) {
-    if (!c->heap_pos) return;
-    size_t i = c->heap_pos - 1;
-    c->heap_pos = 0;
-    e->nheap--;
-    if (i == e->nheap) return;
-    e->heap[i] = e->heap[e->nheap];
-    e->heap[i]->heap_pos = i + 1;
-    heap_down(e, i);
-    heap_up(e, i);
-}
-
-static void heap_push(Engine *e, conn_t *c, uint64_t due) {
-    heap_remove(e, c);
-    if (grow((void **)&e->heap, &e->capheap, e->nheap + 1, sizeof(conn_t *))) return;
-    c->due = due;
-    e->heap[e->nheap] = c;
-    c->heap_pos = ++e->nheap;
-    heap_up(e, e->nheap - 1);
-}
+#define LOOP_WAKE_KEY due
+#define LOOP_WAKE_HEAP
+#include "_loop.h"
+#undef LOOP_WAKE_HEAP
+#define heap_push heap_set /* a publisher waits until it is due */
 
 /* ---- figures (under the lock) */
 
@@ -468,16 +348,7 @@ static int publish_one(Engine *e, conn_t *c, uint64_t now) {
 #ifdef WEBPERF_TLS
 static void tls_failed(Engine *e, conn_t *c, const char *what) {
     char reason[160] = "";
-    long verify = c->ssl ? SSL_get_verify_result(c->ssl) : X509_V_OK;
-    unsigned long code = ERR_get_error();
-    if (verify != X509_V_OK)
-        snprintf(reason, sizeof reason, "certificate verify failed: %s",
-                 X509_verify_cert_error_string(verify));
-    else if (code)
-        ERR_error_string_n(code, reason, sizeof reason);
-    else
-        snprintf(reason, sizeof reason, "%s", what);
-    ERR_clear_error();
+    tls_reason(c->ssl, what, reason, sizeof reason);
     pthread_mutex_lock(&e->lock);
     if (!e->tls_message[0]) snprintf(e->tls_message, sizeof e->tls_message, "%s", reason);
     pthread_mutex_unlock(&e->lock);
@@ -1296,14 +1167,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     }
     stats_clear(e->cur);
     stats_clear(e->spare);
-    e->epfd = epoll_create1(EPOLL_CLOEXEC);
-    e->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (e->epfd < 0 || e->evfd < 0) { PyErr_SetFromErrno(PyExc_OSError); return -1; }
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->evfd, &ev) < 0) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
-    }
+    if (loop_open(&e->epfd, &e->evfd) < 0) return -1;
     pthread_mutex_init(&e->lock, NULL);
     return 0;
 bad_address:

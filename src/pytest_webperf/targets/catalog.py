@@ -34,12 +34,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KINDS = ("http", "mqtt", "tcp")
+KINDS = ("http", "mqtt", "tcp", "grpc")  # grpc: loaded by webperf.grpc, health "grpc"
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _PACKAGED_DIR = Path(__file__).resolve().parents[1] / "servers"  # installed from a wheel
 _CHECKOUT_DIR = Path(__file__).resolve().parents[3] / "servers"  # src/ layout: the repository's
 BUILTIN_DIR = _PACKAGED_DIR if _PACKAGED_DIR.is_dir() else _CHECKOUT_DIR
-OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings")  # read by the modules that use them
+DEFAULT_HEALTH = {"http": "/health", "grpc": "grpc"}
+# read by the modules that use them
+OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings", "streams")
 
 
 @dataclass(frozen=True)
@@ -166,8 +168,10 @@ def _includes(raw: object, directory: Path, path: Path) -> tuple[Path, ...]:
 def _tls(raw: object, kind: str, path: Path) -> bool:
     if not isinstance(raw, bool):
         raise CatalogError(f"{path}: 'tls' must be true or false, not {raw!r}")
-    if raw and kind not in ("http", "mqtt"):  # https://, mqtts://
-        raise CatalogError(f'{path}: \'tls = true\' is for kind = "http" or "mqtt" servers only')
+    if raw and kind not in ("http", "mqtt", "grpc"):  # https://, mqtts://
+        raise CatalogError(
+            f'{path}: \'tls = true\' is for kind = "http", "mqtt" or "grpc" servers only'
+        )
     return raw
 
 
@@ -198,7 +202,7 @@ def load_spec(directory: Path) -> ServerSpec:
             port_env=str(data.pop("port_env", "PORT")),
             bind_env=str(data.pop("bind_env")) if "bind_env" in data else None,
             extra_ports=_str_tuple(data.pop("extra_ports", []), "extra_ports", path),
-            health=str(data.pop("health", "/health" if kind == "http" else "tcp")),
+            health=str(data.pop("health", DEFAULT_HEALTH.get(kind, "tcp"))),
             startup_timeout=float(data.pop("startup_timeout", 120.0)),
             tls=_tls(data.pop("tls", False), kind, path),
             routes=_str_tuple(data.pop("routes", []), "routes", path),

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from pytest_webperf.errors import TargetError
 from pytest_webperf.models.workload import Request
-from pytest_webperf.targets.base import Target, client_context, split_url
+from pytest_webperf.swarm.wire import client_context
+from pytest_webperf.targets.base import Target, split_url
 
 
 class Client:

@@ -28,12 +28,11 @@ from pytest_webperf.targets.base import (
     Probe,
     free_port,
     health_failure,
-    probe_http,
-    probe_tcp,
     wait_healthy,
 )
 from pytest_webperf.targets.catalog import Catalog, CountStart, ServerSpec
 from pytest_webperf.targets.engine import docker_client, run_in
+from pytest_webperf.targets.http2 import probe_health
 from pytest_webperf.targets.images import ensure_counted_image, ensure_image, image_config
 from pytest_webperf.targets.runtime import PINNINGS, Pinning, runtime_of
 from pytest_webperf.targets.wrap import MOUNT, Wrap
@@ -198,9 +197,7 @@ class ServerContainer:
         spec = replace(spec, startup_timeout=spec.startup_timeout * slowdown)
 
         def probe() -> Probe:
-            if spec.health == "tcp":
-                return probe_tcp(self.host, self.port)
-            return probe_http(
+            return probe_health(
                 self.host,
                 self.port,
                 spec.health,

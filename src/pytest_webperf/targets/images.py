@@ -47,14 +47,15 @@ def build(context: bytes, tag: str, *, label: str, what: str) -> None:
         decode=True,
         labels={"webperf.server": label},
     )
-    for chunk in stream:
+    error = None
+    for chunk in stream:  # read to its end, an error or not: the engine's socket is freed
         if "stream" in chunk:
             output.append(str(chunk["stream"]))
-        if "error" in chunk:
-            tail = "".join(output)[-4000:]
-            raise CatalogError(
-                f"building {what} failed: {chunk['error']}\n--- build output (tail) ---\n{tail}"
-            )
+        if "error" in chunk and error is None:
+            error = str(chunk["error"])
+    if error is not None:
+        tail = "".join(output)[-4000:]
+        raise CatalogError(f"building {what} failed: {error}\n--- build output (tail) ---\n{tail}")
 
 
 def ensure_image(spec: ServerSpec, log: Log = _stderr) -> str:

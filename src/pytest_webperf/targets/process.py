@@ -21,11 +21,10 @@ from pytest_webperf.targets.base import (
     Probe,
     free_port,
     health_failure,
-    probe_http,
-    probe_tcp,
     wait_healthy,
 )
 from pytest_webperf.targets.gitref import git_commit
+from pytest_webperf.targets.http2 import probe_health
 from pytest_webperf.targets.runtime import PINNINGS, Pinning, runtime_of
 from pytest_webperf.targets.wrap import Wrap, on_host
 
@@ -134,9 +133,7 @@ class ProcessTarget:
 
     def _wait_healthy(self) -> None:
         def probe() -> Probe:
-            if self.health == "tcp":
-                return probe_tcp(self.host, self.port)
-            return probe_http(self.host, self.port, self.health, tls=self.tls)
+            return probe_health(self.host, self.port, self.health, tls=self.tls)
 
         timeout = self.startup_timeout * (self.wrap.slowdown if self.wrap else 1.0)
         answer = wait_healthy(probe, self.check_alive, timeout)

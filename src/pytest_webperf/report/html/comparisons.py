@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_webperf.report.charts import PERCENTILE_COLOUR, PERCENTILE_STYLE, Figure
-from pytest_webperf.report.svg import Bars, bar_chart, colour
+from pytest_webperf.report.html.charts import PERCENTILE_COLOUR, PERCENTILE_STYLE, Figure
+from pytest_webperf.report.html.svg import Bars, bar_chart, colour
 from pytest_webperf.report.table import (
     MISSING,
     Entry,

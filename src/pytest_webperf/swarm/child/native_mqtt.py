@@ -1,6 +1,6 @@
 """The native MQTT user: Locust users whose messages the C loop publishes (swarm only).
 
-As the native HTTP user (``native.py``): Locust spawns, counts, stops and distributes
+As the native HTTP user (``native_http.py``): Locust spawns, counts, stops and distributes
 the users; each user *is* one MQTT connection of its process's ``mqttloop.MqttLoop``,
 added when Locust starts it and removed when Locust stops it. The loop's thread
 connects, publishes (paced or flat out, QoS 0/1/2 with the whole handshake),
@@ -25,7 +25,7 @@ from locust import User, constant, task
 
 from pytest_webperf.mqtt.publish import MqttLoad
 from pytest_webperf.swarm.child.locust_stats import recorder_for
-from pytest_webperf.swarm.child.mqtt import write_report
+from pytest_webperf.swarm.child.paho import write_report
 from pytest_webperf.swarm.mqttloop import MqttLoop
 from pytest_webperf.swarm.spec import SwarmSpec
 

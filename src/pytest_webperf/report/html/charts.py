@@ -18,7 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from pytest_webperf.report import verdicts
-from pytest_webperf.report.svg import (
+from pytest_webperf.report.html.svg import (
     Axis,
     Bars,
     Interval,
@@ -325,7 +325,10 @@ def change_figure(entry: Mapping[str, Any]) -> Figure | None:
 
 # The metrics the gate compares as rates per request (metrics.METRICS' count metrics):
 # a save's summary holds counts per repetition and no request totals, so no trend.
-COUNT_METRICS = frozenset({"errors", "timeouts", "error_rate", "lost", "dup"})
+COUNT_METRICS = frozenset(
+    {"errors", "timeouts", "error_rate", "lost", "dup"}
+    | {"ws_lost", "ws_dup", "ws_out_of_order", "ws_abnormal", "sse_lost", "sse_reconnects"}
+)
 TREND_COLOUR, NOW_COLOUR, THRESHOLD_COLOUR = colour(0), SIDE_COLOUR["B"], "#cf222e"
 
 

@@ -12,6 +12,9 @@ The workload's pacing (``interval_s``), arrival rate (``arrival_rate``: due requ
 handed to the first-joined idle connection, connections opened as needed) and fixed
 count (``requests``) run in the loop too: latency counts from each intended start, as
 the lean user's.
+
+Over HTTP/2 (``workload.http2``) each user is one connection with ``workload.streams``
+requests in flight (``_h2.c``); a unary gRPC call is such a request.
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from gevent.event import Event
 from locust import User, constant, task
 
 from pytest_webperf.swarm.child.locust_stats import recorder_for
-from pytest_webperf.swarm.hotloop import EntryParts, NativeLoop, mix_entry, tls_built
+from pytest_webperf.swarm.hotloop import (
+    EntryParts,
+    NativeLoop,
+    h2_unavailable,
+    mix_entry,
+    tls_built,
+)
+from pytest_webperf.swarm.http2 import header_list, request_body
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.wire import encode_request, says_close, split_host, uses_tls
@@ -78,6 +88,8 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
     """The swarm's user for ``spec.workload`` (``--webperf-user=native``, or ``auto``);
     https where this process's native loop has no TLS (a remote worker built without
     OpenSSL): the lean user's, said on stderr."""
+    if spec.workload.http2 and (why := h2_unavailable()) is not None:
+        raise RuntimeError(f"http2=True: {why}")  # a remote worker built without it
     if uses_tls(spec.host) and not tls_built():
         from pytest_webperf.swarm.child import lean
 
@@ -94,6 +106,7 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
         for e in entries
     ]
     checked = any(e.expect_status is not None or e.expect_body is not None for e in entries)
+    checked = checked or workload.http2  # HTTP/2 takes its entries' checks from the mix
     mix = [mix_entry(e, p) for e, p in zip(entries, payloads, strict=True)]
     arrivals = None
     if workload.arrival_rate > 0:  # this process's share: as the lean user's (arrival.py)
@@ -109,7 +122,11 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
         arrivals=arrivals,
         mix=mix if workload.mix or checked else (),
     )
-    if all(says_close(e.headers) for e in entries):  # keepalive=False
+    if workload.http2:  # each entry as HTTP/2 header fields (the payloads are HTTP/1.1's)
+        scheme = "https" if uses_tls(spec.host) else "http"
+        requests = [(header_list(e, host_header, scheme), request_body(e), e.grpc) for e in entries]
+        loop.use_http2(workload.streams, requests)
+    elif all(says_close(e.headers) for e in entries):  # keepalive=False
         loop.close_each()
     if uses_tls(spec.host):  # the C loop's own OpenSSL client (hotloop.user_for_url)
         loop.use_tls(host, spec.tls_ca, spec.tls_resume)

@@ -10,8 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_webperf.report.charts import PERCENTILE_COLOUR, SIDE_COLOUR, Figure, LegendItem
-from pytest_webperf.report.svg import Line, colour, line_chart, values_of
+from pytest_webperf.report.html.charts import PERCENTILE_COLOUR, SIDE_COLOUR, Figure, LegendItem
+from pytest_webperf.report.html.svg import Line, colour, line_chart, values_of
 from pytest_webperf.report.table import number
 
 _LATENCY_LIMIT = re.compile(r"(p50|p99)(?:_ms)?<=?(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)")

@@ -12,7 +12,7 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from pytest_webperf.report import verdicts
-from pytest_webperf.report.charts import (
+from pytest_webperf.report.html.charts import (
     SIDE_COLOUR,
     rep_label,
     save_code,
@@ -21,8 +21,8 @@ from pytest_webperf.report.charts import (
     saves,
     trend_metrics,
 )
-from pytest_webperf.report.flame import flame_graph
-from pytest_webperf.report.svg import colour
+from pytest_webperf.report.html.flame import flame_graph
+from pytest_webperf.report.html.svg import colour
 from pytest_webperf.report.table import (
     ENDPOINT_COLUMNS,
     MISSING,
@@ -33,6 +33,7 @@ from pytest_webperf.report.table import (
     rep_latency,
     rep_nested,
     rep_rps,
+    stream_text,
 )
 
 Rep = Mapping[str, Any]
@@ -140,6 +141,18 @@ def mqtt_table(reps: Sequence[Rep]) -> Table | None:
     if not rows:
         return None
     return Table([(name, False) for name, _, _ in MQTT_COLUMNS], rows, label="repetition")
+
+
+def stream_table(reps: Sequence[Rep]) -> Table | None:
+    """A WebSocket or SSE measurement's own figures, a row per repetition."""
+    rows = [
+        Row([(stream_text(m), False)], rep_label(rep, i), f"rep-{i + 1}")
+        for i, rep in enumerate(reps)
+        if isinstance(m := rep.get("stream"), Mapping)
+    ]
+    if not rows:
+        return None
+    return Table([("connections, messages, handshakes, memory", False)], rows, label="repetition")
 
 
 OUTCOME_CSS = {"fail": "bad", "broken": "bad", "undecided": "warn", "too-noisy": "warn"}

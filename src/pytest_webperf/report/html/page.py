@@ -23,7 +23,7 @@ from markupsafe import Markup
 
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.report import counts, studies, verdicts
-from pytest_webperf.report.charts import (
+from pytest_webperf.report.html.charts import (
     Figure,
     change_figure,
     endpoint_charts,
@@ -32,9 +32,10 @@ from pytest_webperf.report.charts import (
     rep_label,
     trend_figures,
 )
-from pytest_webperf.report.comparisons import Workload, comparisons
-from pytest_webperf.report.curve import curve_figures, stage_figures, stage_groups
-from pytest_webperf.report.html_tables import (
+from pytest_webperf.report.html.comparisons import Workload, comparisons
+from pytest_webperf.report.html.curve import curve_figures, stage_figures, stage_groups
+from pytest_webperf.report.html.svg import colour
+from pytest_webperf.report.html.tables import (
     OUTCOME_CSS,
     Cell,
     Row,
@@ -48,8 +49,8 @@ from pytest_webperf.report.html_tables import (
     profile_table,
     repetitions_table,
     saves_table,
+    stream_table,
 )
-from pytest_webperf.report.svg import colour
 from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,
@@ -123,6 +124,7 @@ class Section:
     sides: Sides | None
     reps: Table | None
     mqtt: Table | None
+    stream: Table | None
     toggles: Sequence[tuple[str, str, str]]  # css, colour, label
     change: Figure | None = None  # each check's change with its interval
     trend: Sequence[Figure] = field(default_factory=list)  # over the baseline's saves
@@ -264,6 +266,7 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         sides=sides(entry),
         reps=repetitions_table(reps),
         mqtt=mqtt_table(reps),
+        stream=stream_table(reps),
         toggles=[(f"rep-{i + 1}", colour(i), rep_label(r, i)) for i, r in enumerate(reps)]
         if len(reps) > 1
         else [],
@@ -353,7 +356,7 @@ def badge_class(state: str | None) -> str:
 @functools.cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("pytest_webperf.report", "templates"),
+        loader=jinja2.PackageLoader("pytest_webperf.report.html", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

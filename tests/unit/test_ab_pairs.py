@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_webperf.measurement import pairs as ab
+from pytest_webperf.measurement import pairs as interleaved
 from pytest_webperf.measurement.plan import RunPlan
 from pytest_webperf.models.measurement import RunResult
 from pytest_webperf.models.samples import Latency
@@ -65,7 +65,7 @@ def ran(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         sides.append(kw["label"].side)
         return run(repetition, kw["label"].side)
 
-    monkeypatch.setattr(ab, "run_repetition", fake)
+    monkeypatch.setattr(interleaved, "run_repetition", fake)
     return sides
 
 
@@ -79,7 +79,9 @@ def pair() -> tuple[PairedTarget, FakeTarget, FakeTarget]:
 
 def test_pairs_alternate_ab_ba_and_restart_both_sides_every_block(ran: list[str]) -> None:
     target, a, b = pair()
-    pairs = ab.run_pairs(target, FakeKind(), PLAN, ab.Schedule(4, 1e9, 2), lambda p: True)
+    pairs = interleaved.run_pairs(
+        target, FakeKind(), PLAN, interleaved.PairBudget(4, 1e9, 2), lambda p: True
+    )
     assert pairs.order == ["AB", "BA", "AB", "BA"]
     assert ran == ["A", "B", "B", "A", "A", "B", "B", "A"]
     assert pairs.instances == [0, 0, 1, 1]
@@ -92,11 +94,13 @@ def test_undecided_checks_add_pairs_looking_at_doubling_counts(ran: list[str]) -
     target, _, _ = pair()
     looked_at: list[int] = []
 
-    def settled(p: ab.Pairs) -> bool:
+    def settled(p: interleaved.Pairs) -> bool:
         looked_at.append(len(p.order))
         return len(p.order) >= 12
 
-    pairs = ab.run_pairs(target, FakeKind(), PLAN, ab.Schedule(3, 1e9, 1), settled)
+    pairs = interleaved.run_pairs(
+        target, FakeKind(), PLAN, interleaved.PairBudget(3, 1e9, 1), settled
+    )
     assert looked_at == [3, 6, 12]
     assert pairs.looks == 3 and pairs.instances == list(range(12))
 
@@ -109,8 +113,8 @@ def test_the_budget_ends_an_undecided_run_with_a_last_look(ran: list[str]) -> No
         now[0] += 5.0  # every pair costs about 5 s
         return now[0]
 
-    pairs = ab.run_pairs(
-        target, FakeKind(), PLAN, ab.Schedule(3, 28, 1), lambda p: False, clock=clock
+    pairs = interleaved.run_pairs(
+        target, FakeKind(), PLAN, interleaved.PairBudget(3, 28, 1), lambda p: False, clock=clock
     )
     assert 3 <= len(pairs.order) < 6
     assert pairs.looks == 2  # the look at 3 pairs and the last one at the budget
@@ -120,11 +124,11 @@ def test_the_budget_ends_an_undecided_run_with_a_last_look(ran: list[str]) -> No
 def test_the_minimum_pairs_always_run(ran: list[str]) -> None:
     target, _, _ = pair()
     ticks = iter(range(1000))
-    pairs = ab.run_pairs(
+    pairs = interleaved.run_pairs(
         target,
         FakeKind(),
         PLAN,
-        ab.Schedule(3, 0.001, 0),
+        interleaved.PairBudget(3, 0.001, 0),
         lambda p: False,
         clock=lambda: float(next(ticks)),
     )
@@ -171,10 +175,12 @@ def test_a_side_that_dies_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
             raise TargetDied("a died during the measurement: a is not running", "boom", ())
         return run(repetition, kw["label"].side)
 
-    monkeypatch.setattr(ab, "run_repetition", fake)
+    monkeypatch.setattr(interleaved, "run_repetition", fake)
     target, _, _ = pair()
     with pytest.raises(TargetDied, match=r"^the base \(A\): a died during the measurement"):
-        ab.run_pairs(target, FakeKind(), PLAN, ab.Schedule(3, 1e9, 1), lambda p: True)
+        interleaved.run_pairs(
+            target, FakeKind(), PLAN, interleaved.PairBudget(3, 1e9, 1), lambda p: True
+        )
 
 
 class FreshKind(FakeKind):
@@ -183,7 +189,9 @@ class FreshKind(FakeKind):
 
 def test_a_kind_that_starts_its_own_instances_is_never_restarted(ran: list[str]) -> None:
     target, a, b = pair()
-    pairs = ab.run_pairs(target, FreshKind(), PLAN, ab.Schedule(3, 1e9, 1), lambda p: True)
+    pairs = interleaved.run_pairs(
+        target, FreshKind(), PLAN, interleaved.PairBudget(3, 1e9, 1), lambda p: True
+    )
     assert (a.restarts, b.restarts) == (0, 0)
     assert pairs.instances == [0, 1, 2]  # each pair its own instances
 
