@@ -61,15 +61,28 @@ def openssl_found() -> bool:
     return any(Path(root, "include", "openssl", "ssl.h").is_file() for root in roots if root)
 
 
+def nghttp2_found() -> bool:
+    """Whether libnghttp2's headers are here (Debian: libnghttp2-dev): the native loop then
+    speaks HTTP/2 (swarm/_h2.c, included by _hotloop.c), linked with -lnghttp2; without
+    them ``http2=True`` and ``webperf.grpc`` say what to install. WEBPERF_NO_H2=1 builds
+    without it anyway."""
+    if os.environ.get("WEBPERF_NO_H2") == "1":
+        return False
+    roots = [os.environ.get("NGHTTP2_DIR", ""), sys.prefix, "/usr", "/usr/local"]
+    return any(Path(root, "include", "nghttp2", "nghttp2.h").is_file() for root in roots if root)
+
+
 TLS = openssl_found()
+H2 = nghttp2_found()
 NATIVE = [
     Extension(
         "pytest_webperf.swarm._hotloop",
         ["src/pytest_webperf/swarm/_hotloop.c"],
-        depends=["src/pytest_webperf/swarm/_loop.h"],
+        depends=["src/pytest_webperf/swarm/_loop.h", "src/pytest_webperf/swarm/_h2.c"],
         extra_compile_args=["-O2", "-std=gnu11"],
-        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],
-        libraries=["ssl", "crypto"] if TLS else [],
+        define_macros=([("WEBPERF_TLS", "1")] if TLS else [])
+        + ([("WEBPERF_H2", "1")] if H2 else []),
+        libraries=(["ssl", "crypto"] if TLS else []) + (["nghttp2"] if H2 else []),
         optional=True,
     ),
     # the native MQTT loop (swarm/_mqttloop.c, swarm/mqtt_native.py): epoll too
@@ -79,6 +92,24 @@ NATIVE = [
         depends=["src/pytest_webperf/swarm/_loop.h"],
         extra_compile_args=["-O2", "-std=gnu11"],
         define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # mqtts://
+        libraries=["ssl", "crypto"] if TLS else [],
+        optional=True,
+    ),
+    # the native stream loop (swarm/_streamloop.c: WebSocket and server-sent events,
+    # swarm/streamloop.py): epoll too, its protocols in files of their own
+    Extension(
+        "pytest_webperf.swarm._streamloop",
+        [
+            "src/pytest_webperf/swarm/_streamloop.c",
+            "src/pytest_webperf/swarm/_stream_ws.c",
+            "src/pytest_webperf/swarm/_stream_sse.c",
+        ],
+        depends=[
+            "src/pytest_webperf/swarm/_loop.h",
+            "src/pytest_webperf/swarm/_streamloop.h",
+        ],
+        extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden"],
+        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # wss://, https:// streams
         libraries=["ssl", "crypto"] if TLS else [],
         optional=True,
     ),

@@ -84,13 +84,13 @@ def test_work(webperf):
     webperf.http(target, path="/work")
 """
 JUDGED = ("rps", "cpu_per_req", "p95")  # the relative default checks, in the summary
-# --contention off: the trial's project lifts the rule's limit (checking reads it per call)
+# --contention off: the trial's project lifts the rule's limit (gate/outcome.py reads it per call)
 RULE_OFF = """
 import math
 
-from pytest_webperf import checking
+from pytest_webperf.gate import outcome
 
-checking.CONTENDED_CPU_PERCENT = math.inf
+outcome.CONTENDED_CPU_PERCENT = math.inf
 """
 # other load: a process busy DUTY of the time in bursts of random length (exponential,
 # mean BURST seconds), idle in between; argv: duty burst

@@ -25,6 +25,19 @@ a new connection per request; over HTTPS the swarms then resume the last TLS ses
 (``tls_resume=True``) as wrk does (it keeps the session across reconnects), unless
 ``--full-handshakes``.
 
+HTTP/2 and gRPC rows: ``h2load@h2`` and ``native@h2`` load the catalogue's nginx-h2 (h2 by
+ALPN over TLS; ``@h2c``: nginx-h2c, prior knowledge), ``--connections`` / ``--streams``
+connections of ``--streams`` streams each (the same requests in flight as the HTTP/1.1
+rows); ``h2load@grpc``, ``ghz@grpc`` and ``native@grpc`` call the catalogue's grpc-go
+(``/webperf.Catalogue/Echo`` with a 7-byte message) the same way (h2load's gRPC-shaped
+POST counts HTTP 200 as success whatever grpc-status says; ghz with ``--connections``
+and as many workers as streams in flight). Ratios are to h2load in the same group, and
+native@grpc also to ghz. h2load comes from Debian's ``nghttp2-client`` (apt-get when
+missing, as root); ghz is built from Go's module proxy as k6 is. The HTTP/2 table in
+docs/explanation/figures.md is
+``--generators h2load@h2,native@h2,h2load@grpc,ghz@grpc,native@grpc`` with every other
+option at its default.
+
 Generator CPU: for the swarms, each process's own user+system time over the
 measured phase (the child reports it per process: master and workers included);
 for wrk and k6, the rusage of the finished child. wrk comes from the Debian package
@@ -38,6 +51,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import resource
@@ -53,6 +67,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_webperf.fixture.grpc import grpc_request
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import Remote, SwarmSpec
@@ -60,6 +75,22 @@ from pytest_webperf.targets import start_target
 from pytest_webperf.targets.catalog import Catalog, default_directories
 
 HTTPS = "@https"  # a generator's HTTPS row: the same generator against nginx-tls
+# HTTP/2 and gRPC rows: the group's server, and the generator the group is compared with
+GROUPS = {"@h2": "nginx-h2", "@h2c": "nginx-h2c", "@grpc": "grpc-go"}
+GRPC_METHOD = "/webperf.Catalogue/Echo"
+GRPC_MESSAGE = b"\x0a\x05hello"  # google.protobuf.BytesValue{value: "hello"}
+PROTO = Path(__file__).resolve().parents[1] / "servers" / "grpc-go" / "catalogue.proto"
+
+
+def group_of(name: str) -> str:
+    """A row's group: "" (HTTP/1.1 against nginx), "@https", "@h2", "@h2c" or "@grpc"."""
+    return next((g for g in (HTTPS, *GROUPS) if name.endswith(g)), "")
+
+
+def reference_of(name: str) -> str:
+    """The generator a row is compared with: wrk over HTTP/1.1, h2load over HTTP/2."""
+    group = group_of(name)
+    return ("h2load" if group in GROUPS else "wrk") + group
 
 
 @dataclass(frozen=True)
@@ -170,6 +201,73 @@ def run_k6(k6: str, url: str, connections: int, seconds: float) -> Row:
     return Row("k6", 1, int(match.group(1)), int(failed.group(1)) if failed else 0, seconds, cpu)
 
 
+def ensure_h2load() -> str | None:
+    found = shutil.which("h2load")
+    if found or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return found
+    print("installing h2load (apt-get install -y nghttp2-client) ...", flush=True)
+    if quietly("apt-get", "install", "-y", "nghttp2-client"):
+        quietly("apt-get", "update")
+        quietly("apt-get", "install", "-y", "nghttp2-client")
+    return shutil.which("h2load")
+
+
+def run_h2load(
+    h2load: str, url: str, threads: int, *, connections: int, streams: int, seconds: float
+) -> Row:
+    """h2load for ``seconds`` (no warm-up: its CPU, the rusage of the whole child, then
+    covers the requests it counts); a ``/pkg.Svc/M`` URL gets gRPC's shape: the framed
+    message as the body, its content type, te."""
+    command = [h2load, f"-t{threads}", f"-c{connections}", f"-m{streams}", f"-D{int(seconds)}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        if "/webperf.Catalogue/" in url:
+            body = Path(tmp, "message.framed")
+            body.write_bytes(b"\x00" + len(GRPC_MESSAGE).to_bytes(4, "big") + GRPC_MESSAGE)
+            command += ["-d", str(body), "-H", "content-type: application/grpc"]
+            command += ["-H", "te: trailers"]
+        out, cpu = run_child([*command, url], seconds + 60)
+    took = re.search(r"finished in ([\d.]+)(m?s)", out)
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
+    if took is None or done is None:
+        raise RuntimeError(f"unexpected h2load output:\n{out}")
+    seconds_taken = float(took.group(1)) / (1000 if took.group(2) == "ms" else 1)
+    requests, succeeded = int(done.group(1)), int(done.group(2))
+    return Row("h2load", threads, requests, requests - succeeded, seconds_taken, cpu)
+
+
+def ensure_ghz() -> str | None:
+    found = shutil.which("ghz") or (str(K6_DIR / "ghz") if (K6_DIR / "ghz").exists() else None)
+    if found or not shutil.which("go"):
+        return found
+    print("building ghz (go install github.com/bojand/ghz/cmd/ghz@latest) ...", flush=True)
+    K6_DIR.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["go", "install", "github.com/bojand/ghz/cmd/ghz@latest"],
+        env={**os.environ, "GOBIN": str(K6_DIR)},
+        timeout=1800,
+        check=False,
+        stdout=subprocess.DEVNULL,
+    )
+    return str(K6_DIR / "ghz") if (K6_DIR / "ghz").exists() else None
+
+
+def run_ghz(ghz: str, address: str, connections: int, streams: int, seconds: float) -> Row:
+    """ghz on the Echo method, ``connections`` x ``streams`` workers in flight, JSON out.
+    It cancels what is in flight at the end of -z: those count as errors (up to -c)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        message = Path(tmp, "message.bin")
+        message.write_bytes(GRPC_MESSAGE)
+        command = [ghz, "--insecure", "--proto", str(PROTO), "--import-paths", str(PROTO.parent)]
+        command += ["--call", GRPC_METHOD.strip("/"), "--binary", "--binary-file", str(message)]
+        command += [f"-c{connections * streams}", f"--connections={connections}"]
+        command += [f"-z{int(seconds)}s", "-O", "json", address]
+        out, cpu = run_child(command, seconds + 120)
+    report = json.loads(out[out.index("{") :])
+    codes = report.get("statusCodeDistribution") or {}
+    errors = sum(int(n) for code, n in codes.items() if code != "OK")
+    return Row("ghz", 1, int(report["count"]), errors, report["total"] / 1e9, cpu)
+
+
 def run_generator(
     user: str,
     url: str,
@@ -181,6 +279,7 @@ def run_generator(
     remote: Remote | None = None,
     close: bool = False,
     resume: bool = False,
+    workload: Workload | None = None,
 ) -> Row:
     headers = (("Connection", "close"),) if close else ()
     outcome = run_swarm(
@@ -191,7 +290,7 @@ def run_generator(
             warmup_s=1.0,
             user_class=user,
             workers=workers,
-            workload=Workload(path=path, headers=headers),
+            workload=workload or Workload(path=path, headers=headers),
             remote=remote,
             tls_resume=resume and url.startswith("https://"),
         )
@@ -284,24 +383,28 @@ def medians(rounds: list[list[Row]]) -> list[Row]:
 
 
 def ratios(rounds: list[list[Row]]) -> list[str]:
-    """Each generator against wrk at the same process count, round by round."""
-    pairs: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    """Each generator against its group's reference (wrk, h2load) at the same process
+    count, round by round; native@grpc against ghz too (ghz runs as one process, its
+    goroutines on every core: compared with each process count)."""
+    pairs: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
     for round_ in rounds:
         by = {(r.generator, r.processes): r for r in round_}
         for (name, procs), row in by.items():
-            reference = "wrk" + HTTPS if name.endswith(HTTPS) else "wrk"
-            wrk = by.get((reference, procs))
-            if name == reference or wrk is None or not wrk.rps or not wrk.per_cpu:
-                continue
-            pairs.setdefault((name, procs), []).append(
-                (row.rps / wrk.rps, row.per_cpu / wrk.per_cpu)
-            )
+            references = [reference_of(name)]
+            if name == "native@grpc":
+                references.append("ghz@grpc")
+            for reference in references:
+                other = by.get((reference, procs)) or by.get((reference, 1))
+                if name == reference or other is None or not other.rps or not other.per_cpu:
+                    continue
+                pairs.setdefault((name, reference, procs), []).append(
+                    (row.rps / other.rps, row.per_cpu / other.per_cpu)
+                )
     out = []
-    for (name, procs), values in pairs.items():
+    for (name, reference, procs), values in pairs.items():
         rps = ", ".join(f"{a:.2f}" for a, _ in values)
         cpu = ", ".join(f"{b:.2f}" for _, b in values)
         median = statistics.median(b for _, b in values)
-        reference = "wrk" + HTTPS if name.endswith(HTTPS) else "wrk"
         out.append(
             f"{name:<7} / {reference}, {procs} process(es): req/s {rps}; "
             f"req per CPU-second {cpu} (median {median:.2f})"
@@ -318,10 +421,17 @@ def run_one(
     wrk: str | None,
     k6: str | None,
     https: str | None = None,
+    tools: dict[str, str | None] | None = None,
+    servers: dict[str, str] | None = None,
 ) -> Row | None:
     """One run of generator ``name`` at ``procs`` processes (None: not here, or not at
-    that count: k6 is one process; ``X+r`` is 1 local + 1 remote, the 2-process row;
-    ``X@https``: X against nginx-tls at ``https``)."""
+    that count: k6 and ghz are one process; ``X+r`` is 1 local + 1 remote, the 2-process
+    row; ``X@https``: X against nginx-tls at ``https``; ``X@h2``, ``X@h2c``, ``X@grpc``:
+    X over HTTP/2 against the group's server in ``servers``)."""
+    group = group_of(name)
+    if group in GROUPS:
+        url = (servers or {}).get(group)
+        return None if url is None else run_h2(name, procs, url, args, tools or {})
     if name.endswith(HTTPS):
         if https is None:
             return None
@@ -348,7 +458,45 @@ def run_one(
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_h2(
+    name: str, procs: int, url: str, args: argparse.Namespace, tools: dict[str, str | None]
+) -> Row | None:
+    """An HTTP/2 or gRPC row: ``connections / streams`` connections of ``streams``."""
+    generator, group = name.split("@")
+    streams = args.streams
+    connections = max(1, args.connections // streams)
+    grpc = group == "grpc"
+    path = GRPC_METHOD if grpc else args.path
+    h2load, ghz = tools.get("h2load"), tools.get("ghz")
+    row: Row | None = None
+    if generator == "h2load" and h2load is not None:
+        row = run_h2load(
+            h2load,
+            url + path,
+            procs,
+            connections=connections,
+            streams=streams,
+            seconds=args.duration,
+        )
+    elif generator == "ghz" and ghz is not None and grpc and procs == 1:
+        address = url.split("://", 1)[1]
+        row = run_ghz(ghz, address, connections, streams, args.duration)
+    elif generator in ("native", "lean"):
+        entries = (grpc_request(GRPC_METHOD, message=GRPC_MESSAGE),) if grpc else ()
+        workload = Workload(path=path, mix=entries, http2=True, streams=streams)
+        row = run_generator(
+            generator,
+            url,
+            procs,
+            connections=connections,
+            seconds=args.duration,
+            path=path,
+            workload=workload,
+        )
+    return None if row is None else dataclasses.replace(row, generator=name)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per run")
     parser.add_argument("--connections", type=int, default=100)
@@ -356,6 +504,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", default="1,2", help="generator processes to try")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--generators", default="wrk,k6,fast,lean,native,native+r")
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=10,
+        help="HTTP/2 and gRPC rows: streams per connection (connections: --connections / this)",
+    )
     parser.add_argument("--c10k", type=int, default=0, help="also at this many connections")
     parser.add_argument("--c10k-user", default="native", help="the HTTP user at --c10k")
     parser.add_argument(
@@ -368,13 +522,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --close: the swarms do not resume TLS sessions (wrk always does)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     counts = [int(n) for n in args.processes.split(",")]
     wanted = args.generators.split(",")
-    plain = [name.removesuffix(HTTPS) for name in wanted]
+    plain = [name.split("@")[0] for name in wanted]
     wrk = ensure_wrk() if "wrk" in plain else None
     k6 = ensure_k6() if "k6" in plain else None
-    for name, found in (("wrk", wrk), ("k6", k6)):
+    tools = {
+        "h2load": ensure_h2load() if "h2load" in plain else None,
+        "ghz": ensure_ghz() if "ghz" in plain else None,
+    }
+    for name, found in (("wrk", wrk), ("k6", k6), *tools.items()):
         if name in plain and found is None:
             print(
                 f"{name} not found and not buildable here: continuing without it", file=sys.stderr
@@ -388,6 +550,13 @@ def main(argv: list[str] | None = None) -> int:
         https = None
         if any(name.endswith(HTTPS) for name in wanted):
             https = stack.enter_context(start_target(catalog, "nginx-tls")).url
+        servers = {
+            group: stack.enter_context(start_target(catalog, server)).url
+            for group, server in GROUPS.items()
+            if any(group_of(name) == group for name in wanted)
+        }
+        for group, url in servers.items():
+            print(f"{GROUPS[group]} at {url} for the {group} rows", flush=True)
         print(
             f"nginx at {target.url}{f' and nginx-tls at {https}' if https else ''}, "
             f"{args.connections} connections, {args.duration:.0f} s "
@@ -398,7 +567,17 @@ def main(argv: list[str] | None = None) -> int:
             round_: list[Row] = []
             for procs in counts:
                 for name in wanted:
-                    row = run_one(name, procs, target.url, args, wrk=wrk, k6=k6, https=https)
+                    row = run_one(
+                        name,
+                        procs,
+                        target.url,
+                        args,
+                        wrk=wrk,
+                        k6=k6,
+                        https=https,
+                        tools=tools,
+                        servers=servers,
+                    )
                     if row is not None:
                         round_.append(row)
                         print(f"round {number}: " + table([row]).splitlines()[1], flush=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import sys
 import threading
 import time
 from pathlib import Path
@@ -27,10 +28,14 @@ from typing import Any
 import psutil
 
 from pytest_webperf.measurement.loop import RunPlan
-from pytest_webperf.measurement.mqtt import MqttTelemetry, measure_mqtt
+from pytest_webperf.measurement.mqtt import MqttTelemetry
 from pytest_webperf.targets import start_target
 from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.values import parse_duration
+
+# one MQTT measurement outside pytest: the e2e tests' helper (not part of the plugin)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+from mqtt_runs import measure_mqtt
 
 
 class Sampler:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up shared by the README's two commands:
-#   1. a virtual environment in .venv with the project installed (editable; OpenSSL's
-#      headers first, on Debian/Ubuntu as root, so the native loop speaks TLS)
+#   1. a virtual environment in .venv with the project installed (editable; OpenSSL's and
+#      libnghttp2's headers first, on Debian/Ubuntu as root, so the native loop speaks TLS
+#      and HTTP/2)
 #   2. a Docker engine that answers (installs docker.io and starts dockerd
 #      on Debian/Ubuntu as root when none runs)
 #   3. the base image debian:bookworm-slim (pulled, or built locally with
@@ -10,6 +11,9 @@
 #   5. with WEBPERF_WITH_BROWSER=1 (the test command): headless Chromium
 #   6. perf (Debian's linux-perf) as root, for the CPU profiles of A/B runs; optional:
 #      without it the runs go on and say why there is no profile
+#   7. valgrind and strace (Debian's) as root, for counted measurements (count=True):
+#      callgrind counts, strace counts system calls where perf cannot; optional: without
+#      valgrind a counted test of a local command fails saying so
 # Every step checks first and does nothing when already done.
 set -euo pipefail
 
@@ -40,6 +44,28 @@ setup_openssl_headers() {
     fi
 }
 
+# libnghttp2's headers, so the native loop speaks HTTP/2 and gRPC (setup.py looks for them).
+setup_nghttp2_headers() {
+    if [ -f /usr/include/nghttp2/nghttp2.h ] || [ -f /usr/local/include/nghttp2/nghttp2.h ]; then return; fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        log "installing libnghttp2-dev (the native loop's HTTP/2 and gRPC)"
+        apt_install libnghttp2-dev
+    else
+        log "libnghttp2's headers are not here: the native loop is built without HTTP/2 (http2=True and webperf.grpc then say so); install libnghttp2-dev for it"
+    fi
+}
+
+# h2load (Debian: nghttp2-client), benchmarks/generator.py's HTTP/2 and gRPC comparison.
+setup_h2load() {
+    if command -v h2load >/dev/null; then return; fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        log "installing nghttp2-client (benchmarks/generator.py compares with h2load)"
+        apt_install nghttp2-client
+    else
+        log "h2load is not here: benchmarks/generator.py leaves its rows out; install nghttp2-client for it"
+    fi
+}
+
 # mosquitto_pub/mosquitto_sub (Debian: mosquitto-clients), benchmarks/mqtt.py's C clients.
 setup_mosquitto_clients() {
     if command -v mosquitto_pub >/dev/null; then return; fi
@@ -62,7 +88,9 @@ setup_venv() {
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
         || [ src/pytest_webperf/swarm/_hotloop.c -nt "$stamp" ] \
         || [ src/pytest_webperf/swarm/_mqttloop.c -nt "$stamp" ] \
-        || [ src/pytest_webperf/swarm/_loop.h -nt "$stamp" ]; then
+        || [ src/pytest_webperf/swarm/_loop.h -nt "$stamp" ] \
+        || [ src/pytest_webperf/swarm/_h2.c -nt "$stamp" ] \
+        || [ -n "$(find src/pytest_webperf/swarm -name '_stream*' -newer "$stamp")" ]; then
         log "installing pytest-webperf and its dev tools into .venv"
         .venv/bin/python -m pip install --quiet --upgrade pip
         .venv/bin/python -m pip install --quiet -e '.[dev]'
@@ -153,6 +181,21 @@ setup_perf() {
         || log "linux-perf did not install: A/B runs will have no CPU profiles of native servers"
 }
 
+# valgrind (callgrind, vgdb) and strace for counted measurements (webperf.http(count=True)).
+setup_counting() {
+    local missing=()
+    { command -v valgrind >/dev/null && command -v vgdb >/dev/null; } || missing+=(valgrind)
+    command -v strace >/dev/null || missing+=(strace)
+    if [ ${#missing[@]} = 0 ]; then return; fi
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        log "no ${missing[*]}: counted measurements (count=True) need valgrind, and strace where perf cannot count system calls (apt-get install ${missing[*]})"
+        return
+    fi
+    log "installing ${missing[*]} from the distribution's packages (counted measurements)"
+    apt_install "${missing[@]}" \
+        || log "${missing[*]} did not install: counted measurements of local commands will fail saying so"
+}
+
 setup_images() {
     log "building server images (cached by content hash)"
     .venv/bin/webperf build "$@"
@@ -160,11 +203,14 @@ setup_images() {
 
 main() {
     setup_openssl_headers
+    setup_nghttp2_headers
+    setup_h2load
     setup_mosquitto_clients
     setup_venv
     setup_docker
     setup_base_image
     setup_perf
+    setup_counting
     if [ "${WEBPERF_WITH_BROWSER:-0}" = 1 ]; then setup_browser; fi
     [ "${WEBPERF_SKIP_IMAGES:-0}" = 1 ] || setup_images "$@"
 }

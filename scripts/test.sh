@@ -25,9 +25,13 @@ if [ "$#" -gt 0 ]; then  # your own selection: pytest as given
     step "pytest $*"
     exec .venv/bin/pytest "$@"
 fi
-# The unit tests measure nothing: both cores share them. The end-to-end tests measure
-# servers and swarms, one test at a time. --durations: where CI's 30 minutes go.
+# The unit tests measure nothing: both cores share them. The end-to-end tests that only
+# check what a user sees (errors counted, reports, refusals) share them too; those whose
+# assertions read timed figures (marker `timed`, tests/e2e/conftest.py) run one at a
+# time, alone. --durations: where the 25 minutes go.
 step "pytest: unit tests (2 processes)"
 .venv/bin/pytest tests/unit -n 2 -q
-step "pytest: end-to-end tests"
-exec .venv/bin/pytest tests/e2e --durations=25
+step "pytest: end-to-end tests that read no timed figure (2 processes)"
+.venv/bin/pytest tests/e2e -m "not timed" -n 2 -q --durations=15
+step "pytest: end-to-end tests that read timed figures (one at a time)"
+exec .venv/bin/pytest tests/e2e -m timed --durations=25

@@ -3,7 +3,8 @@
 Not one of the seed studies but the table they all draw on: the same routes on
 every server, measured in one run (``--webperf-concurrency=100 --webperf-duration=3s
 --webperf-repeat=1`` for a quick look). nginx serves /quicksort from a file
-(it has no scripting); the MQTT composites are left to ``test_mqtt_qos2.py``.
+(it has no scripting); the MQTT composites are left to ``test_mqtt_qos2.py``, the
+WebSocket and SSE servers (a ``[streams]`` table) to ``test_streams.py``.
 """
 
 import pytest
@@ -13,7 +14,7 @@ from pytest_webperf.targets.catalog import Catalog, default_directories
 HTTP_SERVERS = [
     spec.name
     for spec in Catalog(default_directories())
-    if spec.kind == "http" and "mqtt" not in spec.extra
+    if spec.kind == "http" and "mqtt" not in spec.extra and "streams" not in spec.extra
 ]
 
 

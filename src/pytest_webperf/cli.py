@@ -1,5 +1,8 @@
-"""The ``webperf`` command: build the catalogue's images, list servers, start a new
-one, prune old images, render and compare JSON reports, measure a target's noise."""
+"""The ``webperf`` command: ``build`` the catalogue's images, ``list`` its servers,
+start a ``new`` one, ``prune`` old images, render (``html``) and ``compare`` JSON reports,
+measure a target's ``noise``, serve as a remote generator ``worker``, ``bisect`` to the
+commit that made a test slower, draw a verdict ``history``. Each command's work lives in
+``commands/``; this module parses and dispatches."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.gate import decide
 from pytest_webperf.gate.grammar import DEFAULT_CHECKS, parse_checks
 from pytest_webperf.report import terminal
-from pytest_webperf.report.html import write_html
+from pytest_webperf.report.html.page import write_html
 from pytest_webperf.report.json_report import measurements, read_report, report
 from pytest_webperf.targets.catalog import Catalog, default_directories
 from pytest_webperf.targets.images import ensure_images

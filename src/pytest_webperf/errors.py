@@ -5,6 +5,7 @@ WebperfError                 base; anything below is reported without a tracebac
 ├── CatalogError             a missing or malformed servers/<name>/server.toml
 ├── EngineUnavailable        no Docker engine answers (says how to get one)
 ├── TargetError              a target did not start, was unhealthy or died (carries its logs)
+│   └── ProtocolError        it does not speak the protocol the load asks for (HTTP/2)
 ├── SwarmError               the load generator failed (carries its stderr)
 └── BaselineError            a baseline file that cannot be read or written (names the file)
 
@@ -39,6 +40,10 @@ class TargetError(WebperfError):
             tail = "\n".join(logs.rstrip().splitlines()[-40:])
             message = f"{message}\n--- last lines of the server's log ---\n{tail}"
         super().__init__(message)
+
+
+class ProtocolError(TargetError):
+    """A target that does not speak the protocol a load asks of it (HTTP/2, gRPC)."""
 
 
 class SwarmError(WebperfError):

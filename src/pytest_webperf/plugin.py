@@ -208,7 +208,7 @@ def webperf(
         concurrency=webperf_concurrency,
         config=_item_config(request.node, session.config),
         catalog=lambda: session.catalog,
-        judge=session.judge,
+        verdicts=session.verdict,
         stored=session.stored,
         against=session.against if session.config.against else None,
         progress=_with_live(request.config, progress_for(request.config)),

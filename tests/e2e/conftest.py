@@ -11,11 +11,38 @@ import pytest
 from pytest_webperf.errors import EngineUnavailable
 from pytest_webperf.targets.engine import docker_client
 
+# The modules whose assertions read timed figures (a verdict on rps, CPU per request or
+# latency, a capacity, a pace kept, a sampler's accuracy): they run one at a time, alone
+# on the machine. The others check what a user sees and what is written (errors counted,
+# reports, refusals, wiring) and run on both cores beside each other (scripts/test.sh).
+TIMED = {
+    "test_against.py",
+    "test_against_layouts.py",
+    "test_arrival.py",
+    "test_bisect.py",
+    "test_capacity_ab.py",
+    "test_endpoint_gate.py",
+    "test_gate.py",
+    "test_http2.py",
+    "test_known_capacity.py",
+    "test_locustfile.py",
+    "test_noise.py",
+    "test_paced.py",
+    "test_profile_ab.py",
+    "test_resources.py",
+    "test_sampler_containers.py",
+    "test_stages.py",
+    "test_streams.py",
+    "test_study_ordering.py",
+}
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e/" in item.nodeid or item.nodeid.startswith("e2e/"):
             item.add_marker(pytest.mark.e2e)
+            if item.path.name in TIMED:
+                item.add_marker(pytest.mark.timed)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """A fault-injecting MQTT 3.1.1 broker for e2e tests: asyncio in a thread, the packets
-through ``mqtt.codec``. It acknowledges publishers as the protocol says (PUBACK; PUBREC,
+through ``tests/mqtt_codec.py``. It acknowledges publishers as the protocol says (PUBACK; PUBREC,
 then PUBCOMP on PUBREL) and keeps each message's (clientId, seq) as the copies a
 consumer would get, except where told to misbehave:
 
@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from pytest_webperf.mqtt import codec
-from pytest_webperf.mqtt.codec import MalformedPacket, Packet
+from tests import mqtt_codec as codec
+from tests.mqtt_codec import MalformedPacket, Packet
 
 
 @dataclass

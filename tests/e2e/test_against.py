@@ -79,7 +79,8 @@ def test_an_unchanged_server_is_not_measured(pytester: pytest.Pytester, repo: Pa
         [
             "webperf A/B: A = HEAD (*), B = working tree",
             "test_work[[]c4[]] *GET /work*costly*unchanged",
-            "*costly is the same as at HEAD (*): not measured*",
+            "*costly is the same as at HEAD (*) in its image's build context, settings and "
+            "dependencies: not measured*",
             "SKIPPED * webperf: unchanged: costly is the same as at HEAD*",
         ]
     )

@@ -103,7 +103,7 @@ def test_bisect_names_the_commit_that_made_the_server_slower(
             "webperf bisect: 6 commit(s) after HEAD~6 (*) up to HEAD; *",
             f"step: {history[6][:10]} commit 7 (BAD: the effect hunted)",
             "  -> bad (the tests' checks): *regression*",
-            "hunting: test_work.py::test_work[[]c2[]] [[]GET /work[]]: p50:10% +*%",
+            "hunting: test_work.py::test_work[[]c2[]] [[]GET /work[]]: p50:10% +*%*",
             f"step: {fourth} commit 4",
             "  test_work.py::test_work[[]c2[]] [[]GET /work[]]: p50:10% +*% (+*..+*%) *",
             "  -> bad (the tests' checks): *regression*",
@@ -145,7 +145,7 @@ def test_steps_too_noisy_for_the_threshold_are_read_against_the_hunted_effect(
     result.stdout.fnmatch_lines(
         [
             f"step: {shas[4][:10]} commit 5 (BAD: the effect hunted)",
-            "hunting: test_work.py::test_work[[]c2[]] [[]GET /work[]]: cpu_per_req:2% +*%",
+            "hunting: test_work.py::test_work[[]c2[]] [[]GET /work[]]: cpu_per_req:2% +*%*",
             f"step: {shas[2][:10]} commit 3",
             "  -> good (*): *",
             f"first bad commit: {shas[3][:10]} commit 4 ({shas[3]})",

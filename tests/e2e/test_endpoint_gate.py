@@ -63,9 +63,9 @@ def test_mix(webperf):
 # when other processes took the CPU (outcome "contended"). This test is about which route
 # a per-endpoint check fails, so the inner run lifts that guard (and only that).
 CONFTEST = """
-from pytest_webperf import checking
+from pytest_webperf.gate import outcome
 
-checking.CONTENDED_CPU_PERCENT = float("inf")
+outcome.CONTENDED_CPU_PERCENT = float("inf")
 """
 LOAD = [
     *SHORT,

@@ -54,15 +54,18 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def fault_servers() -> list[int]:
-    """Processes running fault_server.py started from a pytester directory."""
+def fault_servers(where: Path | None = None) -> list[int]:
+    """Processes running fault_server.py started from a pytester directory (``where``:
+    from that one alone; tests on the other core run their own)."""
     pids = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             argv = cmdline.read_bytes().split(b"\0")
+            cwd = (cmdline.parent / "cwd").resolve()
         except OSError:
             continue
-        if len(argv) > 1 and argv[1] == b"fault_server.py":
+        ours = where is None or cwd == where.resolve()
+        if len(argv) > 1 and argv[1] == b"fault_server.py" and ours:
             pids.append(int(cmdline.parent.name))
     return pids
 
@@ -81,7 +84,7 @@ def run_fault(pytester: pytest.Pytester, mode: str, *options: str) -> pytest.Run
         )
     assert "Traceback" not in result.stdout.str(), result.stdout.str()
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-    assert fault_servers() == []
+    assert fault_servers(pytester.path) == []
     assert list(tmp.iterdir()) == []
     return result
 

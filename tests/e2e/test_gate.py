@@ -237,7 +237,7 @@ import os
 import time
 from pathlib import Path
 
-from pytest_webperf import baseline
+from pytest_webperf.gate import baseline
 
 PAUSE_AT = int(os.environ.get("GATE_PAUSE_AT_FSYNC", "0"))
 _real_write, _real_fsync = baseline.write_text_atomic, os.fsync

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 from paho.mqtt import publish
+from tests.e2e.mqtt_runs import measure_mqtt
 
 from pytest_webperf.measurement.loop import TargetDied
-from pytest_webperf.measurement.mqtt import MqttTelemetry, measure_mqtt, wiring
+from pytest_webperf.measurement.mqtt import MqttTelemetry, wiring
 from pytest_webperf.measurement.plan import RunPlan
 from pytest_webperf.models.measurement import Measurement
 from pytest_webperf.models.mqtt import Delivery, MqttResult

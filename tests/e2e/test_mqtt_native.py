@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from tests.e2e.mqtt_broker import fault_broker
+from tests.e2e.mqtt_runs import measure_mqtt
 
 from pytest_webperf.measurement.loop import RunPlan
-from pytest_webperf.measurement.mqtt import MqttTelemetry, measure_mqtt, published_from
+from pytest_webperf.measurement.mqtt import MqttTelemetry, published_from
 from pytest_webperf.mqtt.accounting import Published, account
 from pytest_webperf.mqtt.publish import MqttLoad
 from pytest_webperf.swarm import mqttloop

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.e2e.mqtt_runs import measure_mqtt
 
-from pytest_webperf.measurement.mqtt import MqttTelemetry, measure_mqtt
+from pytest_webperf.measurement.mqtt import MqttTelemetry
 from pytest_webperf.measurement.plan import RunPlan
 from pytest_webperf.swarm.mqttloop import resolve_mqtt_user
 from pytest_webperf.swarm.spec import Remote

@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 from tests.e2e.hello_server import HELLO_SERVER
 
-from pytest_webperf.report.svg import PALETTE
+from pytest_webperf.report.html.svg import PALETTE
 
 DATA_COLOURS = [c for c in PALETTE if c not in ("#000000", "#999999")]
 FIGURE = re.compile(r"<figure>\s*<figcaption>(.*?)</figcaption>\s*(<svg.*?</svg>)", re.S)
@@ -116,7 +116,7 @@ def test_every_chart_of_a_real_report_shows_data(pytester: pytest.Pytester, brow
 
 def test_the_check_detects_an_empty_chart(tmp_path: Path, browser: str) -> None:
     """The pixel check itself: an axis frame with no data is found empty."""
-    from pytest_webperf.report.svg import line_chart
+    from pytest_webperf.report.html.svg import line_chart
 
     svg = str(line_chart([], title="nothing", x_label="t", y_label="v"))
     page = tmp_path / "empty.html"

@@ -34,7 +34,7 @@ def handle() -> Webperf:
         concurrency=1,
         config=RunConfig(),
         catalog=_nothing,
-        judge=_nothing,
+        verdicts=_nothing,
         monitor_factory=_nothing,
     )
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pytest_webperf.errors import BaselineError
 from pytest_webperf.gate import baseline
-from pytest_webperf.gate.baseline import HISTORY_LIMIT, BaselineStore, MemoryBaselineStore
+from pytest_webperf.gate.baseline import HISTORY_LIMIT, BaselineStore
 from pytest_webperf.models.measurement import Measurement, RunResult, Verdict
 from pytest_webperf.models.samples import Latency, ResourceSample, Snapshot
 from pytest_webperf.models.workload import Workload
@@ -229,15 +229,6 @@ def test_git_commit_of_a_work_tree_or_none(tmp_path: Path) -> None:
     if info is not None:  # the tests may run from an exported tree
         assert re.fullmatch(r"[0-9a-f]{40}", info["commit"])
     assert gitref.git_commit(tmp_path) is None
-
-
-def test_memory_store_is_a_baseline_store() -> None:
-    fake: baseline.BaselineStoreLike = MemoryBaselineStore()
-    real: baseline.BaselineStoreLike = BaselineStore()
-    assert real is not None
-    fake.save([make(1000.0)])
-    loaded = fake.load(NODEID, "/hello")
-    assert loaded is not None and loaded.verdict is None
 
 
 PROFILE = {

@@ -56,7 +56,7 @@ def test_include_outside_the_catalogue_is_refused(tmp_path):
         ("routes = 3\n", "'routes' must be a list of strings"),
         ("startup_timeout = [\n", "cannot read"),
         ('tls = "yes"\n', "'tls' must be true or false"),
-        ('kind = "tcp"\ntls = true\n', '\'tls = true\' is for kind = "http" or "mqtt"'),
+        ('kind = "tcp"\ntls = true\n', '\'tls = true\' is for kind = "http", "mqtt" or "grpc"'),
     ],
 )
 def test_bad_server_toml_names_the_file(tmp_path, toml, message):

@@ -1,8 +1,10 @@
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 
+from pytest_webperf import cli
 from pytest_webperf.cli import main
 from pytest_webperf.models.measurement import Measurement, RunResult
 from pytest_webperf.models.samples import Latency, Snapshot
@@ -71,3 +73,11 @@ def test_bad_report_is_a_clear_error(tmp_path, capsys, content):
     bad.write_text(content)
     assert main(["compare", str(bad), str(bad)]) == 2
     assert f"{bad}:" in capsys.readouterr().err
+
+
+def test_the_commands_docstring_names_every_subcommand() -> None:
+    # the docstring is the command's --help description: it drifted once (no worker,
+    # bisect or history)
+    actions = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    names = sorted(actions[0].choices)
+    assert names and all(f"``{name}``" in (cli.__doc__ or "") for name in names), names

@@ -5,6 +5,7 @@ which drops warnings before strict mode counts them: mkdocs/mkdocs#4126)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,3 +52,14 @@ def test_a_broken_link_fails_the_build(site: Path, link: str) -> None:
     result = build(site)
     assert result.returncode != 0
     assert "Aborted with 1 warnings in strict mode" in result.stderr + result.stdout
+
+
+def test_no_figure_is_dated_by_a_session_number() -> None:
+    # a reader knows a day and a commit, not which working session of ours ran a command
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    dated = [
+        f"{page.relative_to(docs)}: {match.group(0)}"
+        for page in docs.rglob("*.md")
+        for match in re.finditer(r"\b[Ss]ession \d+\b", page.read_text())
+    ]
+    assert dated == []

@@ -25,7 +25,7 @@ from pytest_webperf.models.endpoints import EndpointResult, EndpointSummary
 from pytest_webperf.models.measurement import Measurement, RunResult
 from pytest_webperf.models.samples import Latency
 from pytest_webperf.report import verdicts as checks_view
-from pytest_webperf.report.html import render_html
+from pytest_webperf.report.html.page import render_html
 from pytest_webperf.report.json_report import report
 from pytest_webperf.report.markdown import render_markdown
 from pytest_webperf.report.terminal import summary

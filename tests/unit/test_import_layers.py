@@ -62,3 +62,21 @@ def test_the_pytest_side_never_imports_the_swarms_child_side(tmp_path: Path) -> 
     assert broken.returncode != 0
     assert "Only the swarm imports its child side" in broken.stdout
     assert "pytest_webperf.measurement.loop -> pytest_webperf.swarm.child.lean (l." in broken.stdout
+
+
+def test_the_child_side_contract_names_every_module_of_the_pytest_side() -> None:
+    # a module the forbidden contract does not name is not checked: every top-level
+    # module and package, and every module of swarm/ but its child side, must be there
+    # (``swarm/__main__.py`` starts the child and ``swarm/lean.py`` re-exports its
+    # public user: both import the child side by design)
+    package = ROOT / "src" / "pytest_webperf"
+    text = (ROOT / ".importlinter").read_text()
+    contract = text[text.index("[importlinter:contract:swarm-child]") :]
+    named = set(contract.split("forbidden_modules")[0].split())
+    tops = {p.stem for p in package.glob("*.py")} | {
+        p.name for p in package.iterdir() if (p / "__init__.py").is_file()
+    }
+    tops -= {"__init__", "swarm"}
+    swarm = {p.stem for p in (package / "swarm").glob("*.py")} - {"__init__", "__main__", "lean"}
+    expected = {f"pytest_webperf.{t}" for t in tops} | {f"pytest_webperf.swarm.{m}" for m in swarm}
+    assert sorted(expected - named) == []

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from pytest_webperf.mqtt import codec
-from pytest_webperf.mqtt.codec import MalformedPacket, Packet, decode, encode
+from tests import mqtt_codec as codec
+from tests.mqtt_codec import MalformedPacket, Packet, decode, encode
 
 texts = st.text(max_size=40).filter(lambda t: len(t.encode()) <= 65535)
 pids = st.integers(min_value=1, max_value=65535)

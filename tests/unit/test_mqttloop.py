@@ -13,6 +13,7 @@ from pytest_webperf.errors import OptionError
 from pytest_webperf.mqtt.publish import MqttLoad
 from pytest_webperf.stats.histogram import bucket_index
 from pytest_webperf.swarm import mqttloop
+from pytest_webperf.swarm.extension import Extension
 from pytest_webperf.swarm.mqttloop import interval_from, resolve_mqtt_user
 
 built = pytest.mark.skipif(mqttloop.unavailable() is not None, reason="MQTT loop not built")
@@ -73,7 +74,7 @@ def test_auto_is_the_native_loop_where_built_and_http_users_get_paho() -> None:
 
 
 def test_native_where_it_is_not_built_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mqttloop, "_mqttloop", None)
+    monkeypatch.setattr(mqttloop, "LOOP", Extension(None, "no compiler"))
     with pytest.raises(OptionError, match="--webperf-user=native: the native MQTT loop"):
         resolve_mqtt_user("native")
     assert resolve_mqtt_user("auto") == "mqtt"

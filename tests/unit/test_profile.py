@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,7 +16,6 @@ from pytest_webperf.profiling.stacks import (
     merge,
     on_stack,
     parse_folded,
-    per_request,
     write_folded,
 )
 
@@ -31,6 +32,21 @@ stacks = st.dictionaries(
 @given(stacks)
 def test_folding_parses_what_it_writes(folded: dict[str, int]) -> None:
     assert parse_folded(write_folded(folded)) == folded
+
+
+@dataclass(frozen=True)
+class Cost:
+    """CPU time per request of one function, in microseconds."""
+
+    self_us: float
+    total_us: float
+
+
+def per_request(sample: Sample) -> dict[str, Cost]:
+    """Per function, its self and total CPU time per request (µs)."""
+    own, total = sample.counts()
+    unit = sample.unit_us
+    return {name: Cost(own.get(name, 0) * unit, count * unit) for name, count in total.items()}
 
 
 def test_fold_counts_each_stack_and_cleans_frames() -> None:

@@ -33,7 +33,7 @@ def measurer(stored: Measurement | None, **config: Any) -> Measurer:
         nodeid="t.py::test",
         concurrency=1,
         config=RunConfig(**config),
-        judge=lambda m, **_: m,
+        verdicts=lambda m, **_: m,
         placement=Placement("shared", None, ()),
         stored=lambda m: stored,
     )

@@ -15,13 +15,13 @@ from test_report_html import assert_finite, check
 
 from pytest_webperf.models.measurement import Status
 from pytest_webperf.models.placement import Placement
-from pytest_webperf.report import verdicts as ab
-from pytest_webperf.report.html import badge_class, render_html
+from pytest_webperf.report import verdicts
+from pytest_webperf.report.html.page import badge_class, render_html
 from pytest_webperf.report.markdown import STATUS_MARK
 from pytest_webperf.report.table import STATUSES, durations, placement_text
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-TEMPLATE = Path(ab.__file__).parent / "templates" / "report.html"
+TEMPLATE = Path(verdicts.__file__).parent / "html" / "templates" / "report.html"
 
 
 def a_check(**changes: Any) -> dict[str, Any]:
@@ -222,7 +222,7 @@ def test_foreign_cpu_is_shown_per_repetition() -> None:
 
 def test_figures_are_formatted_once_for_every_renderer() -> None:
     c = a_check()
-    assert ab.check_cells(c) == [
+    assert verdicts.check_cells(c) == [
         "rps:5%",
         "1,234",
         "1,180",
@@ -231,9 +231,13 @@ def test_figures_are_formatted_once_for_every_renderer() -> None:
         ">= 6.0%",
         "pass",
     ]
-    assert ab.check_cells({}) == ["-"] * 7
-    assert ab.detectable({"detectable": 0.125}) == ">= 12%"
-    assert ab.value(0.1234) == "0.12" and ab.value(12.34) == "12.3" and ab.value(None) == "-"
+    assert verdicts.check_cells({}) == ["-"] * 7
+    assert verdicts.detectable({"detectable": 0.125}) == ">= 12%"
+    assert (
+        verdicts.value(0.1234) == "0.12"
+        and verdicts.value(12.34) == "12.3"
+        and verdicts.value(None) == "-"
+    )
 
 
 @pytest.mark.parametrize(
@@ -249,26 +253,28 @@ def test_figures_are_formatted_once_for_every_renderer() -> None:
 def test_the_threshold_is_drawn_on_the_worse_side(
     check_: dict[str, Any], expected: float | None
 ) -> None:
-    assert ab.signed_threshold(check_) == expected
+    assert verdicts.signed_threshold(check_) == expected
 
 
 def test_the_ab_line() -> None:
-    assert ab.against_line({"ref": "v1.2", "commit": COMMIT}) == (
+    assert verdicts.against_line({"ref": "v1.2", "commit": COMMIT}) == (
         "A = v1.2 (0123456789), B = working tree"
     )
-    assert ab.against_line("main") == "A = main, B = working tree"
-    assert ab.against_line(None) is None
-    assert ab.run_against({"tests": [ab_entry()]}) == "A = main (0123456789), B = working tree"
-    assert ab.run_against({"tests": [{"nodeid": "x"}]}) is None
+    assert verdicts.against_line("main") == "A = main, B = working tree"
+    assert verdicts.against_line(None) is None
+    assert (
+        verdicts.run_against({"tests": [ab_entry()]}) == "A = main (0123456789), B = working tree"
+    )
+    assert verdicts.run_against({"tests": [{"nodeid": "x"}]}) is None
 
 
 def test_pairs_line_up_a_and_b_and_tolerate_uneven_sides() -> None:
     entry = ab_entry(repetitions=[a_rep(1, 10, 1)], base_repetitions=[a_rep(1, 9, 1), {}])
-    assert ab.pairs(entry, "rps") == [(9.0, 10.0), (None, None)]
-    assert ab.pairs(entry, "no-such-metric") == []
-    assert ab.orders(entry) == ["AB"]
-    assert ab.orders(ab_entry(order=["BA"])) == ["BA"]
-    head, rows = ab.pair_rows(entry)
+    assert verdicts.pairs(entry, "rps") == [(9.0, 10.0), (None, None)]
+    assert verdicts.pairs(entry, "no-such-metric") == []
+    assert verdicts.orders(entry) == ["AB"]
+    assert verdicts.orders(ab_entry(order=["BA"])) == ["BA"]
+    head, rows = verdicts.pair_rows(entry)
     assert head == ["pair", "order", "rps A", "rps B", "cpu_per_req A", "cpu_per_req B"]
     assert rows[1] == ["2", "-", "-", "-", "-", "-"]
 

@@ -10,8 +10,8 @@ from tests.unit.test_report_html import run
 from pytest_webperf.models.capacity import Capacity, Probe, search
 from pytest_webperf.models.measurement import Measurement
 from pytest_webperf.models.workload import Workload
-from pytest_webperf.report.curve import curve_figures, stage_figures, stage_groups
-from pytest_webperf.report.html import render_html
+from pytest_webperf.report.html.curve import curve_figures, stage_figures, stage_groups
+from pytest_webperf.report.html.page import render_html
 from pytest_webperf.report.json_report import report
 
 

@@ -14,7 +14,7 @@ from pytest_webperf.models.measurement import Measurement, RunResult, Verdict
 from pytest_webperf.models.mqtt import Delivery, MqttResult
 from pytest_webperf.models.samples import GeneratorSample, Latency, ResourceSample, Snapshot
 from pytest_webperf.models.workload import Workload
-from pytest_webperf.report.html import render_html, write_html
+from pytest_webperf.report.html.page import render_html, write_html
 from pytest_webperf.report.json_report import report
 from pytest_webperf.stats.histogram import Histogram
 

@@ -10,7 +10,7 @@ from typing import Any
 from test_report_ab import a_check, ab_entry, ab_report
 from test_report_html import check
 
-from pytest_webperf.report.html import render_html
+from pytest_webperf.report.html.page import render_html
 from pytest_webperf.report.terminal import summary
 
 
@@ -104,7 +104,7 @@ def test_the_html_report_ranks_the_functions_and_offers_the_stacks() -> None:
 
 
 def test_the_flame_graph_colours_b_by_its_change_against_a() -> None:
-    from pytest_webperf.report.flame import flame_graph
+    from pytest_webperf.report.html.flame import flame_graph
 
     svg = flame_graph(
         "main;grew 10\nmain;shrank 30\nmain;same 20\n",

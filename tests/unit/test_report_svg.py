@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_report_html import assert_finite, check
 
-from pytest_webperf.report.svg import (
+from pytest_webperf.report.html.svg import (
     BOX,
     Axis,
     Bars,

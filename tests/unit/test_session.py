@@ -150,5 +150,5 @@ def test_a_save_goes_under_the_id_of_the_user_that_ran(tmp_path: Path) -> None:
     assert saved == sorted([session.store_for(fast).machine_id, session.store.machine_id])
     assert saved[0] != saved[1]
     again = WebperfSession(run_config(), tmp_path)
-    assert again.judge(fast).verdict is not None
+    assert again.verdict(fast).verdict is not None
     assert again.store_for(fast).load("t.py::a", "GET /x") is not None

@@ -150,7 +150,7 @@ def test_the_terminal_summary_shows_the_studies() -> None:
 
 
 def test_the_html_report_has_a_studies_table() -> None:
-    from pytest_webperf.report.html import render_html
+    from pytest_webperf.report.html.page import render_html
 
     entries = [entry(C10K, "nginx", "/500b", 100, 2.0), entry(C10K, "node", "/500b", 100, 1.0)]
     page = render_html({"tests": entries})
@@ -194,7 +194,7 @@ def test_a_short_counted_repetition_shows_its_note_on_its_line() -> None:
 
 
 def test_markdown_and_html_render_the_pairs_and_the_notes() -> None:
-    from pytest_webperf.report.html import render_html
+    from pytest_webperf.report.html.page import render_html
     from pytest_webperf.report.markdown import render_markdown
 
     report = {

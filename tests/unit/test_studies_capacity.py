@@ -59,7 +59,7 @@ def test_the_capacity_tests_rank_the_servers_by_their_brackets() -> None:
     text = studies.verdict_text(line)
     assert "search brackets" in text and "CI" not in text
     assert any("capacity, req/s within p99_ms<100" in s for s in summary({"tests": entries}))
-    from pytest_webperf.report.html import render_html
+    from pytest_webperf.report.html.page import render_html
 
     assert "search brackets" in render_html({"tests": entries})
 

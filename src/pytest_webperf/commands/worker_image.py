@@ -3,11 +3,13 @@
 The image is ``debian:bookworm-slim`` (the catalogue's base) with Python 3 and this
 package installed from a pure wheel built here from the project's source tree, beside
 its dependencies' wheels fetched here (the build needs no package index). The native
-request loop (``swarm/_hotloop.c``, with TLS) is compiled inside the image, for the image's own
-Python, so the worker has it whatever Python built the wheel; the build fails if it
-does not import. The entry point is ``webperf worker``, so ``docker run --network host
-IMAGE --master HOST:PORT`` is a worker. Tagged ``webperf/worker:<hash of the context>``,
-built once per content.
+request loop (``swarm/_hotloop.c``, with HTTP/2 from ``_h2.c``) and the stream loop
+(``swarm/_streamloop.c`` with its protocols), with TLS and the header they share
+(``_loop.h``), are compiled inside the image, for the image's own Python, so the worker
+has them whatever Python built the wheel; the build fails if they do not import. The
+entry point is ``webperf worker``, so ``docker run --network host IMAGE --master
+HOST:PORT`` is a worker. Tagged ``webperf/worker:<hash of the context>``, built once per
+content.
 """
 
 from __future__ import annotations
@@ -27,23 +29,33 @@ from pytest_webperf.targets.images import Log, _stderr, build, image_exists
 
 REPOSITORY = "webperf/worker"
 PLATFORMS = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "linux")
-NATIVE_SOURCE = ("src", "pytest_webperf", "swarm", "_hotloop.c")
+NATIVE_DIR = ("src", "pytest_webperf", "swarm")
+# each native loop compiled in the image: its module and its C files (headers beside)
+NATIVE = {
+    "_hotloop": ("_hotloop.c",),
+    "_streamloop": ("_streamloop.c", "_stream_ws.c", "_stream_sse.c"),
+}
+HEADERS = ("_loop.h", "_streamloop.h", "_h2.c")  # included, not compiled alone
 DOCKERFILE = """\
 FROM debian:bookworm-slim AS native
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      gcc libc6-dev python3-dev libssl-dev \\
+      gcc libc6-dev python3-dev libssl-dev libnghttp2-dev \\
  && rm -rf /var/lib/apt/lists/*
-COPY native/_hotloop.c /build/_hotloop.c
-# as setup.py compiles it (-O2 -std=gnu11, TLS with OpenSSL), for this image's Python
-RUN cd /build && gcc -O2 -std=gnu11 -fPIC -shared -pthread -DWEBPERF_TLS=1 \\
-      $(python3-config --includes) _hotloop.c -lssl -lcrypto \\
-      -o "_hotloop$(python3-config --extension-suffix)"
+COPY native/ /build/
+# as setup.py compiles them (-O2 -std=gnu11, TLS with OpenSSL, HTTP/2 with libnghttp2),
+# for this image's Python
+RUN cd /build && for module in _hotloop _streamloop; do \\
+      sources=$(cat "$module.sources") \\
+ && gcc -O2 -std=gnu11 -fPIC -shared -pthread -fvisibility=hidden -DWEBPERF_TLS=1 \\
+      -DWEBPERF_H2=1 $(python3-config --includes) $sources -lssl -lcrypto -lnghttp2 \\
+      -o "$module$(python3-config --extension-suffix)" || exit 1; \\
+    done && rm -f *.c *.h *.sources
 
 FROM debian:bookworm-slim
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      python3 python3-venv ca-certificates libssl3 \\
+      python3 python3-venv ca-certificates libssl3 libnghttp2-14 \\
  && rm -rf /var/lib/apt/lists/*
 COPY wheels/ /wheels/
 RUN python3 -m venv /opt/webperf \\
@@ -53,8 +65,9 @@ RUN python3 -m venv /opt/webperf \\
 COPY --from=native /build/ /tmp/native/
 RUN swarm=$(/opt/webperf/bin/python -c \\
       'import os, pytest_webperf.swarm as s; print(os.path.dirname(s.__file__))') \\
- && cp /tmp/native/_hotloop*.so "$swarm/" && rm -rf /tmp/native \\
- && /opt/webperf/bin/python -c 'import pytest_webperf.swarm._hotloop'
+ && cp /tmp/native/*.so "$swarm/" && rm -rf /tmp/native \\
+ && /opt/webperf/bin/python -c \\
+      'import pytest_webperf.swarm._hotloop, pytest_webperf.swarm._streamloop'
 USER nobody
 ENTRYPOINT ["/opt/webperf/bin/webperf", "worker"]
 """
@@ -96,10 +109,18 @@ def wheelhouse(root: Path, into: Path) -> list[Path]:
     return sorted(into.glob("*.whl"))
 
 
-def context(wheels: list[Path], native: Path) -> tuple[bytes, str]:
-    """The build context (Dockerfile, the wheels, the native loop's C source) and the
+def native_files(swarm: Path) -> list[tuple[str, bytes]]:
+    """The native loops' sources for the image's build stage, and each loop's list."""
+    names = [name for sources in NATIVE.values() for name in sources] + list(HEADERS)
+    files = [(f"native/{name}", (swarm / name).read_bytes()) for name in names]
+    files += [(f"native/{m}.sources", " ".join(s).encode()) for m, s in NATIVE.items()]
+    return files
+
+
+def context(wheels: list[Path], swarm: Path) -> tuple[bytes, str]:
+    """The build context (Dockerfile, the wheels, the native loops' C sources) and the
     image's tag."""
-    files = [("Dockerfile", DOCKERFILE.encode()), ("native/_hotloop.c", native.read_bytes())]
+    files = [("Dockerfile", DOCKERFILE.encode()), *native_files(swarm)]
     files += [(f"wheels/{wheel.name}", wheel.read_bytes()) for wheel in wheels]
     digest = hashlib.sha256()
     buffer = io.BytesIO()
@@ -116,7 +137,7 @@ def ensure_worker_image(log: Log = _stderr) -> str:
     """The worker image's tag, built first when no image has that content."""
     with tempfile.TemporaryDirectory(prefix="webperf-worker-") as tmp:
         root = project_root()
-        tar, tag = context(wheelhouse(root, Path(tmp)), root.joinpath(*NATIVE_SOURCE))
+        tar, tag = context(wheelhouse(root, Path(tmp)), root.joinpath(*NATIVE_DIR))
     if image_exists(tag):
         return tag
     log(f"webperf: building image {tag} (the remote generator worker)")

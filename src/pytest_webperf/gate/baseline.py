@@ -40,7 +40,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pytest_webperf.errors import BaselineError
 from pytest_webperf.fileio import write_text_atomic
@@ -67,18 +67,6 @@ class BaselineEntry:
 
 class NewerSchemaError(BaselineError):
     """A baseline file written by a newer pytest-webperf: refused, never overwritten."""
-
-
-class BaselineStoreLike(Protocol):
-    """What the plugin needs from a store (a fake in tests implements this)."""
-
-    def load(
-        self, nodeid: str, name: str, *, allow_other_machine: bool = False
-    ) -> Measurement | None: ...
-
-    def save(
-        self, measurements: Sequence[Measurement], metadata: Mapping[str, Any] | None = None
-    ) -> list[Path]: ...
 
 
 def file_name(nodeid: str) -> str:
@@ -370,22 +358,3 @@ def _latest_entries(path: Path) -> list[tuple[str, dict[str, Any]]]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, BaselineError):
         return []
     return [(name, record["latest"]) for name, record in data["measurements"].items()]
-
-
-class MemoryBaselineStore:
-    """An in-memory ``BaselineStoreLike`` for tests of the plugin."""
-
-    def __init__(self) -> None:
-        self.saved: dict[tuple[str, str], Measurement] = {}
-
-    def load(
-        self, nodeid: str, name: str, *, allow_other_machine: bool = False
-    ) -> Measurement | None:
-        return self.saved.get((nodeid, name))
-
-    def save(
-        self, measurements: Sequence[Measurement], metadata: Mapping[str, Any] | None = None
-    ) -> list[Path]:
-        for m in measurements:
-            self.saved[(m.nodeid, m.name)] = replace(m, verdict=None)
-        return []

@@ -1,25 +1,10 @@
-"""The one place a verdict is decided, from parsed checks (``checks``) on the metric table
-(``metrics``).
+"""The one place a verdict is decided, from parsed checks (``gate/grammar.py``) on the
+metric table (``gate/metrics.py``).
 
-Grammar of ``--webperf-compare-fail`` (comma-separated, spaces allowed; parsed in ``checks``)::
+The checks' grammar is written once, in ``docs/reference/checks.md`` (parsed in
+``gate/grammar.py``).
 
-    METRIC:N%        relative to the baseline: fail when METRIC got worse by more
-                     than N %, credibly (rps:5%, p95:10%, cpu_per_req:5%). The bad
-                     direction is known per metric; a sign is optional but must
-                     agree (rps:-5%, p95:+10%).
-    METRIC<V, <=, >, >=   an absolute limit on the current run, baseline or not
-                     (p99_ms<500, error_rate<0.01, rss_mb<512, rps>1000).
-    COUNT:N          for the count metrics (errors, timeouts, lost, dup), shorthand
-                     for COUNT<=N: errors:0 means the current run (all repetitions
-                     together) must have no failed request at all; lost:0,dup:0 that
-                     QoS 2 kept its promise (every message once).
-    METRIC[ENDPOINT]...   any of these for one endpoint of a request mix alone
-                     (p95[create]:10%): the metric is read from each repetition's
-                     ``endpoints[ENDPOINT]`` and judged by the same estimators. An
-                     endpoint this run did not send fails (the check names nothing
-                     measured); one the baseline (or the base) lacks is skipped, said so.
-
-How a relative check decides (see ``stats``): the change of the mean over
+How a relative check decides (see ``stats/ratio.py``): the change of the mean over
 repetitions, ``mean(current) / mean(baseline) - 1``, and its Welch t-interval on the
 log scale, with each side's spread the larger of the between-repetition spread and
 the within-run spread from the per-second series. A check fails only when the
@@ -51,7 +36,9 @@ from pytest_webperf.gate.estimates import (
 )
 from pytest_webperf.gate.grammar import (
     DEFAULT_CHECKS,
+    DEFAULT_COUNT_CHECKS,
     DEFAULT_MQTT_CHECKS,
+    DEFAULT_STREAM_CHECKS,
     AbsoluteCheck,
     Check,
     RelativeCheck,
@@ -70,7 +57,7 @@ from pytest_webperf.gate.outcome import (
     metric_of,
     unsettled,
 )
-from pytest_webperf.gate.zero import zero_figure
+from pytest_webperf.gate.zero import from_none, zero_figure
 from pytest_webperf.models.measurement import Measurement, RunResult, Status, Verdict
 
 NO_BASELINE = "no baseline (run with --webperf-save)"
@@ -141,6 +128,12 @@ def evaluate(
             results.append(
                 CheckResult(str(check), check.metric, "undecided", zero, endpoint=check.endpoint)
             )
+        elif (
+            baseline is not None
+            and isinstance(check, RelativeCheck)
+            and (none := from_none(check, metric_of(check), current, baseline, sides))
+        ):
+            results.append(none)
         elif baseline is not None:
             results.append(
                 _relative(
@@ -169,10 +162,17 @@ def verdict_settled(verdict: Verdict) -> bool:
 
 def default_checks(measurement: Measurement) -> tuple[Check, ...]:
     """The checks a measurement is judged by when neither the test nor the run gives
-    any: MQTT's for MQTT telemetry, else HTTP's. The one place the fallback is chosen."""
+    any: MQTT's for MQTT telemetry, the counted ones for a counted measurement, a stream
+    mode's for WebSocket and SSE (echo, fan-out, idle, SSE), else HTTP's. The one place the
+    fallback is chosen."""
+    if any(r.counts is not None for r in measurement.runs):
+        return DEFAULT_COUNT_CHECKS
     mqtt = (measurement.generator or "").startswith("mqtt") or any(
         r.mqtt is not None for r in measurement.runs
     )
+    modes = [r.stream.mode for r in (*measurement.runs, *measurement.base_runs) if r.stream]
+    if modes:
+        return DEFAULT_STREAM_CHECKS[modes[0]]
     return DEFAULT_MQTT_CHECKS if mqtt else DEFAULT_CHECKS
 
 

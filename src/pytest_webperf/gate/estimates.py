@@ -66,7 +66,19 @@ def directed(metric: Metric, est: stats.RatioEstimate) -> tuple[float, float]:
     return (est.p_greater, est.p_less) if metric.bad == "up" else (est.p_less, est.p_greater)
 
 
+def counted_with(m: Measurement) -> set[str]:
+    """The callgrind (version and options) a measurement's counted repetitions ran with."""
+    return {r.counts.tool for r in m.runs if r.counts is not None}
+
+
 def level_estimate(metric: Metric, current: Measurement, baseline: Measurement) -> Estimate | str:
+    if metric.counted and counted_with(current) != counted_with(baseline):
+        then, now = sorted(counted_with(baseline)), sorted(counted_with(current))
+        return (
+            f"the baseline was counted by {', '.join(then) or 'nothing'}, this run by "
+            f"{', '.join(now) or 'nothing'}: counts depend on Valgrind's version and "
+            "options, so they are not compared (--webperf-save makes a new baseline)"
+        )
     (runs, xs), (base_runs, ys) = measured_runs(metric, current), measured_runs(metric, baseline)
     if not xs or not ys:
         side = "this run" if not xs else "the baseline"

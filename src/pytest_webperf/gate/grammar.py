@@ -1,20 +1,8 @@
 """The check grammar of ``--webperf-compare-fail``, parsed into ``Check`` objects.
 
-METRIC:N%        relative to the baseline (or, in an A/B run, to the base): fail
-                 when METRIC got worse by more than N %, credibly (rps:5%,
-                 p95:10%, cpu_per_req:5%). The bad direction is known per metric;
-                 a sign is optional but must agree (rps:-5%, p95:+10%).
-METRIC<V, <=, >, >=   an absolute limit on the current run, baseline or not
-                 (p99_ms<500, error_rate<0.01, rss_mb<512, rps>1000).
-COUNT:N          for the count metrics (errors, timeouts, lost, dup), shorthand
-                 for COUNT<=N.
-METRIC[ENDPOINT]...   any of the above for one endpoint of a request mix alone
-                 (p95[create]:10%, error_rate[/login]<0.01): read from each
-                 repetition's ``RunResult.endpoints[ENDPOINT]``. ENDPOINT is the
-                 endpoint's name (its path unless named) and may hold any character
-                 but ``[``, ``]`` and ``,``; spaces at either end are dropped. Only
-                 rps, latency and error metrics split by endpoint; server CPU and
-                 memory, MQTT figures and the rest are refused with the reason.
+The grammar (``METRIC:N%``, ``METRIC<V``, ``COUNT:N``, ``METRIC[ENDPOINT]...``) is
+written once, in ``docs/reference/checks.md``; this module parses it, and its one-line
+refusals (``GRAMMAR``, ``ENDPOINT_NAMES``) say it again to the user who got it wrong.
 """
 
 from __future__ import annotations
@@ -196,3 +184,19 @@ DEFAULT_CHECKS: tuple[Check, ...] = parse_checks("rps:5%,cpu_per_req:5%,p95:20%,
 DEFAULT_MQTT_CHECKS: tuple[Check, ...] = parse_checks(
     "tps:5%,cpu_per_req:5%,e2e_p99:20%,lost:0,dup:0"
 )
+# Counted (count=True): a deterministic server repeats its instructions to 0.01 %, so 1 %
+# is seen; allocations and system calls are whole numbers per request, so one more is
+# far beyond their thresholds; errors as for HTTP.
+DEFAULT_COUNT_CHECKS: tuple[Check, ...] = parse_checks(
+    "instructions_per_req:1%,allocs_per_req:1%,syscalls_per_req:5%,errors:50%"
+)
+# WebSocket and SSE, by what the run did: every message accounted (a loss fails whatever
+# the baseline says), the round trip (echo), the delay to each receipt (fan-out), time to
+# the first event and the gaps (SSE), and the memory an open connection costs the server
+# (an idle run's main figure).
+DEFAULT_STREAM_CHECKS: dict[str, tuple[Check, ...]] = {
+    "echo": parse_checks("rps:5%,cpu_per_req:5%,ws_rtt_p99:20%,errors:50%,ws_lost:0"),
+    "fanout": parse_checks("rps:5%,cpu_per_req:5%,ws_delay_p99:20%,errors:50%,ws_lost:0,ws_dup:0"),
+    "idle": parse_checks("mem_per_conn:10%,ws_rtt_p99:20%,errors:50%"),
+    "sse": parse_checks("ttfe_p95:20%,sse_gap_p99:20%,cpu_per_req:5%,errors:50%,sse_lost:0"),
+}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from pytest_webperf.models.endpoints import EndpointResult
 from pytest_webperf.models.measurement import Measurement, RunResult
@@ -85,6 +85,10 @@ def _tls_p99(run: RunResult) -> float | None:
     return None if run.tls_handshake is None else run.tls_handshake.p99_ms
 
 
+def _ttfb_p99(run: RunResult) -> float | None:
+    return None if run.ttfb is None else run.ttfb.p99_ms
+
+
 def _tps(run: RunResult) -> float | None:
     return run.mqtt.tps if run.mqtt is not None and run.mqtt.tps is not None else run.rps
 
@@ -100,6 +104,57 @@ def _delivery_count(name: str) -> Callable[[RunResult], float | None]:
 def _e2e_p99(run: RunResult) -> float | None:
     delivery = _delivery(run)
     return None if delivery is None or delivery.latency is None else delivery.latency.p99_ms
+
+
+def _stream(figure: str, modes: tuple[str, ...] = ()) -> Callable[[RunResult], float | None]:
+    """A stream run's figure (``StreamResult``): a field, or the run's own latency
+    (``latency.p99_ms``) where it is a mode's (``modes``: round trip, delay, gaps)."""
+
+    def read(run: RunResult) -> float | None:
+        if run.stream is None or (modes and run.stream.mode not in modes):
+            return None
+        value: Any = run if figure.startswith("latency.") else run.stream
+        for part in figure.split("."):
+            value = getattr(value, part, None) if value is not None else None
+        return None if value is None else float(value)
+
+    return read
+
+
+def _expected(run: RunResult) -> float:
+    return float(run.stream.expected) if run.stream is not None else 0.0
+
+
+def _opens(run: RunResult) -> float:
+    return float(max(run.stream.opens, 1)) if run.stream is not None else 0.0
+
+
+STREAM_ONLY = "it is a WebSocket or SSE figure, of the whole run"
+ECHO, MESSAGES = ("echo", "idle"), ("echo", "fanout")
+_LATENCY: dict[str, Any] = {"load_sensitive": True}
+_COUNT: dict[str, Any] = {"combine": "sum", "count": True, "exposure": _expected}
+_EVENTS = {**_COUNT, "events": "events"}
+_OPENS = {**_COUNT, "exposure": _opens, "events": "connections"}
+# name, unit, bad direction, the figure (``_stream``), its modes, how it is judged
+STREAM_METRICS: tuple[tuple[str, str, Direction, str, tuple[str, ...], dict[str, Any]], ...] = (
+    ("ws_rtt_p50", "ms", "up", "latency.p50_ms", ECHO, _LATENCY),
+    ("ws_rtt_p99", "ms", "up", "latency.p99_ms", ECHO, _LATENCY),
+    ("ws_delay_p99", "ms", "up", "latency.p99_ms", ("fanout",), _LATENCY),
+    ("ws_upgrade_p95", "ms", "up", "upgrade.p95_ms", (), _LATENCY),
+    ("ws_lost", "", "up", "lost", MESSAGES, {**_COUNT, "events": "messages"}),
+    ("ws_dup", "", "up", "duplicates", MESSAGES, {**_COUNT, "events": "messages"}),
+    ("ws_out_of_order", "", "up", "out_of_order", MESSAGES, {**_COUNT, "events": "messages"}),
+    ("ws_abnormal", "", "up", "abnormal", (*ECHO, "fanout"), _OPENS),
+    ("ttfe_p50", "ms", "up", "ttfe.p50_ms", ("sse",), _LATENCY),
+    ("ttfe_p95", "ms", "up", "ttfe.p95_ms", ("sse",), _LATENCY),
+    ("sse_gap_p99", "ms", "up", "latency.p99_ms", ("sse",), _LATENCY),
+    ("sse_lost", "", "up", "lost", ("sse",), _EVENTS),
+    ("sse_reconnects", "", "up", "reconnects", ("sse",), _OPENS),
+    ("sse_events_per_s_min", "/s", "down", "events_per_s_min", (), {"load_sensitive": True}),
+    # bytes of memory per open connection: the server's (RSS, all parts), the generator's
+    ("mem_per_conn", "B", "up", "mem_per_conn", (), {}),
+    ("gen_mem_per_conn", "B", "up", "gen_mem_per_conn", (), {}),
+)
 
 
 def _published(run: RunResult) -> float:
@@ -119,6 +174,12 @@ def _endpoint_latency(name: str) -> Callable[[EndpointResult], float | None]:
 SERVER_WIDE = "the server's CPU and memory belong to the whole run, they cannot be split by request"
 MQTT_ONLY = "it is an MQTT figure, and a request mix is HTTP"
 NOT_RECORDED = "it is not recorded per endpoint"
+COUNTED_ONLY = "it is counted over a whole counted window (count=True), not per endpoint"
+
+
+def _counted(name: str) -> Callable[[RunResult], float | None]:
+    """A counted repetition's figure per request (None in a timed repetition)."""
+    return lambda run: None if run.counts is None else getattr(run.counts, name)
 
 
 @dataclass(frozen=True)
@@ -153,6 +214,11 @@ class Metric:
     whole_run_only: str = NOT_RECORDED
     endpoint: str | None = None  # set on the copy ``for_endpoint`` makes
     events: str = "requests"  # what a count metric's exposure counts
+    # counted figures (count=True): changes and what a run could detect shown to 0.01 %;
+    # a figure that may be 0 (no allocation, no system call): 0 -> more is judged as such
+    precise: bool = False
+    may_be_zero: bool = False
+    counted: bool = False  # read from a counted repetition's callgrind window (or beside it)
 
     @property
     def limit_name(self) -> str:
@@ -324,6 +390,8 @@ METRICS: Mapping[str, Metric] = {
             load_sensitive=True,
         ),
         Metric("tls_p99", "ms", "up", _tls_p99, aliases=("tls_p99_ms",), load_sensitive=True),
+        # HTTP/2: each stream's time to its response headers (time to first byte)
+        Metric("ttfb_p99", "ms", "up", _ttfb_p99, aliases=("ttfb_p99_ms",), load_sensitive=True),
         # an arrival rate: the most users (connections) busy at once, what the pace needed
         Metric(
             "users_used",
@@ -353,6 +421,47 @@ METRICS: Mapping[str, Metric] = {
             aliases=("time_taken_s",),
             load_sensitive=True,
         ),
+        # counted, not timed (count=True): per request, from callgrind's counters and the
+        # native window beside them (docs/reference/metrics.md)
+        Metric(
+            "instructions_per_req",
+            "",
+            "up",
+            _counted("instructions_per_req"),
+            whole_run_only=COUNTED_ONLY,
+            precise=True,
+            counted=True,
+        ),
+        Metric(
+            "allocs_per_req",
+            "",
+            "up",
+            _counted("allocs_per_req"),
+            whole_run_only=COUNTED_ONLY,
+            precise=True,
+            counted=True,
+            may_be_zero=True,
+        ),
+        Metric(
+            "syscalls_per_req",
+            "",
+            "up",
+            _counted("syscalls_per_req"),
+            whole_run_only=COUNTED_ONLY,
+            precise=True,
+            counted=True,
+            may_be_zero=True,
+        ),
+        # every repetition's (a counted one's: its native window's)
+        Metric(
+            "ctx_switches_per_req",
+            "",
+            "up",
+            lambda r: r.ctx_switches_per_req,
+            whole_run_only=SERVER_WIDE,
+            precise=True,
+            may_be_zero=True,
+        ),
         Metric(
             "transfer_rate",
             "KB/s",
@@ -361,6 +470,10 @@ METRICS: Mapping[str, Metric] = {
             aliases=("transfer_kb_s",),
             throughput=True,
             load_sensitive=True,
+        ),
+        *(
+            Metric(n, unit, bad, _stream(fig, modes), whole_run_only=STREAM_ONLY, **how)
+            for n, unit, bad, fig, modes, how in STREAM_METRICS
         ),
     )
 }

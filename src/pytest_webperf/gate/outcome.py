@@ -86,8 +86,8 @@ def _fmt(value: float, unit: str) -> str:
     return f"{text}{unit}" if unit else text
 
 
-def _pct(change: float) -> str:
-    return "+inf%" if math.isinf(change) else f"{change * 100:+.1f}%"
+def _pct(change: float, digits: int = 1) -> str:
+    return "+inf%" if math.isinf(change) else f"{change * 100:+.{digits}f}%"
 
 
 # Beyond this a "could detect" figure says only that the run knew nothing (one or two
@@ -95,10 +95,10 @@ def _pct(change: float) -> str:
 DETECTABLE_CAP = 10.0  # +1000 %
 
 
-def _detectable(value: float) -> str:
+def _detectable(value: float, digits: int = 1) -> str:
     if value > DETECTABLE_CAP:
         return f"> {DETECTABLE_CAP * 100:.0f}% (too few repetitions or instances to say more)"
-    return f">= {value * 100:.1f}%"
+    return f">= {value * 100:.{digits}f}%"
 
 
 def _skipped(check: Check, metric: Metric, why: str) -> CheckResult:
@@ -206,7 +206,8 @@ def _relative(
     has_interval = low is not None and high is not None
     unit = "" if metric.count else metric.unit
     level = (1 - 2 * alpha) * 100
-    ci = f", {level:.4g}% CI {_pct(low)}..{_pct(high)}" if has_interval else ""  # type: ignore[arg-type]
+    digits = 2 if metric.precise else 1  # counted figures: to 0.01 %
+    ci = f", {level:.4g}% CI {_pct(low, digits)}..{_pct(high, digits)}" if has_interval else ""  # type: ignore[arg-type]
     if est.counts is not None:
         shown = (
             f"{est.counts[1]} -> {est.counts[0]} ({est.baseline:.3%} -> {est.current:.3%}"
@@ -214,14 +215,14 @@ def _relative(
         )
     else:
         shown = f"{_fmt(est.baseline, unit)} -> {_fmt(est.current, unit)}"
-    line = f"{metric.label} {shown} ({_pct(est.change)}{ci}{est.partial})"
+    line = f"{metric.label} {shown} ({_pct(est.change, digits)}{ci}{est.partial})"
     bound = f"{'+' if sign > 0 else '-'}{num(check.percent)}%"
     detectable = (
         None
         if est.se is None or metric.count
         else ratio.detectable_change(est.se, est.df, alpha=alpha, power=POWER)
     )
-    could = "" if detectable is None else f"; could detect {_detectable(detectable)}"
+    could = "" if detectable is None else f"; could detect {_detectable(detectable, digits)}"
     numbers = dict(
         check=str(check),
         metric=metric.name,
@@ -273,7 +274,7 @@ def _relative(
             return result(
                 "undecided",
                 f"{metric.label}: too noisy to judge {num(check.percent)}%: could detect "
-                f"{_detectable(detectable)}, and it moved beyond it ({line}){aside}",
+                f"{_detectable(detectable, digits)}, and it moved beyond it ({line}){aside}",
             )
         return result(
             "not-credible",
@@ -290,7 +291,7 @@ def _relative(
         return result(
             "undecided",
             f"{metric.label}: too noisy to judge {num(check.percent)}%: could detect "
-            f"{_detectable(detectable)} ({line}){aside}",
+            f"{_detectable(detectable, digits)} ({line}){aside}",
         )
     return result("pass", f"{line} within {bound}{could}")
 

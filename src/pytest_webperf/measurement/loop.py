@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
-from pytest_webperf.errors import TargetError
+from pytest_webperf.errors import ProtocolError, TargetError
 from pytest_webperf.measurement.plan import Monitor, MonitorFactory, RunPlan, no_monitor
 from pytest_webperf.measurement.profiles import Profiler
 from pytest_webperf.measurement.repetition import run_result
@@ -31,6 +31,7 @@ from pytest_webperf.models.progress import NoProgress, Progress, RepetitionDone,
 from pytest_webperf.models.samples import ResourceSample
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.sampling.contention import machine_busy_seconds, own_tree_seconds
+from pytest_webperf.swarm import http2
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import Event, run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -47,7 +48,12 @@ class Round(Protocol):
 
 
 class LoadKind(Protocol):
-    """What load a repetition runs (HTTP requests, MQTT telemetry) and what surrounds it."""
+    """What load a repetition runs (HTTP requests, MQTT telemetry) and what surrounds it.
+    ``fresh``: each round starts the target's instances itself (a counted round), so the
+    loop does not restart it and each round is an instance of its own."""
+
+    @property
+    def fresh(self) -> bool: ...
 
     def check(self, target: Target) -> None:
         """Raise a ``WebperfError`` now if this load cannot run against ``target``."""
@@ -77,9 +83,21 @@ class HttpRequests:
     note: str | None = None  # said in every repetition's notes (a fallback to the lean user)
     tls_ca: str | None = None  # https: verify the certificate against this CA file
     tls_resume: bool = False  # a new connection per request resumes the last TLS session
+    fresh = False
 
     def check(self, target: Target) -> None:
-        pass
+        """HTTP/2: the target speaks it (one connection, before any load: a server that
+        does not is refused in one line, never counted as failed requests)."""
+        if not self.workload.http2:
+            return
+        why = http2.probe(target.url)
+        if why is not None:
+            if all(e.grpc for e in self.workload.entries()):
+                raise ProtocolError(f"webperf.grpc: {why}; gRPC needs a server that speaks HTTP/2")
+            raise ProtocolError(
+                f"webperf.http(http2=True): {why}; serve HTTP/2 there (nginx: listen ... "
+                "http2), or drop http2=True"
+            )
 
     @contextmanager
     def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:
@@ -103,6 +121,7 @@ class LocustUsers:
     user_class: str
     base: Target | None = None
     base_user_class: str | None = None
+    fresh = False
 
     def check(self, target: Target) -> None:
         pass
@@ -332,7 +351,9 @@ def run_repetitions(
     if profiler is not None:
         monitor_factory = profiler.monitors(monitor_factory)
     for repetition in range(1, plan.repeat + 1):
-        if restart_every and repetition > 1 and (repetition - 1) % restart_every == 0:
+        if kind.fresh:
+            instance = repetition - 1
+        elif restart_every and repetition > 1 and (repetition - 1) % restart_every == 0:
             instance += int(restart(target))
         measure = partial(
             run_repetition,

@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_webperf.errors import SwarmError, TargetError
-from pytest_webperf.measurement.loop import run_repetitions
-from pytest_webperf.measurement.plan import MonitorFactory, RunPlan, no_monitor
-from pytest_webperf.models.measurement import Measurement, RunResult
+from pytest_webperf.measurement.plan import RunPlan
+from pytest_webperf.models.measurement import RunResult
 from pytest_webperf.models.mqtt import MqttResult
 from pytest_webperf.models.samples import Latency
 from pytest_webperf.models.workload import Workload
@@ -52,6 +51,7 @@ class MqttTelemetry:
 
     interval_s: float = 0.5
     qos: int = 2
+    fresh = False
     drain_s: float = 60.0  # longest wait for deliveries after the swarm stopped
     # Nothing new for this long while messages are missing: they are lost, not late. Long
     # enough for a JVM's pause or a reconnect; a stalled broker (seed 002: minutes) shows
@@ -388,27 +388,4 @@ def mqtt_result(
         tps=tps,
         span_s=max(0.0, span_end - first) if first else 0.0,
         drain_s=waited,
-    )
-
-
-def measure_mqtt(
-    target: Target,
-    telemetry: MqttTelemetry,
-    plan: RunPlan,
-    *,
-    nodeid: str,
-    name: str | None = None,
-    monitor_factory: MonitorFactory = no_monitor,
-) -> Measurement:
-    """Every repetition of an MQTT swarm against ``target``, as one Measurement (the
-    measurement loop of ``measurement/loop.py`` with this kind of load)."""
-    runs = run_repetitions(target, telemetry, plan, monitor_factory=monitor_factory)
-    return Measurement(
-        nodeid=nodeid,
-        name=name or telemetry.name,
-        server=target.name,
-        concurrency=plan.concurrency,
-        workload=telemetry.workload,
-        runs=tuple(runs),
-        target=target.describe(),
     )

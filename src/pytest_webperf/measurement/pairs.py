@@ -45,7 +45,10 @@ from pytest_webperf.targets.paired import PairedTarget
 
 
 @dataclass(frozen=True)
-class Schedule:
+class PairBudget:
+    """How many pairs an A/B measurement runs: at least ``min_pairs``, more while a check
+    is undecided and ``budget_s`` allows, both sides restarted every ``restart_every``."""
+
     min_pairs: int
     budget_s: float  # the test's measuring time beyond which no pair is added
     restart_every: int = 1  # pairs per instance; 0: never restarted
@@ -80,11 +83,25 @@ def order_of(index: int) -> str:
     return "AB" if index % 2 == 0 else "BA"
 
 
+def _instance(
+    target: PairedTarget, kind: LoadKind, budget: PairBudget, index: int, instance: int
+) -> int:
+    """The instance pair ``index`` runs on: its own for a kind whose rounds start their
+    own (a counted one), else the current one, both sides restarted every
+    ``budget.restart_every`` pairs."""
+    if kind.fresh:
+        return index
+    if index and budget.restart_every and index % budget.restart_every == 0:
+        target.restart()
+        return instance + 1
+    return instance
+
+
 def run_pairs(
     target: PairedTarget,
     kind: LoadKind,
     plan: RunPlan,
-    schedule: Schedule,
+    budget: PairBudget,
     settled: Settled,
     *,
     monitor_factory: MonitorFactory = no_monitor,
@@ -103,18 +120,16 @@ def run_pairs(
             raise dead
     label = label or Label()
     pairs = Pairs()
-    profiler = Profiler.of(plan.profile, plan.duration_s, schedule.min_pairs)
+    profiler = Profiler.of(plan.profile, plan.duration_s, budget.min_pairs)
     if profiler is not None:
         pairs.captures = profiler.captures
         monitor_factory = profiler.monitors(monitor_factory)
     started = clock()
     instance = 0
-    next_look = schedule.min_pairs
+    next_look = budget.min_pairs
     while True:
         index = len(pairs.order)
-        if index and schedule.restart_every and index % schedule.restart_every == 0:
-            target.restart()
-            instance += 1
+        instance = _instance(target, kind, budget, index, instance)
         order = order_of(index)
         for letter in order:
             runs = pairs.base if letter == "A" else pairs.change
@@ -148,11 +163,11 @@ def run_pairs(
                 return pairs
             next_look *= 2
         spent = clock() - started
-        if done >= schedule.min_pairs and spent + spent / done > schedule.budget_s:
+        if done >= budget.min_pairs and spent + spent / done > budget.budget_s:
             if done != next_look // 2:  # pairs since the last look: the end is a look too
                 pairs.looks += 1
             pairs.stopped = (
-                f"budget of {schedule.budget_s:g}s spent after {done} pairs with checks undecided"
+                f"budget of {budget.budget_s:g}s spent after {done} pairs with checks undecided"
             )
             pairs.profile = profile_of(pairs, profiler)
             return pairs

@@ -35,6 +35,10 @@ class Monitor(Protocol):
 
     def server_cpu_seconds(self) -> float | None: ...
 
+    def server_ctx_switches(self) -> int | None:
+        """The target's threads' context switches over the measured phase, or None."""
+        ...
+
     def mark_end(self, stamp: Mapping[str, Any] | None = None) -> None: ...
 
     @property

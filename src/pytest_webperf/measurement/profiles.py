@@ -71,6 +71,9 @@ class _ProfilingMonitor:
     def server_cpu_seconds(self) -> float | None:
         return self.inner.server_cpu_seconds() if self.inner is not None else None
 
+    def server_ctx_switches(self) -> int | None:
+        return self.inner.server_ctx_switches() if self.inner is not None else None
+
     @property
     def errors(self) -> list[str]:
         return self.inner.errors if self.inner is not None else []

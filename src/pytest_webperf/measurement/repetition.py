@@ -118,6 +118,10 @@ def run_result(
         endpoints=endpoint_results(total, outcome.duration_s, weights or {}),
         connect=Latency.of(total.connect) if total.connect is not None else None,
         tls_handshake=Latency.of(total.handshake) if total.handshake is not None else None,
+        ctx_switches=monitor.server_ctx_switches() if monitor else None,
+        ttfb=Latency.of(total.ttfb) if total.ttfb is not None else None,
+        body_stall=Latency.of(total.stall) if total.stall is not None else None,
+        http2=total.http2,
     )
 
 

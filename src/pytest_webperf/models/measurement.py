@@ -1,6 +1,7 @@
 """Frozen value objects that are saved or sent, each with ``to_dict``/``from_dict``: a
 repetition (``RunResult``), a verdict, a measurement. Their parts live below:
-``models/samples.py`` (time series, latency), ``models/endpoints.py``, ``models/mqtt.py``.
+``models/samples.py`` (time series, latency), ``models/endpoints.py``, ``models/mqtt.py``,
+``models/stream.py``.
 
 ``SCHEMA_VERSION`` is the version of the dict layout written by ``to_dict``;
 readers of stored data (baselines, reports) check it and upgrade or refuse.
@@ -13,14 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_webperf.models.capacity import Capacity
+from pytest_webperf.models.counts import Counts
 from pytest_webperf.models.endpoints import (
     Counted,
     EndpointResult,
     EndpointSummary,
     endpoint_summaries,
 )
+from pytest_webperf.models.http2 import Http2Figures
 from pytest_webperf.models.mqtt import MqttResult
 from pytest_webperf.models.samples import GeneratorSample, Latency, ResourceSample, Snapshot
+from pytest_webperf.models.stream import StreamResult
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.stats.histogram import Histogram
 
@@ -88,6 +92,32 @@ class RunResult(Counted):
     # a request mix, or a user's own Locust users with several request names: each
     # endpoint's figures by name (empty for a single request shape: the run is the one)
     endpoints: Mapping[str, EndpointResult] = field(default_factory=dict)
+    # the target's threads' context switches over the measured phase (None: not stamped)
+    ctx_switches: int | None = None
+    # a counted repetition (count=True): its counted and native windows
+    counts: Counts | None = None
+    # HTTP/2 only: per stream, the time to the response headers (TTFB, from the stream's
+    # start) and the time request bodies waited for the server's flow-control window (the
+    # bodies that did); the connections' figures (streams asked and allowed, HPACK, ...)
+    ttfb: Latency | None = None
+    body_stall: Latency | None = None
+    http2: Http2Figures | None = None
+    stream: StreamResult | None = None  # WebSocket and SSE runs only
+
+    @property
+    def ctx_switches_per_req(self) -> float | None:
+        """Context switches per request: a counted repetition's native window's, else
+        the measured phase's."""
+        if self.counts is not None:
+            return self.counts.ctx_switches_per_req
+        if self.ctx_switches is None or not self.requests:
+            return None
+        return self.ctx_switches / self.requests
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight at most: connections x streams over HTTP/2, else users."""
+        return self.concurrency * (self.http2.streams if self.http2 is not None else 1)
 
     @property
     def time_per_request_ms(self) -> float | None:
@@ -137,6 +167,9 @@ class RunResult(Counted):
             "resources": [r.to_dict() for r in self.resources],
             "generator": [g.to_dict() for g in self.generator],
             "notes": list(self.notes),
+            "ctx_switches": self.ctx_switches,
+            "ctx_switches_per_req": self.ctx_switches_per_req,
+            **({"counts": self.counts.to_dict()} if self.counts is not None else {}),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
             **_schedule_and_count(self),
             **(
@@ -144,6 +177,7 @@ class RunResult(Counted):
                 if self.endpoints
                 else {}
             ),
+            **({"stream": self.stream.to_dict()} if self.stream is not None else {}),
         }
 
     @classmethod
@@ -176,6 +210,12 @@ class RunResult(Counted):
                 str(n): EndpointResult.from_dict(e)
                 for n, e in (data.get("endpoints") or {}).items()
             },
+            ctx_switches=data.get("ctx_switches"),
+            counts=Counts.from_dict(data["counts"]) if data.get("counts") else None,
+            ttfb=_latency_or_none(data.get("ttfb")),
+            body_stall=_latency_or_none(data.get("body_stall")),
+            http2=Http2Figures.from_dict(data["http2"]) if data.get("http2") else None,
+            stream=StreamResult.from_dict(data["stream"]) if data.get("stream") else None,
         )
 
 
@@ -197,6 +237,13 @@ def _schedule_and_count(run: RunResult) -> dict[str, Any]:
         extra["connect"] = run.connect.to_dict()
     if run.tls_handshake is not None:
         extra["tls_handshake"] = run.tls_handshake.to_dict()
+    if run.ttfb is not None:
+        extra["ttfb"] = run.ttfb.to_dict()
+    if run.body_stall is not None:
+        extra["body_stall"] = run.body_stall.to_dict()
+    if run.http2 is not None:
+        extra["http2"] = run.http2.to_dict()
+        extra["in_flight"] = run.in_flight
     if run.requests_asked:
         per_all = run.duration_s * 1000 / run.requests if run.requests else None
         extra.update(requests_asked=run.requests_asked, time_taken_s=run.duration_s)

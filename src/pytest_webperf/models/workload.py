@@ -1,5 +1,7 @@
 """What an HTTP swarm sends: one request shape or a weighted mix of them (``Request``),
-each with its response checks; closed loop, paced, arriving or counted."""
+each with what its response must be to count (``expect_status``, ``expect_body``: its
+expectations); closed loop, paced, arriving or counted; over HTTP/1.1 or HTTP/2
+(streams per connection), a unary gRPC call being an HTTP/2 request."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-BodyCheck = bytes | re.Pattern[str] | re.Pattern[bytes]  # a substring, or a regex searched
+BodyExpectation = bytes | re.Pattern[str] | re.Pattern[bytes]  # a substring, or a regex searched
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,10 @@ class Request:
     weight: float = 1.0
     name: str = ""  # "": the path
     expect_status: frozenset[int] | None = None  # None: any status below 400
-    expect_body: BodyCheck | None = None
+    expect_body: BodyExpectation | None = None
+    # a unary gRPC call (``webperf.grpc``): ``path`` is its method, ``body`` the framed
+    # message; a success is HTTP 200, grpc-status 0 and one response message
+    grpc: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -60,6 +65,7 @@ class Request:
             "weight": self.weight,
             "name": self.name,
             **_expect_to_dict(self.expect_status, self.expect_body),
+            **({"grpc": True} if self.grpc else {}),
         }
 
     @classmethod
@@ -74,10 +80,11 @@ class Request:
             name=str(data.get("name") or data["path"]),
             expect_status=status,
             expect_body=body,
+            grpc=bool(data.get("grpc", False)),
         )
 
 
-def _expect_to_dict(status: frozenset[int] | None, body: BodyCheck | None) -> dict[str, Any]:
+def _expect_to_dict(status: frozenset[int] | None, body: BodyExpectation | None) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if status is not None:
         data["expect_status"] = sorted(status)
@@ -91,9 +98,11 @@ def _expect_to_dict(status: frozenset[int] | None, body: BodyCheck | None) -> di
     return data
 
 
-def _expect_from_dict(data: Mapping[str, Any]) -> tuple[frozenset[int] | None, BodyCheck | None]:
+def _expect_from_dict(
+    data: Mapping[str, Any],
+) -> tuple[frozenset[int] | None, BodyExpectation | None]:
     status = data.get("expect_status")
-    body: BodyCheck | None = None
+    body: BodyExpectation | None = None
     if data.get("expect_body") is not None:
         body = str(data["expect_body"]).encode("latin-1")
     elif data.get("expect_body_regex"):
@@ -148,7 +157,12 @@ class Workload:
     # headers above are then unused); empty: the one request shape above
     mix: tuple[Request, ...] = ()
     expect_status: frozenset[int] | None = None  # the one shape's checks (a mix: each entry's)
-    expect_body: BodyCheck | None = field(default=None)
+    expect_body: BodyExpectation | None = field(default=None)
+    # HTTP/2 (h2 over TLS, h2c otherwise): each user one connection with ``streams``
+    # requests in flight (``concurrency`` x ``streams`` in all); False: HTTP/1.1
+    http2: bool = False
+    streams: int = 1
+    grpc: bool = False  # the one shape is a unary gRPC call (a mix: each entry says)
 
     def entries(self) -> tuple[Request, ...]:
         """What the users send: the mix, or the one request shape as a mix of one."""
@@ -162,6 +176,7 @@ class Workload:
                 self.headers,
                 expect_status=self.expect_status,
                 expect_body=self.expect_body,
+                grpc=self.grpc,
             ),
         )
 
@@ -175,6 +190,11 @@ class Workload:
         """Whether a body check is a regular expression (checked by the lean user only)."""
         return any(r.regex for r in self.entries())
 
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight per user: its streams over HTTP/2, else one."""
+        return self.streams if self.http2 else 1
+
     def __post_init__(self) -> None:
         if self.interval_s < 0:
             raise ValueError(f"a pacing interval is >= 0 s, not {self.interval_s}")
@@ -182,6 +202,8 @@ class Workload:
             raise ValueError(f"an arrival rate is >= 0 per second, not {self.arrival_rate}")
         if self.requests < 0:
             raise ValueError(f"a request count is >= 0, not {self.requests}")
+        if self.streams < 1 or (self.streams > 1 and not self.http2):
+            raise ValueError(f"streams per connection: 1, or more over HTTP/2, not {self.streams}")
 
     def to_dict(self) -> dict[str, Any]:
         shape: dict[str, Any] = (
@@ -193,6 +215,7 @@ class Workload:
                 "body": self.body.decode("latin-1"),
                 "headers": [list(h) for h in self.headers],
                 **_expect_to_dict(self.expect_status, self.expect_body),
+                **({"grpc": True} if self.grpc else {}),
             }
         )
         return {
@@ -201,6 +224,7 @@ class Workload:
             **({"requests": self.requests} if self.requests else {}),
             **({"arrival_rate": self.arrival_rate} if self.arrival_rate else {}),
             **({"users": self.users} if self.users else {}),
+            **({"http2": True, "streams": self.streams} if self.http2 else {}),
         }
 
     @classmethod
@@ -218,6 +242,9 @@ class Workload:
             mix=tuple(Request.from_dict(r) for r in data.get("mix") or ()),
             expect_status=status,
             expect_body=body,
+            http2=bool(data.get("http2", False)),
+            streams=int(data.get("streams", 1)),
+            grpc=bool(data.get("grpc", False)),
         )
 
 

@@ -70,14 +70,6 @@ def merge(*stacks: Stacks) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class Cost:
-    """CPU time per request of one function, in microseconds."""
-
-    self_us: float
-    total_us: float
-
-
-@dataclass(frozen=True)
 class Sample:
     """One repetition's profile: its stacks, the CPU time one sample stands for, and
     the requests the repetition served; with ``cpu_per_request_us`` (the target's CPU
@@ -120,13 +112,6 @@ def on_stack(stacks: Stacks) -> dict[str, int]:
         for frame in set(stack.split(";")):
             found[frame] = found.get(frame, 0) + count
     return found
-
-
-def per_request(sample: Sample) -> dict[str, Cost]:
-    """Per function, its self and total CPU time per request (µs)."""
-    own, total = sample.counts()
-    unit = sample.unit_us
-    return {name: Cost(own.get(name, 0) * unit, count * unit) for name, count in total.items()}
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from markupsafe import Markup
 
 from pytest_webperf.fileio import append_lines, write_text_atomic
 from pytest_webperf.models.measurement import Measurement
-from pytest_webperf.report.svg import Line, index_axis, line_chart
+from pytest_webperf.report.html.svg import Line, index_axis, line_chart
 from pytest_webperf.stats.changepoint import ChangePoint, detect
 
 SCHEMA = 1

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_webperf.fileio import write_text_atomic
+from pytest_webperf.report import counts as counted
 from pytest_webperf.report import studies, verdicts
 from pytest_webperf.report import table as shared
 from pytest_webperf.report.table import (
@@ -127,6 +128,12 @@ def study_lines(comparisons: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def count_lines(entries: Sequence[Entry]) -> list[str]:
+    """Each counted measurement's figures and cost (``counts.lines``), as bullets."""
+    found = counted.lines(entries)
+    return [("  - " if line.startswith("  ") else "- ") + md_escape(line.strip()) for line in found]
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     """A compact summary for CI: headline counts, the table, the verdicts' reasons."""
     entries = tests(report)
@@ -146,6 +153,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if not entries:
         return "\n".join([*lines, "Nothing was measured.", ""])
     lines += [*table(entries), "", *check_details(entries)]
+    found = count_lines(entries)
+    if found:
+        lines += ["### Counted", "", *found, ""]
     compared = studies.of_report(report)
     if compared:
         lines += ["### The studies", "", *study_lines(compared), ""]

@@ -319,6 +319,49 @@ def mqtt_lines(entries: Sequence[Entry]) -> list[str]:
     return lines
 
 
+def stream_text(stream: Mapping[str, Any]) -> str:
+    """A WebSocket or SSE repetition's own figures in a line: connections, messages both
+    ways, where every message went, the handshakes, time to first event, memory."""
+    n = {k: number(v) for k, v in stream.items() if not isinstance(v, Mapping)}
+    failed = stream.get("failures")
+    kinds = ", ".join(f"{k}: {fmt(number(v))}" for k, v in failed.items()) if failed else ""
+    parts = [
+        f"{fmt(n.get('open_at_end'))} of {fmt(n.get('connections'))} open "
+        f"({fmt(n.get('open_failures'))} failed opens, {fmt(n.get('reconnects'))} reconnects, "
+        f"{fmt(n.get('abnormal'))} abnormal closes{'; the run: ' + kinds if kinds else ''})"
+    ]
+    if n.get("sent_per_s") is not None:
+        parts.append(f"{fmt(n['sent_per_s'])}/s sent, {fmt(n.get('received_per_s'))}/s received")
+    if n.get("expected"):
+        parts.append(
+            f"{fmt(n.get('delivered'))} of {fmt(n['expected'])} delivered (lost "
+            f"{fmt(n.get('lost'))}, dup {fmt(n.get('duplicates'))}, out of order "
+            f"{fmt(n.get('out_of_order'))})"
+        )
+    for name, label in (("upgrade", "upgrade"), ("ttfe", "first event")):
+        if isinstance(latency := stream.get(name), Mapping):
+            p50, p95 = number(latency.get("p50_ms")), number(latency.get("p95_ms"))
+            parts.append(f"{label} p50/p95 {fmt(p50, 1)}/{fmt(p95, 1)} ms")
+    if n.get("events_per_s_min") is not None:
+        low, high = n["events_per_s_min"], n.get("events_per_s_max")
+        parts.append(f"events/s per stream {fmt(low, 1)}...{fmt(high, 1)}")
+    mem = [n.get(k) for k in ("mem_per_conn", "gen_mem_per_conn")]
+    kb = [MISSING if m is None else f"{fmt(m / 1024, 1)} KB/conn" for m in mem]
+    parts.append(f"server {kb[0]}, generator {kb[1]}")
+    return "; ".join(parts)
+
+
+def stream_lines(entries: Sequence[Entry]) -> list[str]:
+    """A WebSocket or SSE measurement's own figures, one line per repetition."""
+    return [
+        f"{entry.get('nodeid')} [{entry.get('name')}] rep {rep.get('repetition')}: "
+        + stream_text(stream)
+        for entry in entries
+        for rep in repetitions(entry)
+        if isinstance(stream := rep.get("stream"), Mapping)
+    ]
+
+
 def paced_lines(entries: Sequence[Entry]) -> list[str]:
     """A paced HTTP measurement's times side by side, one line per repetition: p99 from
     the intended start (the table's latency), of the service time, and of the send lag;
@@ -343,14 +386,72 @@ def paced_lines(entries: Sequence[Entry]) -> list[str]:
 
 
 def users_used(rep: Mapping[str, Any]) -> str:
-    """An arrival-rate run's users: the most busy at once, how many were ever opened."""
+    """An arrival-rate run's users: the most busy at once, how many were ever opened
+    (over HTTP/2 the busy ones are streams)."""
     peak = number(rep.get("users_peak"))
     if peak is None:
         return ""
+    if isinstance(rep.get("http2"), Mapping):
+        return f"; streams: {fmt(peak)} busy at most of {fmt(number(rep.get('in_flight')))}"
     return (
         f"; users: {fmt(peak)} busy at most, {fmt(number(rep.get('users_opened')))} opened "
         f"of {fmt(number(rep.get('concurrency')))}"
     )
+
+
+def http2_lines(entries: Sequence[Entry]) -> list[str]:
+    """An HTTP/2 measurement's connections, one line per repetition: connections x
+    streams = in flight (what the server allowed), time to first byte beside latency,
+    HPACK's savings, GOAWAY rotations, and request bodies that waited for window."""
+    lines = []
+    for entry in entries:
+        for rep in repetitions(entry):
+            h2 = rep.get("http2")
+            if not isinstance(h2, Mapping):
+                continue
+            streams = number(h2.get("streams"))
+            server = number(h2.get("server_streams"))
+            allowed = (
+                f" (the server allowed {fmt(server)})"
+                if server is not None and streams is not None and 0 < server < streams
+                else ""
+            )
+            ttfb, latency = rep.get("ttfb"), rep.get("latency")
+            parts = [
+                f"{entry.get('nodeid')} [{entry.get('name')}] rep {rep.get('repetition')}: "
+                f"HTTP/2: {fmt(number(rep.get('concurrency')))} connections x {fmt(streams)} "
+                f"stream{'' if streams == 1 else 's'} = "
+                f"{fmt(number(rep.get('in_flight')))} in flight{allowed}"
+            ]
+            if isinstance(ttfb, Mapping) and isinstance(latency, Mapping):
+                parts.append(
+                    f"time to first byte p99 {fmt(number(ttfb.get('p99_ms')), 2)} ms "
+                    f"(whole response {fmt(number(latency.get('p99_ms')), 2)} ms)"
+                )
+            saved = [number(h2.get("request_savings")), number(h2.get("response_savings"))]
+            if saved[0] is not None or saved[1] is not None:
+                parts.append(
+                    f"HPACK saved {_percent(saved[0])} of request headers, "
+                    f"{_percent(saved[1])} of response headers"
+                )
+            parts.append(
+                f"{fmt(number(h2.get('opened')))} connections opened while measuring, "
+                f"{fmt(number(h2.get('rotations')))} retired by GOAWAY "
+                f"({fmt(number(h2.get('retried')))} streams re-sent)"
+            )
+            stalled = number(h2.get("stalled"))
+            if stalled:
+                stall = rep.get("body_stall")
+                p99 = number(stall.get("p99_ms")) if isinstance(stall, Mapping) else None
+                parts.append(
+                    f"{fmt(stalled)} request bodies waited for the server's window "
+                    f"(p99 {fmt(p99, 2)} ms)"
+                )
+            near = number(h2.get("near_closed"))
+            if near:
+                parts.append(f"{fmt(near)} DATA frames left the server's window below a frame")
+            lines.append("; ".join(parts))
+    return lines
 
 
 def counted_lines(entries: Sequence[Entry]) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_webperf.report import studies, verdicts
+from pytest_webperf.report import counts, studies, verdicts
 from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,
@@ -15,9 +15,11 @@ from pytest_webperf.report.table import (
     counted_lines,
     endpoint_cells,
     endpoints,
+    http2_lines,
     mqtt_lines,
     paced_lines,
     status,
+    stream_lines,
     tests,
     verdict_texts,
 )
@@ -89,8 +91,11 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         + table(entries)
         + check_lines(entries)
         + mqtt_lines(entries)
+        + stream_lines(entries)
         + paced_lines(entries)
+        + http2_lines(entries)
         + counted_lines(entries)
+        + counts.lines(entries)
         + studies.lines(studies.of_report(report))
         + verdict_lines(entries)
     )

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_webperf.gate.metrics import METRICS as ALL_METRICS
+from pytest_webperf.report import counts
 from pytest_webperf.report.table import (
     MISSING,
     Entry,
@@ -81,18 +82,26 @@ def value(figure: object) -> str:
     return f"{n:,.{decimals}f}"
 
 
-def percent(fraction: object) -> str:
+def percent(fraction: object, digits: int = 1) -> str:
     """A relative change, signed: ``-0.162`` is ``-16.2%``."""
     n = number(fraction)
-    return MISSING if n is None else f"{100 * n:+.1f}%"
+    return MISSING if n is None else f"{100 * n:+.{digits}f}%"
+
+
+def digits(check: Check) -> int:
+    """Decimals of a check's percentages: 2 for a counted figure (its changes are read to
+    0.01 %), else 1."""
+    metric = ALL_METRICS.get(_metric(check))
+    return 2 if metric is not None and metric.precise else 1
 
 
 def interval(check: Check) -> str:
     low, high = number(check.get("low")), number(check.get("high"))
     if low is None or high is None:
         return MISSING
-    top = f"{100 * high:+.1f}%" if high <= DETECTABLE_CAP else f">+{100 * DETECTABLE_CAP:.0f}%"
-    return f"{100 * low:+.1f}..{top}"
+    d = digits(check)
+    top = f"{100 * high:+.{d}f}%" if high <= DETECTABLE_CAP else f">+{100 * DETECTABLE_CAP:.0f}%"
+    return f"{100 * low:+.{d}f}..{top}"
 
 
 def detectable(check: Check) -> str:
@@ -102,7 +111,7 @@ def detectable(check: Check) -> str:
         return MISSING
     if n > DETECTABLE_CAP:  # one or two instances: the figure says only "nothing known"
         return f"> {100 * DETECTABLE_CAP:.0f}%"
-    shown = f"{100 * n:.0f}" if 100 * n >= 10 else f"{100 * n:.1f}"
+    shown = f"{100 * n:.0f}" if 100 * n >= 10 else f"{100 * n:.{digits(check)}f}"
     return f">= {shown}%"
 
 
@@ -124,7 +133,7 @@ def check_cells(check: Check) -> list[str]:
         _text(check, "check"),
         value(check.get("baseline")),
         value(check.get("current")),
-        percent(check.get("change")),
+        percent(check.get("change"), digits(check)),
         interval(check),
         detectable(check),
         _text(check, "outcome"),
@@ -314,12 +323,23 @@ def _open(entry: Entry) -> tuple[bool, bool]:
     return cpu, moved
 
 
+COUNTED_PROFILED = frozenset({"instructions_per_req", "allocs_per_req"})
+
+
 def profile_lines(entry: Entry) -> list[str]:
     """Under a failed or undecided CPU, throughput or latency check: the functions whose
     CPU per request changed most (with the part of the change they explain), or the
     sentence that says why none is named; that the time went elsewhere when the CPU did
-    not move; or why there is no profile."""
+    not move; or why there is no profile. Under a counted check, the functions whose
+    instructions per request changed (``counts.profile_lines``)."""
     profile = profile_of(entry)
+    if profile is not None and profile.get("unit") == "Ir":
+        counted = [
+            c
+            for c in checks(entry)
+            if c.get("outcome") in OPEN_OUTCOMES and c.get("metric") in COUNTED_PROFILED
+        ]
+        return counts.profile_lines(profile, PROFILE_TOP) if counted else []
     cpu, waits = _open(entry)
     if profile is None or not (cpu or waits):
         return []
@@ -330,10 +350,10 @@ def profile_lines(entry: Entry) -> list[str]:
         return [f"no CPU profile: {profile['why']}"]
     sides = "B - A" if is_ab(entry) else "this run - baseline"
     samples = profile.get("samples")
-    counts = samples if isinstance(samples, Mapping) else {}
+    per_side = samples if isinstance(samples, Mapping) else {}
     head = (
-        f"profile ({sides}, CPU per request; {value(counts.get('A'))} samples of "
-        f"{'A' if is_ab(entry) else 'the baseline'}, {value(counts.get('B'))} of "
+        f"profile ({sides}, CPU per request; {value(per_side.get('A'))} samples of "
+        f"{'A' if is_ab(entry) else 'the baseline'}, {value(per_side.get('B'))} of "
         f"{'B' if is_ab(entry) else 'this run'})"
     )
     changes = profile_changes(entry)

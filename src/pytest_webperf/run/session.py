@@ -157,7 +157,7 @@ class WebperfSession:
     def checks(self) -> Sequence[Check]:
         return self.config.compare_fail or DEFAULT_CHECKS
 
-    def judge(
+    def verdict(
         self,
         measurement: Measurement,
         *,

@@ -25,7 +25,13 @@ import psutil
 from pytest_webperf.models.samples import GeneratorSample, ResourceSample
 from pytest_webperf.sampling.cgroup import CgroupReader, owns_its_cgroup
 from pytest_webperf.sampling.resources import tick
-from pytest_webperf.sampling.tree import MB, ProcessTreeSampler, TargetGone, stamped_delta
+from pytest_webperf.sampling.tree import (
+    MB,
+    ProcessTreeSampler,
+    TargetGone,
+    stamped_delta,
+    switches_between,
+)
 from pytest_webperf.swarm.stamp import CpuProbe
 
 __all__ = [
@@ -131,6 +137,7 @@ class _Mark:
     tree_cpu: Mapping[str, float | None]
     # the swarm child's stamp of each part's tree at this bound (``cpustamp``), if any
     stamped: Mapping[str, Sequence[Sequence[float]]] = field(default_factory=dict)
+    switches: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # part: tid: n
 
 
 class ResourceMonitor(_PeriodicMonitor[ResourceSample]):
@@ -233,7 +240,8 @@ class ResourceMonitor(_PeriodicMonitor[ResourceSample]):
                 cgroup[p.name] = given["cgroup"] if given.get("cgroup") is not None else read
                 tree[p.name] = self._poll_tree(p)
             stamped = {k: v["tree"] for k, v in parts.items() if v.get("tree") is not None}
-            self._marks[name] = _Mark(now, cgroup, tree, stamped)
+            switches = {k: v["switches"] for k, v in parts.items() if v.get("switches") is not None}
+            self._marks[name] = _Mark(now, cgroup, tree, stamped, switches)
 
     def mark_start(self, at: float | None = None, stamp: Mapping[str, Any] | None = None) -> None:
         """Start of the measured phase: the origin of ``t`` and the mark "start"."""
@@ -268,6 +276,18 @@ class ResourceMonitor(_PeriodicMonitor[ResourceSample]):
             b = (last.cgroup_cpu if kind == "cgroup" else last.tree_cpu).get(part.name)
             result[part.name] = None if a is None or b is None else max(0.0, b - a)
         return result
+
+    def context_switches(self, since: str = "start", until: str = "end") -> int | None:
+        """Context switches of every part's threads between two stamped marks (the swarm
+        child's, at the bounds of the measured phase); None when a bound was not stamped."""
+        with self._lock:
+            first, last = self._marks.get(since), self._marks.get(until)
+        if first is None or last is None:
+            return None
+        names = [p.name for p in self._parts]
+        if not all(n in first.switches and n in last.switches for n in names):
+            return None
+        return sum(switches_between(first.switches[n], last.switches[n]) for n in names)
 
     def total_cpu_seconds(self, since: str = "start", until: str | None = None) -> float | None:
         """CPU seconds of all parts between two marks; None if any part has no figure."""
@@ -468,6 +488,13 @@ class RunMonitor:
         if self._resources is None or self._origin is None:
             return None
         return self._resources.total_cpu_seconds("start", "end" if self._ended else None)
+
+    def server_ctx_switches(self) -> int | None:
+        """Context switches of all parts' threads over the measured phase (stamped by the
+        swarm child at its bounds); None if not measured."""
+        if self._resources is None or not self._ended:
+            return None
+        return self._resources.context_switches("start", "end")
 
     @property
     def errors(self) -> list[str]:

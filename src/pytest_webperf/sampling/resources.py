@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from statistics import fmean
+from statistics import fmean, median
 from typing import Any, Literal
 
 from pytest_webperf.models.samples import GeneratorSample, ResourceSample
@@ -112,6 +112,14 @@ def peak_rss_mb(
 def server_rss_peak(samples: Sequence[ResourceSample]) -> float | None:
     """The server's peak RSS (MB) over the measured phase, all parts summed per tick."""
     return peak_rss_mb(samples).get("total")
+
+
+def rss_plateau_mb(samples: Sequence[ResourceSample]) -> float | None:
+    """The server's resident memory through the measured phase, all parts summed per
+    tick: the median tick (a stream run holds its connections open throughout, so a
+    collector's passing peak or dip does not move it); None without a measured sample."""
+    totals = per_tick_totals(measured(samples), "rss_mb")
+    return float(median(totals)) if totals else None
 
 
 def generator_cpu_stats(

@@ -224,6 +224,20 @@ class ProcessTreeSampler:
         return None if established is None else len(inodes & established)
 
 
+def rss_now_mb(parts: Mapping[str, int]) -> float | None:
+    """The resident memory of every part's process tree now, summed (MB), read as the
+    monitor reads it; None when no part is known or one is gone (a stream run's memory
+    before its connections: ``measurement/streams.py``)."""
+    total = 0.0
+    for part, pid in parts.items():
+        try:
+            sampler = ProcessTreeSampler(pid, part, full_memory_every=0, fds=False)
+            total += sampler.sample(0.0).rss_mb
+        except TargetGone:
+            return None
+    return total if parts else None
+
+
 def _socket_inodes(pid: int, into: set[int]) -> int | None:
     """Count the open fds of ``pid``, adding the inodes of its sockets to ``into``.
 
@@ -280,6 +294,12 @@ def stamped_tree(rows: Sequence[Sequence[float]]) -> dict[ProcessKey, ProcessCpu
         (int(pid), float(created)): ProcessCpu(int(pid), int(ppid), float(own), float(children))
         for pid, created, ppid, own, children in rows
     }
+
+
+def switches_between(before: Mapping[str, int], after: Mapping[str, int]) -> int:
+    """Context switches the threads made between two stamps (``stamp.read_switches``): a
+    thread born in between counts from 0; one that ended took its counts with it."""
+    return sum(max(0, count - before.get(tid, 0)) for tid, count in after.items())
 
 
 def stamped_delta(first: Sequence[Sequence[float]], last: Sequence[Sequence[float]]) -> float:

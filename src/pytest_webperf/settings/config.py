@@ -254,6 +254,14 @@ SETTINGS: tuple[Setting, ...] = (
         "the duration becomes the time limit); 0: run for the duration",
     ),
     Setting(
+        "count",
+        parse_bool,
+        "count, not time: webperf.http measurements run the target under Valgrind's "
+        "callgrind for exactly N requests, and judge instructions, allocations and "
+        "system calls per request (docs/how-to/count.md)",
+        flag=True,
+    ),
+    Setting(
         "max_error_rate",
         parse_fraction,
         "failed requests allowed in any run, baseline or not (e.g. 0.01, or 2%); "
@@ -305,6 +313,7 @@ class RunConfig:
     require_power: bool = False
     max_error_rate: float = 0.01
     requests: int = 0
+    count: bool = False
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # name -> origin
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str) -> RunConfig:

@@ -72,12 +72,6 @@ def stdev(values: Sequence[float]) -> float:
     return statistics.stdev(values) if len(values) >= 2 else 0.0
 
 
-def cv(values: Sequence[float]) -> float:
-    """Coefficient of variation (sample stdev / mean); 0.0 when the mean is 0."""
-    m = mean(values)
-    return stdev(values) / abs(m) if m else 0.0
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0-100), linear interpolation between order statistics
     (the default of numpy and of R's type 7). ``statistics.quantiles`` cuts into n

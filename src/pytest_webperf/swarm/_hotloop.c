@@ -33,6 +33,13 @@
  * every socket read and write goes through conn_send/conn_recv, which speak TLS when the
  * connection has it: SSL_read until WANT_READ per readiness, SSL_write resumed on
  * EPOLLOUT after WANT_WRITE, the handshake driven by the same edges while connecting.
+ *
+ * A connection speaks its protocol through a small seam (proto_t, a table per protocol
+ * set when the user is added): what a new user does, what a due request does, what an
+ * epoll event does, the deadlines, and the user's removal. HTTP/1.1 is the functions
+ * below (proto_h1); HTTP/2 (built with WEBPERF_H2, libnghttp2: use_http2() before the
+ * first add) is _h2.c, included below in this translation unit so that it shares every
+ * static helper (recording, scheduling, TLS, the wake heap) unchanged.
  */
 #include "_loop.h" /* headers, histogram, clock, arrays, TLS words, epoll set */
 
@@ -47,9 +54,14 @@
 enum { K_HTTP = 1, K_CLOSED, K_PROTOCOL, K_TIMEOUT, K_CONNECT_TIMEOUT, K_CONNECT_ERRNO, K_IO_ERRNO,
        K_UNEXPECTED_STATUS, K_UNEXPECTED_BODY };
 enum { K_TLS = 20 }; /* the handshake failed or the certificate was refused: the example says */
+/* HTTP/2 and gRPC (_h2.c): a stream reset by the server, a GOAWAY with an error (keyed by
+   the HTTP/2 error code), a non-OK grpc-status (keyed by the code) */
+enum { K_RST = 21, K_GOAWAY = 22, K_GRPC = 23 };
+#define H2_CODES 16   /* HTTP/2 error codes 0x0..0xd, 0xe..0xf: the rest (hotloop.py names them) */
+#define GRPC_CODES 17 /* gRPC status codes 0..16 */
 #define E_TLS_FAILED 100000 /* conn_recv/conn_send's errno for a TLS failure (not an errno) */
 #define MAX_ENTRIES 32       /* a mix's entries */
-#define MAX_NEEDLE 1024      /* a body substring check (httpworkload.MAX_NEEDLE) */
+#define MAX_NEEDLE 1024      /* an expected body substring (fixture/http.py MAX_NEEDLE) */
 #define EXAMPLE_LINE 60      /* an unexpected body's example: its status line, then */
 #define EXAMPLE_BODY 100     /* the body's first bytes */
 
@@ -73,6 +85,22 @@ typedef struct {
     hist_t latency, service, lag;
     hist_t connect, handshake; /* close_each(): per connection, TCP connect and TLS handshake */
     long long users_busy, users_opened, dispatched; /* arrival rate: peak busy, ever used */
+    /* HTTP/2 (_h2.c): per stream, the time to its response headers and the time its
+       request body waited for the server's flow-control window; failures by code; the
+       connections' figures (the first entry's only) */
+    hist_t headers, stall;
+    uint32_t rst[H2_CODES], goaway[H2_CODES], grpc[GRPC_CODES];
+    struct h2_figures {
+        uint64_t opened, rotations, retried;          /* connections; GOAWAY NO_ERROR; re-sent */
+        uint64_t hd_recv_wire, hd_recv_decoded;       /* HPACK: header block bytes, name+value */
+        uint64_t hd_sent_wire, hd_sent_decoded;
+        uint64_t reads, writes, bytes_in, bytes_out;
+        uint64_t stalled, stall_us;                   /* request bodies that waited for window */
+        uint64_t near_closed;                         /* DATA frames that left a window < a frame */
+        int64_t min_window;                           /* the server's lowest send window (model) */
+        uint64_t capped;                              /* connections whose server allowed < streams */
+        uint32_t server_streams, server_window, server_frame; /* the server's SETTINGS (max) */
+    } fig;
 } stats_t;
 
 static void stats_clear(stats_t *s) {
@@ -89,6 +117,13 @@ static void stats_clear(stats_t *s) {
     hist_clear(&s->lag);
     hist_clear(&s->connect);
     hist_clear(&s->handshake);
+    hist_clear(&s->headers);
+    hist_clear(&s->stall);
+    memset(s->rst, 0, sizeof s->rst);
+    memset(s->goaway, 0, sizeof s->goaway);
+    memset(s->grpc, 0, sizeof s->grpc);
+    memset(&s->fig, 0, sizeof s->fig);
+    s->fig.min_window = INT64_MAX;
 }
 
 static void stats_example(stats_t *s, int kind, int key, int64_t a, int64_t b, const char *raw,
@@ -126,7 +161,10 @@ enum { C_HEAD = 1, C_LENGTH, C_CHUNKED };
 #define BACKOFF_NS 10000000ULL /* after a failed connect: no busy spin (lean: 10 ms) */
 #define SCAN_NS 5000000ULL     /* how often deadlines are checked */
 
+struct proto;
 typedef struct {
+    const struct proto *proto; /* the protocol it speaks (proto_h1, proto_h2) */
+    struct h2_conn *h2;        /* HTTP/2: its session and streams (_h2.c); NULL on HTTP/1.1 */
     int fd, state, connecting, ticket, blocked; /* blocked: a send met a full buffer */
     int peer_closed;                              /* the server's FIN has arrived */
     int used;                                     /* arrival rate: it was ever handed one */
@@ -142,7 +180,7 @@ typedef struct {
     size_t nleft, capleft;
     char status_line[EXAMPLE_BYTES];
     int status_len;
-    /* a mix: the entry of the request in flight; a body check: found yet, the last bytes
+    /* a mix: the entry of the request in flight; an expected body substring: found yet, the last bytes
        (a needle across two reads), the body's first bytes (the example) */
     int entry, found;
     size_t ntail;
@@ -158,7 +196,7 @@ typedef struct {
     int head_only;
     double cumulative;  /* sum of the weights up to this entry */
     uint8_t *statuses;  /* MAX_STATUS flags, or NULL: any status below 400 */
-    char *needle;       /* NULL: no body check */
+    char *needle;       /* NULL: no expected body substring */
     size_t needle_len;
 } entry_t;
 
@@ -215,7 +253,21 @@ typedef struct {
     int server_is_ip;
     int close_each; /* close_each(): requests say Connection: close, each gets a connection */
     char tls_message[EXAMPLE_BYTES];
+    struct h2_engine *h2; /* use_http2(): every connection speaks HTTP/2 (_h2.c); NULL: HTTP/1.1 */
 } Engine;
+
+/* ---- the protocol seam: what a connection does, by the protocol it speaks */
+
+typedef struct proto {
+    /* a new user (a connection): paced, first due at `fraction` of a period from now */
+    void (*add)(Engine *e, conn_t *c, uint64_t now, double fraction);
+    /* its next request is due (closed loop, a paced schedule, an arrival, a ticket) */
+    void (*start)(Engine *e, conn_t *c, uint64_t now);
+    void (*event)(Engine *e, conn_t *c, uint32_t events, uint64_t now);
+    void (*deadlines)(Engine *e, conn_t *c, uint64_t now); /* timeouts, every SCAN_NS */
+    void (*remove)(Engine *e, conn_t *c); /* the user stopped: close, drop what is in flight */
+    void (*release)(conn_t *c);           /* the engine closes: free what it holds (or NULL) */
+} proto_t;
 
 /* ---- the wake heap (earliest first) */
 
@@ -521,7 +573,7 @@ static void dispatch(Engine *e, uint64_t now) {
         s->users_opened = e->opened;
         s->dispatched++;
         pthread_mutex_unlock(&e->lock);
-        start_request(e, c, now);
+        c->proto->start(e, c, now);
         now = now_ns();
     }
 }
@@ -1035,13 +1087,16 @@ static void on_event(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
     }
 }
 
+static void h1_deadlines(Engine *e, conn_t *c, uint64_t now) {
+    if (c->state != S_CONNECTING && c->state != S_WRITING && c->state != S_READING) return;
+    if (now < c->deadline) return;
+    fail(e, c, now, c->connecting ? K_CONNECT_TIMEOUT : K_TIMEOUT, 0, 0, 0, NULL, 0);
+}
+
 static void scan_deadlines(Engine *e, uint64_t now) {
     for (size_t i = 0; i < e->nconns; i++) {
         conn_t *c = e->conns[i];
-        if (!c || (c->state != S_CONNECTING && c->state != S_WRITING && c->state != S_READING))
-            continue;
-        if (now < c->deadline) continue;
-        fail(e, c, now, c->connecting ? K_CONNECT_TIMEOUT : K_TIMEOUT, 0, 0, 0, NULL, 0);
+        if (c && c->state != S_GONE) c->proto->deadlines(e, c, now);
     }
 }
 
@@ -1051,9 +1106,40 @@ static void wake_parked(Engine *e, uint64_t now) {
     e->parked = NULL;
     e->nparked = e->capparked = 0;
     for (size_t i = 0; i < n; i++)
-        if (list[i]->state == S_PARKED) start_request(e, list[i], now);
+        if (list[i]->state == S_PARKED) list[i]->proto->start(e, list[i], now);
     free(list);
 }
+
+/* a new user: its first request (arrival rate: when one is due; paced: at `fraction` of a
+   period from now) */
+static void h1_add(Engine *e, conn_t *c, uint64_t now, double fraction) {
+    if (e->stop_sending) { park(e, c); return; }
+    if (e->mode == MODE_ARRIVAL) {
+        make_idle(e, c); /* its connection opens with its first request */
+    } else if (e->mode == MODE_PACED) {
+        c->due = now + (uint64_t)(fraction * (double)e->period_ns);
+        heap_push(e, c, c->due);
+    } else {
+        start_request(e, c, now);
+    }
+}
+
+static void h1_remove(Engine *e, conn_t *c) {
+    heap_remove(e, c);
+    ticket_done(e, c); /* a request cut short frees its ticket's count */
+    if (e->mode == MODE_ARRIVAL) {
+        if (c->state == S_ARRIVAL_IDLE) not_idle(e, c);
+        else if (c->state == S_CONNECTING || c->state == S_WRITING || c->state == S_READING)
+            arrival_done(e);
+    }
+    conn_close(e, c);
+}
+
+static const proto_t proto_h1 = {h1_add, start_request, on_event, h1_deadlines, h1_remove, NULL};
+
+#ifdef WEBPERF_H2 /* setup.py: where libnghttp2's headers are */
+#include "_h2.c"
+#endif
 
 static int run_commands(Engine *e, uint64_t now) {
     uint64_t value;
@@ -1077,28 +1163,18 @@ static int run_commands(Engine *e, uint64_t now) {
             if (!c) continue;
             c->fd = -1;
             c->id = id;
+#ifdef WEBPERF_H2
+            c->proto = e->h2 ? &proto_h2 : &proto_h1;
+#else
+            c->proto = &proto_h1;
+#endif
             e->conns[id] = c;
-            if (e->stop_sending) { park(e, c); continue; }
-            if (e->mode == MODE_ARRIVAL) {
-                make_idle(e, c); /* its connection opens with its first request */
-            } else if (e->mode == MODE_PACED) {
-                c->due = now + (uint64_t)(cmd->fraction * (double)e->period_ns);
-                heap_push(e, c, c->due);
-            } else {
-                start_request(e, c, now);
-            }
+            c->proto->add(e, c, now, cmd->fraction);
         } else if (cmd->op == OP_REMOVE) {
             size_t id = (size_t)cmd->arg;
             conn_t *c = id < e->nconns ? e->conns[id] : NULL;
-            if (!c) continue;
-            heap_remove(e, c);
-            ticket_done(e, c); /* a request cut short frees its ticket's count */
-            if (e->mode == MODE_ARRIVAL) {
-                if (c->state == S_ARRIVAL_IDLE) not_idle(e, c);
-                else if (c->state == S_CONNECTING || c->state == S_WRITING || c->state == S_READING)
-                    arrival_done(e);
-            }
-            conn_close(e, c);
+            if (!c || c->state == S_GONE) continue;
+            c->proto->remove(e, c);
             c->state = S_GONE; /* freed at the end (it may still be in the parked list) */
         } else if (cmd->op == OP_WAKE_PARKED) {
             if (!e->stop_sending) wake_parked(e, now);
@@ -1134,8 +1210,9 @@ static void *loop_main(void *arg) {
         int quit = 0;
         for (int i = 0; i < n; i++) { /* the clock read per event: a batch takes a while */
             if (i) now = now_ns();
-            if (events[i].data.ptr == NULL) quit |= run_commands(e, now);
-            else on_event(e, events[i].data.ptr, events[i].events, now);
+            conn_t *c = events[i].data.ptr;
+            if (c == NULL) quit |= run_commands(e, now);
+            else if (c->state != S_GONE) c->proto->event(e, c, events[i].events, now);
         }
         now = now_ns();
         if (quit) break;
@@ -1144,7 +1221,7 @@ static void *loop_main(void *arg) {
             heap_remove(e, c);
             if (e->stop_sending) park(e, c);
             else if (e->mode == MODE_ARRIVAL) make_idle(e, c);
-            else start_request(e, c, now);
+            else c->proto->start(e, c, now);
             now = now_ns();
         }
         dispatch(e, now);
@@ -1272,6 +1349,7 @@ static void engine_stop(Engine *e) {
         for (size_t i = 0; i < e->nconns; i++) {
             conn_t *c = e->conns[i];
             if (!c) continue;
+            if (c->proto && c->proto->release) c->proto->release(c);
             tls_free(c);
 #ifdef WEBPERF_TLS
             if (c->tls && c->tls->session) SSL_SESSION_free(c->tls->session);
@@ -1306,6 +1384,9 @@ static void Engine_dealloc(Engine *e) {
     free(e->idle_bits);
 #ifdef WEBPERF_TLS
     if (e->tls_ctx) SSL_CTX_free(e->tls_ctx);
+#endif
+#ifdef WEBPERF_H2
+    h2_engine_free(e->h2);
 #endif
     free(e->server_name);
     Py_TYPE(e)->tp_free((PyObject *)e);
@@ -1404,8 +1485,9 @@ static int put_object(PyObject *dict, const char *key, PyObject *value) {
 }
 
 /* take(): what completed since the last take, as plain Python values: one dict per
-   entry of the mix (one without a mix); the arrival rate's users in the first */
-static PyObject *stats_dict(Engine *e, stats_t *s);
+   entry of the mix (one without a mix); the arrival rate's users in the first, and
+   HTTP/2's connection figures and refusal (`refused`, "" if none) */
+static PyObject *stats_dict(Engine *e, stats_t *s, int index, const char *refused);
 
 static PyObject *Engine_take(Engine *e, PyObject *unused) {
     pthread_mutex_lock(&e->lock);
@@ -1414,11 +1496,15 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
     e->spare = s;
     e->cur->users_busy = e->busy; /* the next interval starts with those still busy */
     e->cur->users_opened = e->opened;
+    char refused[512] = "";
+#ifdef WEBPERF_H2
+    if (e->h2) memcpy(refused, e->h2->refused, sizeof refused);
+#endif
     pthread_mutex_unlock(&e->lock);
     PyObject *list = PyList_New(0);
     if (!list) return NULL;
     for (int i = 0; i < e->nentries; i++) {
-        PyObject *d = stats_dict(e, &s[i]);
+        PyObject *d = stats_dict(e, &s[i], i, refused);
         if (!d || PyList_Append(list, d) < 0) {
             Py_XDECREF(d);
             Py_DECREF(list);
@@ -1430,7 +1516,9 @@ static PyObject *Engine_take(Engine *e, PyObject *unused) {
     return list;
 }
 
-static PyObject *stats_dict(Engine *e, stats_t *s) {
+static PyObject *stats_dict(Engine *e, stats_t *s, int index, const char *refused) {
+    (void)index;
+    (void)refused;
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     PyObject *examples = PyList_New(0);
@@ -1459,7 +1547,11 @@ static PyObject *stats_dict(Engine *e, stats_t *s) {
          (put_int(d, "users_busy", (unsigned long long)s->users_busy) < 0 ||
           put_int(d, "users_opened", (unsigned long long)s->users_opened) < 0)) ||
         (SCHEDULED(e) && (put_object(d, "service", hist_tuple(&s->service)) < 0 ||
-                          put_object(d, "lag", hist_tuple(&s->lag)) < 0))) {
+                          put_object(d, "lag", hist_tuple(&s->lag)) < 0))
+#ifdef WEBPERF_H2
+        || (e->h2 && h2_put_stats(e, d, s, index == 0, refused) < 0)
+#endif
+    ) {
         if (bad) Py_XDECREF(examples);
         Py_DECREF(d);
         stats_clear(s);
@@ -1577,8 +1669,11 @@ static PyObject *Engine_use_tls(Engine *e, PyObject *args) {
 #ifdef WEBPERF_TLS
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (!ctx) goto ssl_error;
-    static const unsigned char alpn[] = "\x08http/1.1";
-    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
+    static const unsigned char alpn[] = "\x08http/1.1", alpn_h2[] = "\x02h2";
+    if (e->h2) /* use_http2() first: h2 only (a server that picks nothing is refused) */
+        SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof alpn_h2 - 1);
+    else
+        SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 #ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF); /* a close without notify: EOF */
@@ -1616,7 +1711,22 @@ ssl_error:
 #endif
 }
 
+#ifndef WEBPERF_H2
+static PyObject *Engine_use_http2(Engine *e, PyObject *args) {
+    (void)e;
+    (void)args;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "the native loop is built without HTTP/2 (no libnghttp2 headers)");
+    return NULL;
+}
+#endif
+
 static PyObject *Engine_close_each(Engine *e, PyObject *unused) {
+    if (e->h2) {
+        PyErr_SetString(PyExc_RuntimeError, "close_each() is HTTP/1.1's (a stream is not a "
+                                            "connection)");
+        return NULL;
+    }
     if (e->started) {
         PyErr_SetString(PyExc_RuntimeError, "close_each() comes before the first add()");
         return NULL;
@@ -1659,6 +1769,11 @@ static PyMethodDef Engine_methods[] = {
     {"use_tls", (PyCFunction)Engine_use_tls, METH_VARARGS,
      "use_tls(server_name, ca_file=None, resume=False): every connection speaks TLS (SNI, "
      "ALPN http/1.1; verified against ca_file if given); before the first add()"},
+    {"use_http2", (PyCFunction)Engine_use_http2, METH_VARARGS,
+     "use_http2(streams, requests, stream_window_bits=30, conn_window_bits=30): every "
+     "connection speaks HTTP/2 (h2c, or h2 with use_tls after it) with `streams` requests in "
+     "flight; requests: one ([(name, value), ...], body or None, grpc) per entry of the mix "
+     "(set_mix first); before the first add()"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject EngineType = {
@@ -1695,6 +1810,11 @@ PyMODINIT_FUNC PyInit__hotloop(void) {
         PyModule_AddIntConstant(m, "TLS", 1) < 0 ||
 #else
         PyModule_AddIntConstant(m, "TLS", 0) < 0 ||
+#endif
+#ifdef WEBPERF_H2
+        PyModule_AddIntConstant(m, "H2", 1) < 0 ||
+#else
+        PyModule_AddIntConstant(m, "H2", 0) < 0 ||
 #endif
         PyModule_AddIntConstant(m, "K_TLS", K_TLS) < 0) {
         Py_DECREF(&EngineType);

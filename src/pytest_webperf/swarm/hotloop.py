@@ -3,7 +3,10 @@ and its figures as the recorder's ``Interval`` (no gevent, no Locust: safe anywh
 
 ``_hotloop`` is a C extension (``_hotloop.c``) built with the package where a C
 compiler and Python's headers are found (Linux: epoll); where it is not, the plugin
-falls back to the pure-Python lean user and says so once (``fallback_note``).
+falls back to the pure-Python lean user and says so once (``fallback_note``). Built with
+libnghttp2's headers it speaks HTTP/2 too (``_h2.c``, ``h2_unavailable``); HTTP/2 has no
+silent fallback: the lean user's ``h2`` package costs 20 to 90 times the CPU per request,
+which would change what is measured.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_webperf.errors import OptionError
+from pytest_webperf.models.http2 import NO_WINDOW, Http2Figures
 from pytest_webperf.models.workload import Request
-from pytest_webperf.stats.histogram import Histogram
-from pytest_webperf.swarm import wire
+from pytest_webperf.swarm import grpcwire, http2, wire
+from pytest_webperf.swarm.extension import Tally, extension, histogram_from, socket_error
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import (
     CLOSED,
@@ -32,18 +36,16 @@ from pytest_webperf.swarm.recorder import (
     classify,
 )
 
-try:
-    from pytest_webperf.swarm import _hotloop  # type: ignore[attr-defined]
-except ImportError as exc:  # not built here (no compiler, not Linux)
-    _hotloop = None
-    _WHY = str(exc)
-else:
-    _WHY = ""
+LOOP = extension("_hotloop")
+_hotloop = LOOP.module
 
 # the C side's kinds of failure and codes (_hotloop.c: K_*, E_*, C_*)
 K_HTTP, K_CLOSED, K_PROTOCOL = 1, 2, 3
 K_UNEXPECTED_STATUS, K_UNEXPECTED_BODY = 8, 9
 K_TLS = 20  # the example is the SSL error's words
+K_RST, K_GOAWAY, K_GRPC = 21, 22, 23  # HTTP/2 (_h2.c), keyed by the error or status code
+E_H2 = 20  # K_PROTOCOL's key from HTTP/2: the example is the words
+C_H2 = 10  # K_CLOSED's key from HTTP/2: likewise
 PROTOCOL_MESSAGES: dict[int, Callable[[bytes], str]] = {
     1: wire.bad_status_line,
     2: lambda raw: wire.SWITCHING_PROTOCOLS,
@@ -59,14 +61,25 @@ USERS = ("auto", "native", "lean", "fast")
 
 def unavailable() -> str | None:
     """Why the native loop cannot run here, or None."""
-    if _hotloop is None:
-        return f"the native request loop is not built here ({_WHY})"
+    return LOOP.unavailable("the native request loop")
+
+
+def h2_unavailable() -> str | None:
+    """Why the native loop cannot speak HTTP/2 here, or None."""
+    why = unavailable()
+    if why is not None:
+        return why
+    if not getattr(_hotloop, "H2", 0):
+        return (
+            "the native loop is built without HTTP/2 (libnghttp2's headers were not found): "
+            "apt-get install libnghttp2-dev, then reinstall pytest-webperf"
+        )
     return None
 
 
 def tls_built() -> bool:
     """Whether the native loop speaks TLS here (built with OpenSSL's headers)."""
-    return _hotloop is not None and bool(getattr(_hotloop, "TLS", 0))
+    return LOOP.tls
 
 
 def user_for_url(user_class: str, url: str) -> str:
@@ -108,17 +121,26 @@ def resolve_user(requested: str) -> str:
     return requested
 
 
-def histogram_from(data: tuple[int, int, int, int, list[tuple[int, int]]]) -> Histogram:
-    count, total, minimum, maximum, pairs = data
-    histogram = Histogram()
-    histogram.counts = dict(pairs)
-    histogram.count, histogram.total = count, total
-    histogram.minimum, histogram.maximum = minimum, maximum
-    return histogram
-
-
-def socket_error(number: int) -> OSError:
-    return OSError(number, os.strerror(number))
+def resolve_http2_user(requested: str, url: str) -> str:
+    """The user of an HTTP/2 run: the native loop built with HTTP/2 for ``auto`` and
+    ``native`` (an ``OptionError`` saying what to install where it is not: no silent
+    fallback to a generator 20 to 90 times costlier), else what was asked (``lean``: the
+    ``h2`` package; ``fast`` or a user's own class are refused by the workload's check)."""
+    if requested not in ("auto", "native"):
+        return requested
+    why = h2_unavailable()
+    if why is not None:
+        raise OptionError(
+            f"http2=True: {why}; or user='lean' (HTTP/2 in pure Python with the h2 package, "
+            "20 to 90 times the generator's CPU per request)"
+        )
+    if wire.uses_tls(url) and not tls_built():
+        raise OptionError(
+            f"http2=True: {url} is https:// and the native loop is built without TLS "
+            "(OpenSSL's headers were not found): apt-get install libssl-dev, then reinstall "
+            "pytest-webperf; or user='lean'"
+        )
+    return "native"
 
 
 def example_of(kind: int, key: int, a: int, b: int, raw: bytes) -> tuple[str, str] | None:
@@ -126,9 +148,16 @@ def example_of(kind: int, key: int, a: int, b: int, raw: bytes) -> tuple[str, st
     if kind == K_HTTP:
         return f"http_{key}", raw.decode("latin-1")
     if kind == K_CLOSED:
-        return CLOSED, closed_message(key, a, b)
+        return CLOSED, raw.decode("latin-1") if key == C_H2 else closed_message(key, a, b)
     if kind == K_PROTOCOL:
-        return PROTOCOL, PROTOCOL_MESSAGES[key](raw)
+        return PROTOCOL, raw.decode("latin-1") if key == E_H2 else PROTOCOL_MESSAGES[key](raw)
+    if kind == K_RST:
+        return http2.rst_kind(key), raw.decode("latin-1")
+    if kind == K_GOAWAY:
+        return http2.goaway_kind(key), raw.decode("latin-1")
+    if kind == K_GRPC:
+        said = raw.decode("utf-8", "replace")
+        return grpcwire.error_kind(key), said or f"grpc-status {key} without a grpc-message"
     if kind == K_UNEXPECTED_STATUS:
         return UNEXPECTED_STATUS, raw.decode("latin-1")
     if kind == K_UNEXPECTED_BODY:  # the status line (``a`` bytes of it), the body's start
@@ -139,17 +168,11 @@ def example_of(kind: int, key: int, a: int, b: int, raw: bytes) -> tuple[str, st
     return None
 
 
-def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
-    """One ``Engine.take()`` as an Interval, each failure named as the lean user names it."""
-    kinds: dict[str, int] = {}
-    examples: dict[str, str] = {}
-
-    def add(kind: str, n: int, example: str | None = None) -> None:
-        if n:
-            kinds[kind] = kinds.get(kind, 0) + n
-            if example is not None:
-                examples.setdefault(kind, example[:EXAMPLE_CHARS])
-
+def failures_from(data: dict[str, Any], timeout_s: float) -> tuple[dict[str, int], dict[str, str]]:
+    """One ``Engine.take()``'s failures: (kind -> count, kind -> example), each named as
+    the lean user names it."""
+    tally = Tally(EXAMPLE_CHARS)
+    add = tally.add
     for status, n in data["http"].items():
         add(f"http_{status}", n)
     no_answer = f"no answer within {timeout_s:g} s"
@@ -166,10 +189,21 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     for number, n in data["io_errno"].items():
         error = socket_error(number)
         add(classify(error), n, str(error))
+    for key, name in (("rst", http2.rst_kind), ("goaway", http2.goaway_kind)):
+        for code, n in data.get(key, {}).items():
+            add(name(code), n)
+    for code, n in data.get("grpc", {}).items():
+        add(grpcwire.error_kind(code), n)
     for kind, key, a, b, raw in data["examples"]:
         named = example_of(kind, key, a, b, raw)
         if named is not None:
-            examples.setdefault(*named)
+            tally.examples.setdefault(*named)
+    return tally.kinds, tally.named_examples()
+
+
+def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
+    """One ``Engine.take()`` as an Interval, each failure named as the lean user names it."""
+    kinds, examples = failures_from(data, timeout_s)
     errors = sum(kinds.values())
     interval = Interval(
         requests=data["ok"] + errors,
@@ -177,7 +211,7 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
         bytes=data["bytes"],
         histogram=histogram_from(data["latency"]),
         error_kinds=kinds,
-        error_examples={kind: text for kind, text in examples.items() if kind in kinds},
+        error_examples=examples,
     )
     if "service" in data:
         interval.service = histogram_from(data["service"])
@@ -186,7 +220,20 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
         interval.connect = histogram_from(data["connect"])
     if data.get("handshake", (0,))[0]:
         interval.handshake = histogram_from(data["handshake"])
+    if "headers" in data:  # HTTP/2: per stream
+        interval.ttfb = histogram_from(data["headers"])
+        if data["stall"][0]:
+            interval.stall = histogram_from(data["stall"])
+    if "h2" in data:
+        interval.http2 = figures_from(data["h2"])
     return interval
+
+
+def figures_from(data: dict[str, int]) -> Http2Figures:
+    """The C side's connection figures (``_h2.c``: ``struct h2_figures``) as saved."""
+    known = {k: int(v) for k, v in data.items() if k != "min_window"}
+    window = int(data.get("min_window", NO_WINDOW))
+    return Http2Figures(**known, min_window=window if window >= 0 else NO_WINDOW)
 
 
 def closed_message(code: int, got: int, total: int) -> str:
@@ -276,6 +323,19 @@ class NativeLoop:
         resumes the last session of its user. Before the first ``add``."""
         self.engine.use_tls(server_name, ca_file, resume)
 
+    def use_http2(
+        self,
+        streams: int,
+        requests: Sequence[tuple[list[tuple[bytes, bytes]], bytes | None, bool]],
+        stream_window_bits: int = 30,
+        conn_window_bits: int = 30,
+    ) -> None:
+        """Every connection speaks HTTP/2 (h2c; h2 by ALPN when ``use_tls`` follows) with
+        ``streams`` requests in flight: ``requests`` one (header list, body or None, grpc)
+        per entry of the mix (``http2.header_list``). Before ``use_tls`` and the first
+        ``add``."""
+        self.engine.use_http2(streams, list(requests), stream_window_bits, conn_window_bits)
+
     def close_each(self) -> None:
         """A new connection per request (``webperf.http(keepalive=False)``: the requests say
         ``Connection: close``), whatever the server answers; before the first ``add``."""
@@ -303,6 +363,11 @@ class NativeLoop:
         """What each entry completed since the last take (one entry without a mix)."""
         parts = []
         for data in self.engine.take():
+            if "refused" in data:  # the server does not speak HTTP/2: one line, no count
+                raise RuntimeError(
+                    f"webperf.http(http2=True): {data['refused']}; serve HTTP/2 there "
+                    "(nginx: listen ... http2), or drop http2=True"
+                )
             interval = interval_from(data, self.timeout_s)
             if "users_busy" in data:  # arrival rate: users busy at most, ever opened
                 interval.note_users(self.process, data["users_busy"], data["users_opened"])
@@ -315,6 +380,4 @@ class NativeLoop:
 
 def bucket_index(value_us: int) -> int:
     """The C side's bucket of a value (the same as ``histogram.bucket_index``: tested)."""
-    if _hotloop is None:
-        raise RuntimeError(unavailable())
-    return int(_hotloop.bucket_index(value_us))
+    return LOOP.bucket_index(value_us)

@@ -4,7 +4,7 @@ and its figures as the recorder's ``Interval`` (no gevent, no Locust: safe anywh
 ``_mqttloop`` is a C extension (``_mqttloop.c``: one epoll thread per generator process,
 every user one MQTT 3.1.1 connection) built with the package where a C compiler and
 Python's headers are found (Linux); where it is not, MQTT runs use the paho-mqtt user
-(``swarm/child/mqtt.py``), as ``--webperf-user=lean`` or ``fast`` asks anyway.
+(``swarm/child/paho.py``), as ``--webperf-user=lean`` or ``fast`` asks anyway.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.stats.histogram import Histogram
+from pytest_webperf.swarm.extension import Tally, extension, histogram_from, socket_error
 from pytest_webperf.swarm.recorder import (
     CLOSED,
     CONNECT,
@@ -28,13 +29,8 @@ from pytest_webperf.swarm.recorder import (
     classify,
 )
 
-try:
-    from pytest_webperf.swarm import _mqttloop  # type: ignore[attr-defined]
-except ImportError as exc:  # not built here (no compiler, not Linux)
-    _mqttloop = None
-    _WHY = str(exc)
-else:
-    _WHY = ""
+LOOP = extension("_mqttloop")
+_mqttloop = LOOP.module
 
 PAHO = "mqtt"  # the pure-Python user (paho-mqtt clients in the gevent hub)
 NATIVE = "mqtt-native"  # this loop
@@ -58,14 +54,12 @@ CONNACK_REFUSED = {
 
 def unavailable() -> str | None:
     """Why the native MQTT loop cannot run here, or None."""
-    if _mqttloop is None:
-        return f"the native MQTT loop is not built here ({_WHY})"
-    return None
+    return LOOP.unavailable("the native MQTT loop")
 
 
 def tls_built() -> bool:
     """Whether the native MQTT loop speaks TLS here (built with OpenSSL's headers)."""
-    return _mqttloop is not None and bool(getattr(_mqttloop, "TLS", 0))
+    return LOOP.tls
 
 
 def resolve_mqtt_user(requested: str) -> str:
@@ -95,15 +89,6 @@ def upgrade_request(host: str, port: int, path: str) -> bytes:
     ).encode()
 
 
-def histogram_from(data: tuple[int, int, int, int, list[tuple[int, int]]]) -> Histogram:
-    count, total, minimum, maximum, pairs = data
-    histogram = Histogram()
-    histogram.counts = dict(pairs)
-    histogram.count, histogram.total = count, total
-    histogram.minimum, histogram.maximum = minimum, maximum
-    return histogram
-
-
 def connack_kind(code: int) -> str:
     """The error kind of a refused CONNACK (``mqtt_connack_2``: identifier rejected)."""
     return f"mqtt_connack_{code}"
@@ -112,15 +97,8 @@ def connack_kind(code: int) -> str:
 def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     """One ``Engine.take()`` as an Interval, failures named as the paho user names them
     (``connect``, ``timeout``) or by what the broker said (``mqtt_connack_N``)."""
-    kinds: dict[str, int] = {}
-    examples: dict[str, str] = {}
-
-    def add(kind: str, n: int, example: str | None = None) -> None:
-        if n:
-            kinds[kind] = kinds.get(kind, 0) + n
-            if example is not None:
-                examples.setdefault(kind, example)
-
+    tally = Tally()
+    add = tally.add
     no_answer = f"no acknowledgement within {timeout_s:g} s"
     add(TIMEOUT, data["timeouts"], no_answer)
     add(CONNECT, data["connect_timeouts"], f"no CONNACK within {timeout_s:g} s")
@@ -132,19 +110,19 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
     for code, n in data.get("refused", {}).items():  # MQTT 5: a PUBACK/PUBREC's failure
         add(f"mqtt_reason_{code}", n, f"the broker refused the message (reason code {code:#x})")
     for number, n in data["connect_errno"].items():
-        error = OSError(number, os.strerror(number))
+        error = socket_error(number)
         add("emfile" if number == errno.EMFILE else CONNECT, n, str(error))
     for number, n in data["io_errno"].items():
-        error = OSError(number, os.strerror(number))
+        error = socket_error(number)
         add(classify(error), n, str(error))
-    errors = sum(kinds.values())
+    errors = sum(tally.kinds.values())
     return Interval(
         requests=data["ok"] + errors,
         errors=errors,
         bytes=data["bytes"],
         histogram=histogram_from(data["latency"]),
-        error_kinds=kinds,
-        error_examples=examples,
+        error_kinds=tally.kinds,
+        error_examples=tally.examples,
     )
 
 
@@ -244,6 +222,4 @@ class MqttLoop:
 
 def bucket_index(value_us: int) -> int:
     """The C side's bucket of a value (the same as ``histogram.bucket_index``: tested)."""
-    if _mqttloop is None:
-        raise RuntimeError(unavailable())
-    return int(_mqttloop.bucket_index(value_us))
+    return LOOP.bucket_index(value_us)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_webperf.models.http2 import Http2Figures
 from pytest_webperf.stats.histogram import Histogram
 
 TIMEOUT = "timeout"
@@ -57,6 +58,12 @@ class Interval:
     # time (from the request's start), and its TLS handshake's (from connected)
     connect: Histogram | None = None
     handshake: Histogram | None = None
+    # HTTP/2 only: per stream, the time to its response headers (TTFB) and the time its
+    # request body waited for the server's flow-control window (the bodies that did);
+    # the connections' figures
+    ttfb: Histogram | None = None
+    stall: Histogram | None = None
+    http2: Http2Figures | None = None
 
     def record_setup(self, connect_us: int, handshake_us: int | None = None) -> None:
         """A new connection's connect time, and its TLS handshake's (https)."""
@@ -67,6 +74,12 @@ class Interval:
             if self.handshake is None:
                 self.handshake = Histogram()
             self.handshake.record(max(0, handshake_us))
+
+    def record_ttfb(self, ttfb_us: int) -> None:
+        """An HTTP/2 stream's time to its response headers."""
+        if self.ttfb is None:
+            self.ttfb = Histogram()
+        self.ttfb.record(max(0, ttfb_us))
 
     def note_users(self, process: str, busy: int, opened: int) -> None:
         """How many of the process's arrival-rate users are busy, and have ever been."""
@@ -136,6 +149,10 @@ class Interval:
             if self.handshake is None:
                 self.handshake = Histogram()
             self.handshake += other.handshake
+        self.ttfb = _merged(self.ttfb, other.ttfb)
+        self.stall = _merged(self.stall, other.stall)
+        if other.http2 is not None:
+            self.http2 = other.http2 if self.http2 is None else self.http2.merge(other.http2)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -167,6 +184,9 @@ class Interval:
             ),
             **({"connect": self.connect.to_dict()} if self.connect is not None else {}),
             **({"handshake": self.handshake.to_dict()} if self.handshake is not None else {}),
+            **({"ttfb": self.ttfb.to_dict()} if self.ttfb is not None else {}),
+            **({"stall": self.stall.to_dict()} if self.stall is not None else {}),
+            **({"http2": self.http2.to_dict()} if self.http2 is not None else {}),
         }
 
     @classmethod
@@ -188,7 +208,19 @@ class Interval:
             },
             connect=Histogram.from_dict(data["connect"]) if "connect" in data else None,
             handshake=Histogram.from_dict(data["handshake"]) if "handshake" in data else None,
+            ttfb=Histogram.from_dict(data["ttfb"]) if "ttfb" in data else None,
+            stall=Histogram.from_dict(data["stall"]) if "stall" in data else None,
+            http2=Http2Figures.from_dict(data["http2"]) if "http2" in data else None,
         )
+
+
+def _merged(mine: Histogram | None, theirs: Histogram | None) -> Histogram | None:
+    """Two optional histograms as one (None if neither)."""
+    if theirs is None:
+        return mine
+    merged = Histogram() if mine is None else mine
+    merged += theirs
+    return merged
 
 
 def classify(exception: BaseException | str | None, status: int | None = None) -> str:

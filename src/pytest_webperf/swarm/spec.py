@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.mqtt.publish import MqttLoad
+from pytest_webperf.streams.load import StreamLoad
 from pytest_webperf.swarm.stamp import CpuProbe, probes_of
 
 
@@ -56,6 +57,7 @@ class SwarmSpec:
     workers: int = 1  # generator processes: >1 runs a Locust master with this many workers
     cpus: tuple[int, ...] = ()  # pin generator processes here (workers: one CPU each, round robin)
     mqtt: MqttLoad | None = None  # what user_class "mqtt" publishes
+    stream: StreamLoad | None = None  # what user_class "websocket" or "sse" does
     remote: Remote | None = None  # generator workers on other machines join the master
     tls_ca: str | None = None  # https: verify the certificate against this CA file (else not)
     tls_resume: bool = False  # https: a new connection resumes the last one's TLS session
@@ -95,9 +97,9 @@ class SwarmSpec:
         return self.local_workers + self.remote_workers if self.distributed else 1
 
     def client_ids(self, index: int) -> range:
-        """The MQTT client numbers generator process ``index`` (0-based over local and
-        remote workers) may use: disjoint ranges of ``users`` each, so no two processes
-        ever share a client id, however Locust splits the users."""
+        """The MQTT client numbers (a stream's connection ids) generator process ``index``
+        (0-based over local and remote workers) may use: disjoint ranges of ``users``
+        each, so no two processes ever share an id, however Locust splits the users."""
         return range(1 + index * self.users, 1 + (index + 1) * self.users)
 
     @property
@@ -105,12 +107,39 @@ class SwarmSpec:
         return self.spawn_rate if self.spawn_rate > 0 else float(max(self.users, 1))
 
     @property
+    def opening_s(self) -> float:
+        """Longest a stream swarm's connections may take to open before the warm-up: the
+        connect gate lets ``max_connecting`` through at once (per process), each within
+        the timeout; 0 for other swarms."""
+        if self.stream is None:
+            return 0.0
+        rounds = self.users / max(1, self.stream.max_connecting) / self.processes
+        return self.timeout_s * (1 + rounds)
+
+    @property
+    def ending_s(self) -> float:
+        """A stream swarm's end: its drain, then every close answered in time."""
+        if self.stream is None:
+            return 0.0
+        return self.stream.drain_s + self.stream.close_timeout_s
+
+    @property
     def deadline_s(self) -> float:
         """Longest the child may live: spawn + warm-up + measurement + teardown."""
         spawn = self.users / self.effective_spawn_rate
         workers = 60 if self.distributed else 0  # starting them and their connections to the master
         remote = self.remote.wait_s if self.remote is not None else 0.0
-        return spawn * 3 + self.warmup_s + self.duration_s + self.timeout_s + 60 + workers + remote
+        streams = self.opening_s + self.ending_s
+        return (
+            spawn * 3
+            + self.warmup_s
+            + self.duration_s
+            + self.timeout_s
+            + 60
+            + workers
+            + remote
+            + streams
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +155,7 @@ class SwarmSpec:
             "workers": self.workers,
             "cpus": list(self.cpus),
             "mqtt": None if self.mqtt is None else self.mqtt.to_dict(),
+            "stream": None if self.stream is None else self.stream.to_dict(),
             "remote": None if self.remote is None else self.remote.to_dict(),
             "tls_ca": self.tls_ca,
             "tls_resume": self.tls_resume,
@@ -147,6 +177,7 @@ class SwarmSpec:
             workers=int(data.get("workers", 1)),
             cpus=tuple(int(cpu) for cpu in data.get("cpus", ())),
             mqtt=MqttLoad.from_dict(data["mqtt"]) if data.get("mqtt") else None,
+            stream=StreamLoad.from_dict(data["stream"]) if data.get("stream") else None,
             remote=Remote.from_dict(data["remote"]) if data.get("remote") else None,
             tls_ca=str(data["tls_ca"]) if data.get("tls_ca") else None,
             tls_resume=bool(data.get("tls_resume", False)),

@@ -10,12 +10,18 @@ subtracts them (``monitor.ResourceMonitor.mark``).
 
 A probe is a part of the target: the root pid of its process tree and, where the part
 heads a cgroup (a container), the file of that cgroup's CPU counter. A stamp holds,
-per part, the cgroup's CPU seconds (every process ever in it) and each process of the
-tree as ``[pid, create_time, ppid, own_s, children_s]`` (what ``proctree`` folds).
+per part, the cgroup's CPU seconds (every process ever in it), each process of the
+tree as ``[pid, create_time, ppid, own_s, children_s]`` (what ``proctree`` folds), and
+the context switches of each thread of the tree (``switches``: voluntary and involuntary,
+by thread id). ``/proc/PID/status`` holds the main thread's only, so every
+``/proc/PID/task/TID/status`` is read; the done stamp is read before the users close
+their connections, so a thread serving one is still there to be read.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -87,13 +93,36 @@ def read_tree(pid: int) -> list[list[float]] | None:
     return found
 
 
+_SWITCHES = re.compile(rb"^(?:non)?voluntary_ctxt_switches:\s+(\d+)", re.M)
+
+
+def read_switches(pids: Iterable[int]) -> dict[str, int]:
+    """Context switches (voluntary + involuntary) of every thread of ``pids``, by thread
+    id (a string: the stamp travels as JSON); threads that end meanwhile are left out."""
+    found: dict[str, int] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/status", "rb") as file:
+                    found[tid] = sum(int(n) for n in _SWITCHES.findall(file.read()))
+            except (OSError, ValueError):
+                continue
+    return found
+
+
 def stamp(probes: Iterable[CpuProbe]) -> dict[str, Any]:
     """Every probe's counters now, with the instant (``time.monotonic``) they were read."""
     parts: dict[str, Any] = {}
     for probe in probes:
+        tree = read_tree(probe.pid)
         parts[probe.part] = {
             "cgroup": None if probe.counter is None else read_counter(probe.counter),
-            "tree": read_tree(probe.pid),
+            "tree": tree,
+            "switches": None if tree is None else read_switches(int(row[0]) for row in tree),
         }
     return {"at": time.monotonic(), "parts": parts}
 

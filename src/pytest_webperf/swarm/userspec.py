@@ -23,7 +23,7 @@ from typing import Any
 
 from pytest_webperf.errors import OptionError
 
-BUILT_IN = ("native", "lean", "fast", "mqtt", "mqtt-native", "auto")
+BUILT_IN = ("native", "lean", "fast", "mqtt", "mqtt-native", "websocket", "sse", "auto")
 FILE = "file:"
 _CLASSES = re.compile(r"^[A-Za-z_]\w*(,[A-Za-z_]\w*)*$")
 CHECK_TIMEOUT_S = 120.0  # importing Locust and the file, on a busy machine

@@ -10,6 +10,7 @@ Switching Protocols is an error.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -32,6 +33,20 @@ class ProtocolError(Exception):
 # (``hotloop.py``, which gets the offending bytes from C) word it the same.
 SWITCHING_PROTOCOLS = "101 Switching Protocols is not supported"
 CHUNK_WITHOUT_CRLF = "chunk data not followed by CRLF"
+
+
+def client_context(
+    ca_file: str | None = None, alpn: tuple[str, ...] = ("http/1.1",)
+) -> ssl.SSLContext:
+    """The TLS client context every client of ours uses (the lean users, health probes,
+    the tests): the certificate is not verified unless ``ca_file`` names the CA to verify
+    it (and the host name) against; ALPN http/1.1, or ``alpn`` (h2 for HTTP/2)."""
+    context = ssl.create_default_context(cafile=ca_file)
+    if ca_file is None:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(list(alpn))
+    return context
 
 
 def bad_status_line(head: bytes) -> str:

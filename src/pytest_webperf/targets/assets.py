@@ -10,7 +10,6 @@ import json
 import random
 import struct
 import zlib
-from pathlib import Path
 
 HELLO_HTML = b"<h1>Hello World</h1>"
 # Seed 000's fixed array (a permutation of 1..100), sorted per request.
@@ -66,9 +65,3 @@ def workload_files() -> dict[str, bytes]:
     }
     files.update({name: exact_page(n) for name, n in PAGE_SIZES.items()})
     return files
-
-
-def write_assets(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, content in workload_files().items():
-        (directory / name).write_bytes(content)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import socket
-import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
+
+from pytest_webperf.swarm.wire import client_context
 
 
 @runtime_checkable
@@ -55,17 +56,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def client_context(ca_file: str | None = None) -> ssl.SSLContext:
-    """A TLS client context for test targets: the certificate is not verified unless
-    ``ca_file`` names the CA to verify it (and the host name) against; ALPN http/1.1."""
-    context = ssl.create_default_context(cafile=ca_file)
-    if ca_file is None:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["http/1.1"])
-    return context
-
-
 def _connection(host: str, port: int, timeout: float, tls: bool) -> http.client.HTTPConnection:
     if tls:
         return http.client.HTTPSConnection(host, port, timeout=timeout, context=client_context())
@@ -94,6 +84,17 @@ class Probe:
     detail: str  # what it answered, for messages: "HTTP 404 Not Found", "connection refused"
     # it speaks another protocol (TLS to a plain check, plain HTTP to a TLS one): no wait
     wrong_protocol: bool = False
+
+
+# what an HTTP/1.1 check meets at a listener that speaks HTTP/2 with prior knowledge only
+# (nginx 1.22's `listen ... http2` without ssl): its SETTINGS frame; targets/http2.py then
+# asks again over h2c
+H2C_ONLY = "it speaks HTTP/2 only (h2c, prior knowledge): a SETTINGS frame answered the GET"
+
+
+def is_settings_frame(head: bytes) -> bool:
+    """Whether ``head`` starts with an HTTP/2 SETTINGS frame on stream 0."""
+    return len(head) >= 9 and head[3] == 0x04 and head[5:9] == b"\x00\x00\x00\x00"
 
 
 # 4xx says "you asked for the wrong thing" (a definitive no), except these two,
@@ -158,6 +159,8 @@ def probe_http(
             exc, http.client.RemoteDisconnected
         ):
             line = str(exc.args[0] if exc.args else "")
+            if is_settings_frame(line.encode("latin-1", "replace")):
+                return Probe(ready=False, final=True, detail=H2C_ONLY, wrong_protocol=True)
             return Probe(
                 ready=False,
                 final=True,
@@ -254,19 +257,6 @@ def tcp_ready(host: str, port: int, timeout: float = 2.0) -> bool:
             return True
     except OSError:
         return False
-
-
-def wait_until(
-    ready: Callable[[], bool], alive: Callable[[], None], timeout: float, interval: float = 0.1
-) -> bool:
-    """Poll ``ready`` until true or ``timeout`` passes; ``alive`` raises if the server died."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ready():
-            return True
-        alive()
-        time.sleep(interval)
-    return ready()
 
 
 def split_url(url: str) -> tuple[str, str, int]:

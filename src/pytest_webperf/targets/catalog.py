@@ -27,18 +27,21 @@ from pathlib import Path
 
 from pytest_webperf.errors import CatalogError
 from pytest_webperf.targets.assets import workload_files
+from pytest_webperf.targets.runtime import PINNINGS
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-KINDS = ("http", "mqtt", "tcp")
+KINDS = ("http", "mqtt", "tcp", "grpc")  # grpc: loaded by webperf.grpc, health "grpc"
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _PACKAGED_DIR = Path(__file__).resolve().parents[1] / "servers"  # installed from a wheel
 _CHECKOUT_DIR = Path(__file__).resolve().parents[3] / "servers"  # src/ layout: the repository's
 BUILTIN_DIR = _PACKAGED_DIR if _PACKAGED_DIR.is_dir() else _CHECKOUT_DIR
-OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings")  # read by the modules that use them
+DEFAULT_HEALTH = {"http": "/health", "grpc": "grpc"}
+# read by the modules that use them
+OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings", "streams")
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,46 @@ class Dependency:
 
     server: str
     port_env: str
+
+
+@dataclass(frozen=True)
+class CountStart:
+    """How a server starts for a counted measurement (``[count]`` in its server.toml):
+    its runtime (else read from the image's command), a command of its own (one process
+    that valgrind can follow: nginx without its master), environment added, or why it
+    cannot be counted."""
+
+    runtime: str | None = None
+    command: tuple[str, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    refuse: str | None = None
+
+
+COUNT_KEYS = ("runtime", "command", "env", "refuse")
+
+
+def _count(raw: object, path: Path) -> CountStart | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not set(raw) <= set(COUNT_KEYS):
+        unknown = sorted(set(raw) - set(COUNT_KEYS)) if isinstance(raw, dict) else raw
+        raise CatalogError(f"{path}: [count] takes {', '.join(COUNT_KEYS)}, not {unknown!r}")
+    runtime = raw.get("runtime")
+    if runtime is not None and runtime not in PINNINGS:
+        raise CatalogError(f"{path}: [count] runtime = {runtime!r}: one of {', '.join(PINNINGS)}")
+    env = raw.get("env", {})
+    if not isinstance(env, dict):
+        raise CatalogError(f"{path}: [count] env must be a table of strings")
+    refuse = raw.get("refuse")
+    if refuse is not None and (not isinstance(refuse, str) or not refuse.strip()):
+        raise CatalogError(f"{path}: [count] refuse is one line saying why it is not counted")
+    command = raw.get("command")
+    return CountStart(
+        runtime=runtime,
+        command=None if command is None else _str_tuple(command, "count.command", path),
+        env={str(k): str(v) for k, v in env.items()},
+        refuse=refuse,
+    )
 
 
 @dataclass(frozen=True)
@@ -73,6 +116,7 @@ class ServerSpec:
     # beside its image's build context: what the image does not hold but the run uses
     watch: tuple[str, ...] = ()
     extra: dict[str, object] = field(default_factory=dict)  # keys other modules own (mqtt, ...)
+    count: CountStart | None = None  # its counted start ([count]), None: the image's command
 
     @property
     def image_repo(self) -> str:
@@ -124,8 +168,10 @@ def _includes(raw: object, directory: Path, path: Path) -> tuple[Path, ...]:
 def _tls(raw: object, kind: str, path: Path) -> bool:
     if not isinstance(raw, bool):
         raise CatalogError(f"{path}: 'tls' must be true or false, not {raw!r}")
-    if raw and kind not in ("http", "mqtt"):  # https://, mqtts://
-        raise CatalogError(f'{path}: \'tls = true\' is for kind = "http" or "mqtt" servers only')
+    if raw and kind not in ("http", "mqtt", "grpc"):  # https://, mqtts://
+        raise CatalogError(
+            f'{path}: \'tls = true\' is for kind = "http", "mqtt" or "grpc" servers only'
+        )
     return raw
 
 
@@ -156,7 +202,7 @@ def load_spec(directory: Path) -> ServerSpec:
             port_env=str(data.pop("port_env", "PORT")),
             bind_env=str(data.pop("bind_env")) if "bind_env" in data else None,
             extra_ports=_str_tuple(data.pop("extra_ports", []), "extra_ports", path),
-            health=str(data.pop("health", "/health" if kind == "http" else "tcp")),
+            health=str(data.pop("health", DEFAULT_HEALTH.get(kind, "tcp"))),
             startup_timeout=float(data.pop("startup_timeout", 120.0)),
             tls=_tls(data.pop("tls", False), kind, path),
             routes=_str_tuple(data.pop("routes", []), "routes", path),
@@ -169,6 +215,7 @@ def load_spec(directory: Path) -> ServerSpec:
             include=_includes(data.pop("include", []), directory, path),
             watch=_str_tuple(data.pop("watch", []), "watch", path),
             extra={k: data.pop(k) for k in list(data) if k in OWNED_ELSEWHERE},
+            count=_count(data.pop("count", None), path),
         )
     except (TypeError, ValueError) as exc:
         raise CatalogError(f"{path}: {exc}") from None

@@ -12,9 +12,9 @@ import os
 import resource
 import signal
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import docker.errors
@@ -28,13 +28,14 @@ from pytest_webperf.targets.base import (
     Probe,
     free_port,
     health_failure,
-    probe_http,
-    probe_tcp,
     wait_healthy,
 )
-from pytest_webperf.targets.catalog import Catalog, ServerSpec
-from pytest_webperf.targets.engine import docker_client
-from pytest_webperf.targets.images import ensure_image
+from pytest_webperf.targets.catalog import Catalog, CountStart, ServerSpec
+from pytest_webperf.targets.engine import docker_client, run_in
+from pytest_webperf.targets.http2 import probe_health
+from pytest_webperf.targets.images import ensure_counted_image, ensure_image, image_config
+from pytest_webperf.targets.runtime import PINNINGS, Pinning, runtime_of
+from pytest_webperf.targets.wrap import MOUNT, Wrap
 
 testcontainers_config.ryuk_disabled = True
 
@@ -138,16 +139,25 @@ class ServerContainer:
     limits: Limits
     host: str = "127.0.0.1"  # where it listens
     container: DockerContainer | None = field(default=None, repr=False)
+    wrap: Wrap | None = None  # the tool it starts under (a counted measurement's)
 
     def start(self) -> None:
-        container = DockerContainer(self.image).with_kwargs(
+        image, env = self.image, self.env
+        extra: dict[str, Any] = {}
+        if self.wrap is not None:
+            image, extra = self._wrapped(self.wrap)
+            env = self.wrap.pinning.applied(self.env)
+        container = DockerContainer(image).with_kwargs(
             network_mode="host",
             labels={MANAGED: "1", SESSION: SESSION_ID, OWNER: _owner(), "webperf.part": self.part},
             ulimits=[Ulimit(name="nofile", soft=nofile_limit(), hard=nofile_limit())],
             **self.limits.docker_kwargs(),
+            **extra,
         )
         container.with_name(f"webperf-{self.part}-{self.port}-{SESSION_ID}")
-        for key, value in self.env.items():
+        if self.wrap is not None and self.wrap.directory is not None:
+            container.with_volume_mapping(self.wrap.directory, MOUNT, "rw")
+        for key, value in env.items():
             container.with_env(key, value)
         self.container = container
         try:
@@ -156,13 +166,38 @@ class ServerContainer:
             raise TargetError(f"{self.part}: the engine refused to start it: {exc}") from None
         self._wait_healthy()
 
+    def command(self) -> list[str]:
+        """What it runs: its counted start's command, else the image's entrypoint and
+        command."""
+        count = self.spec.count
+        if count is not None and count.command:
+            return list(count.command)
+        config = image_config(self.image)
+        return [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
+
+    def _wrapped(self, wrap: Wrap) -> tuple[str, dict[str, Any]]:
+        """The image and the engine's options of a start under ``wrap``: the counted
+        image (Valgrind on top) when it needs valgrind, the command wrapped, docker's init
+        as PID 1 (vgdb misbehaves with valgrind as PID 1), the wrap's directory mounted
+        and the right to ptrace (vgdb wakes a process blocked in a system call). ASLR stays
+        on: the engine's seccomp profile refuses ``setarch -R``'s personality."""
+        image = ensure_counted_image(self.image) if wrap.valgrind else self.image
+        extra: dict[str, Any] = {"entrypoint": wrap.argv(self.command(), MOUNT, aslr=False)}
+        if wrap.valgrind:
+            extra.update(init=True, cap_add=["SYS_PTRACE"])
+        return image, extra
+
+    def beside(self, argv: Sequence[str], timeout: float) -> tuple[int, str]:
+        """``argv`` run inside the container (``docker exec``), killed past ``timeout``."""
+        return run_in(self._wrapped_container().id, argv, timeout)
+
     def _wait_healthy(self) -> None:
         spec = self.spec
+        slowdown = self.wrap.slowdown if self.wrap is not None else 1.0
+        spec = replace(spec, startup_timeout=spec.startup_timeout * slowdown)
 
         def probe() -> Probe:
-            if spec.health == "tcp":
-                return probe_tcp(self.host, self.port)
-            return probe_http(
+            return probe_health(
                 self.host,
                 self.port,
                 spec.health,
@@ -178,13 +213,13 @@ class ServerContainer:
                 health_failure(self.part, where, answer, spec.startup_timeout, fix), self.logs()
             )
 
-    def _wrapped(self) -> Any:
+    def _wrapped_container(self) -> Any:
         if self.container is None:
             raise TargetError(f"{self.part} was never started")
         return self.container.get_wrapped_container()
 
     def check_alive(self) -> None:
-        wrapped = self._wrapped()
+        wrapped = self._wrapped_container()
         try:
             wrapped.reload()
         except docker.errors.NotFound:
@@ -195,7 +230,7 @@ class ServerContainer:
 
     def pid(self) -> int:
         """The container's init process on this host (attrs read at create time say 0)."""
-        wrapped = self._wrapped()
+        wrapped = self._wrapped_container()
         if not wrapped.attrs["State"].get("Pid"):
             wrapped.reload()
         pid = int(wrapped.attrs["State"]["Pid"])
@@ -205,7 +240,8 @@ class ServerContainer:
 
     def logs(self) -> str:
         try:
-            return str(self._wrapped().logs(stdout=True, stderr=True).decode(errors="replace"))
+            logs = self._wrapped_container().logs(stdout=True, stderr=True)
+            return str(logs.decode(errors="replace"))
         except (docker.errors.APIError, TargetError):
             return ""
 
@@ -246,6 +282,7 @@ class ContainerTarget:
         self.part_env = self._split_env(env or {})
         self.containers: list[ServerContainer] = []
         self._stack = ExitStack()
+        self.wrap: Wrap | None = None  # the tool the server itself starts under (``relaunch``)
 
     @property
     def url(self) -> str:
@@ -267,6 +304,12 @@ class ContainerTarget:
     def restart(self) -> None:
         """Remove every container and start them afresh (new process instances, new
         ports): results then average over instances (``--webperf-restart-every``)."""
+        self.relaunch(None)
+
+    def relaunch(self, wrap: Wrap | None) -> None:
+        """Every container afresh, the server itself under ``wrap`` (None: as shipped);
+        its dependencies as shipped."""
+        self.wrap = wrap
         self._stack.close()
         self.containers = []
         try:
@@ -295,6 +338,8 @@ class ContainerTarget:
         server = ServerContainer(
             spec, part, ensure_image(self.catalog.image_spec(spec)), port, env, limits, host
         )
+        if part == self.name:
+            server.wrap = self.wrap
         self._stack.callback(server.stop)
         server.start()
         self.containers.append(server)
@@ -321,6 +366,32 @@ class ContainerTarget:
 
     def parts(self) -> Mapping[str, int]:
         return {c.part: c.pid() for c in self.containers}
+
+    def _server(self) -> ServerContainer:
+        for server in self.containers:
+            if server.part == self.name:
+                return server
+        raise TargetError(f"{self.name} is not running")
+
+    def beside(self, argv: Sequence[str], timeout: float) -> tuple[int, str]:
+        """``argv`` run in the server's container."""
+        return self._server().beside(argv, timeout)
+
+    def seen(self, directory: str) -> str:
+        return MOUNT
+
+    def pinning(self) -> Pinning:
+        """Its ``[count]`` table's: a refusal, the runtime named there or read from the
+        command's program name, with the table's environment on top."""
+        count = self.spec.count or CountStart()
+        where = self.spec.directory / "server.toml"
+        if count.refuse:
+            return Pinning("native", refused=f"{count.refuse} ([count] in {where})")
+        runtime = count.runtime or runtime_of(self._server().command(), look=False)
+        base = PINNINGS[runtime]
+        note = base.note + (f"; {where} [count] env " if count.env else "")
+        note += " ".join(f"{k}={v}" for k, v in count.env.items())
+        return replace(base, env={**base.env, **count.env}, note=note)
 
     def check_alive(self) -> None:
         for server in self.containers:

@@ -1,10 +1,16 @@
-"""Access to the Docker engine, with a clear message when none answers."""
+"""Access to the Docker engine, with a clear message when none answers; a command run in
+a container, bounded in time."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
+import os
+import signal
+import threading
 import warnings
+from collections.abc import Sequence
 
 import docker
 import docker.errors
@@ -42,3 +48,22 @@ def docker_client() -> DockerClient:
 def engine_version() -> str:
     version = docker_client().version()
     return str(version.get("Version", "unknown"))
+
+
+def run_in(container: str, argv: Sequence[str], timeout: float) -> tuple[int, str]:
+    """``argv`` run inside ``container`` (``docker exec``): (exit status, output); past
+    ``timeout`` seconds its process is killed and ``TimeoutError`` raised."""
+    api = docker_client().api
+    exec_id = api.exec_create(container, list(argv))["Id"]
+    output: list[bytes] = []
+    runner = threading.Thread(target=lambda: output.append(api.exec_start(exec_id)), daemon=True)
+    runner.start()
+    runner.join(timeout)
+    if runner.is_alive():
+        pid = api.exec_inspect(exec_id).get("Pid")
+        if pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(pid), signal.SIGKILL)
+        raise TimeoutError(f"{argv[0]} did not finish within {timeout:g} s")
+    code = api.exec_inspect(exec_id).get("ExitCode")
+    return (int(code) if code is not None else -1), b"".join(output).decode(errors="replace")

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_webperf.errors import OptionError, TargetError
-from pytest_webperf.targets.base import http_ready, is_loopback, probe_http, split_url
+from pytest_webperf.targets.base import is_loopback, split_url
+from pytest_webperf.targets.http2 import probe_health
 
 
 class ExternalTarget:
@@ -35,8 +36,8 @@ class ExternalTarget:
 
     def __enter__(self) -> ExternalTarget:
         option = "https:// in --webperf-target-url"
-        answer = probe_http(
-            self.host, self.port, self.health, timeout=5.0, tls=self.tls, tls_option=option
+        answer = probe_health(
+            self.host, self.port, self.health, tls=self.tls, tls_option=option, timeout=5.0
         )
         if answer.wrong_protocol:
             raise TargetError(f"{self.url}{self.health}: {answer.detail}")
@@ -51,7 +52,7 @@ class ExternalTarget:
         return {}
 
     def check_alive(self) -> None:
-        if not http_ready(self.host, self.port, self.health, timeout=5.0, tls=self.tls):
+        if not probe_health(self.host, self.port, self.health, tls=self.tls, timeout=5.0).ready:
             raise TargetError(f"{self.url} stopped answering during the run")
 
     def logs(self) -> str:

@@ -1,12 +1,16 @@
-"""Builds catalogue images, once per content hash."""
+"""Builds catalogue images, once per content hash; and their counted layer (Valgrind on
+top, once per image)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import sys
+import tarfile
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import docker.errors
 
@@ -43,14 +47,15 @@ def build(context: bytes, tag: str, *, label: str, what: str) -> None:
         decode=True,
         labels={"webperf.server": label},
     )
-    for chunk in stream:
+    error = None
+    for chunk in stream:  # read to its end, an error or not: the engine's socket is freed
         if "stream" in chunk:
             output.append(str(chunk["stream"]))
-        if "error" in chunk:
-            tail = "".join(output)[-4000:]
-            raise CatalogError(
-                f"building {what} failed: {chunk['error']}\n--- build output (tail) ---\n{tail}"
-            )
+        if "error" in chunk and error is None:
+            error = str(chunk["error"])
+    if error is not None:
+        tail = "".join(output)[-4000:]
+        raise CatalogError(f"building {what} failed: {error}\n--- build output (tail) ---\n{tail}")
 
 
 def ensure_image(spec: ServerSpec, log: Log = _stderr) -> str:
@@ -76,3 +81,59 @@ def ensure_images(catalog: Catalog, name: str, log: Log = _stderr) -> dict[str, 
     return {
         spec.name: ensure_image(catalog.image_spec(spec), log) for spec in catalog.closure(name)
     }
+
+
+# The counted layer: Valgrind on top of a server's image (Debian's package, as the
+# catalogue's images are Debian bookworm), the image's user restored. Tagged by the base
+# image's id and this text, so it is built once per server image.
+COUNTED_REPO = "webperf-counted"
+COUNTED_LAYER = """FROM {base}
+USER root
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends valgrind \\
+ && rm -rf /var/lib/apt/lists/*
+{user}"""
+
+
+def image_config(tag: str) -> dict[str, Any]:
+    """An image's ``Config`` (Entrypoint, Cmd, User, ...)."""
+    config = docker_client().images.get(tag).attrs.get("Config") or {}
+    return dict(config)
+
+
+def counted_tag(base: str) -> tuple[str, str]:
+    """The counted image's tag for the image ``base``, and its Dockerfile."""
+    found = docker_client().images.get(base)
+    user = str((found.attrs.get("Config") or {}).get("User") or "")
+    text = COUNTED_LAYER.format(base=base, user=f"USER {user}\n" if user else "")
+    digest = hashlib.sha256(f"{found.id}\0{text}".encode()).hexdigest()[:16]
+    return f"{COUNTED_REPO}/{name_of(base)}:{digest}", text
+
+
+def ensure_counted_image(base: str, log: Log = _stderr) -> str:
+    """``base`` with Valgrind installed on top (built once per base image)."""
+    tag, dockerfile = counted_tag(base)
+    with _lock:
+        if image_exists(tag):
+            return tag
+        log(f"webperf: building {tag}: Valgrind on top of {base} (once per image)")
+        started = time.monotonic()
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            data = dockerfile.encode()
+            info = tarfile.TarInfo("Dockerfile")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        try:
+            build(buffer.getvalue(), tag, label=name_of(base), what=f"the counted layer of {base}")
+        except CatalogError as exc:
+            raise CatalogError(
+                f"{exc}\ncount=True installs Valgrind in the server's image with Debian's "
+                "apt-get: an image without it needs valgrind installed in its Dockerfile"
+            ) from None
+        log(f"webperf: built {tag} in {time.monotonic() - started:.0f}s")
+        return tag
+
+
+def name_of(tag: str) -> str:
+    return tag.split(":", maxsplit=1)[0].rsplit("/", 1)[-1]

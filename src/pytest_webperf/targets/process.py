@@ -7,6 +7,7 @@ import ctypes
 import functools
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,11 +21,12 @@ from pytest_webperf.targets.base import (
     Probe,
     free_port,
     health_failure,
-    probe_http,
-    probe_tcp,
     wait_healthy,
 )
 from pytest_webperf.targets.gitref import git_commit
+from pytest_webperf.targets.http2 import probe_health
+from pytest_webperf.targets.runtime import PINNINGS, Pinning, runtime_of
+from pytest_webperf.targets.wrap import Wrap, on_host
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -87,6 +89,7 @@ class ProcessTarget:
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[str] | None = None
         self.prelude = prelude  # written first in its log: what built it (``build.py``)
+        self.wrap: Wrap | None = None  # the tool this instance runs under (``relaunch``)
 
     @property
     def url(self) -> str:
@@ -98,10 +101,15 @@ class ProcessTarget:
         if self.prelude:
             self._log.write(self.prelude if self.prelude.endswith("\n") else self.prelude + "\n")
             self._log.flush()
+        argv, env = self.argv, self.env
+        if self.wrap is not None:
+            aslr = shutil.which("setarch") is not None
+            argv = self.wrap.argv(self.argv, self.wrap.directory, aslr=aslr)
+            env = self.wrap.pinning.applied(self.env)
         try:
             self.process = subprocess.Popen(
-                self.argv,
-                env={**os.environ, **self.env, self.port_env: str(self.port), **self._bind()},
+                argv,
+                env={**os.environ, **env, self.port_env: str(self.port), **self._bind()},
                 cwd=self.cwd,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
@@ -125,17 +133,15 @@ class ProcessTarget:
 
     def _wait_healthy(self) -> None:
         def probe() -> Probe:
-            if self.health == "tcp":
-                return probe_tcp(self.host, self.port)
-            return probe_http(self.host, self.port, self.health, tls=self.tls)
+            return probe_health(self.host, self.port, self.health, tls=self.tls)
 
-        answer = wait_healthy(probe, self.check_alive, self.startup_timeout)
+        timeout = self.startup_timeout * (self.wrap.slowdown if self.wrap else 1.0)
+        answer = wait_healthy(probe, self.check_alive, timeout)
         if not answer.ready:
             where = f"{self.health} on {self.host}:{self.port}"
             fix = "serve it, or pass the path that does as health=..."
-            raise TargetError(
-                health_failure(self.name, where, answer, self.startup_timeout, fix), self.logs()
-            )
+            name = self.name if self.wrap is None else f"{self.name} ({self.wrap.what})"
+            raise TargetError(health_failure(name, where, answer, timeout, fix), self.logs())
 
     def __exit__(self, *exc: object) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -150,9 +156,25 @@ class ProcessTarget:
         self._close_log()
 
     def restart(self) -> None:
-        """Stop the process and start it afresh (a new instance, a new port)."""
+        """Stop the process and start it afresh (a new instance, a new port), as given."""
+        self.relaunch(None)
+
+    def relaunch(self, wrap: Wrap | None) -> None:
+        """Stop the process and start it afresh under ``wrap`` (None: as given)."""
         self.__exit__()
+        self.wrap = wrap
         self.__enter__()
+
+    def beside(self, argv: Sequence[str], timeout: float) -> tuple[int, str]:
+        """``argv`` run on this host, where the process runs."""
+        return on_host(argv, timeout)
+
+    def seen(self, directory: str) -> str:
+        return directory
+
+    def pinning(self) -> Pinning:
+        """Its runtime's, read from the command (``runtime.runtime_of``)."""
+        return PINNINGS[runtime_of(self.argv, {**os.environ, **self.env})]
 
     def _close_log(self) -> None:
         if self._log is not None:

@@ -30,6 +30,7 @@ from pytest_webperf.swarm.recorder import (
 from pytest_webperf.swarm.wire import (
     ProtocolError,
     ResponseParser,
+    client_context,
 )
 
 RECV_SIZE = 64 * 1024
@@ -56,15 +57,10 @@ class _Timeout(Exception):
 
 
 @lru_cache(maxsize=8)
-def tls_context(ca_file: str | None) -> ssl.SSLContext:
-    """The process's TLS client context: not verified unless ``ca_file`` names the CA
-    (then the host name too); ALPN http/1.1. One per CA file, shared by every user."""
-    context = ssl.create_default_context(cafile=ca_file)
-    if ca_file is None:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["http/1.1"])
-    return context
+def tls_context(ca_file: str | None, alpn: tuple[str, ...] = ("http/1.1",)) -> ssl.SSLContext:
+    """The process's TLS client context (``wire.client_context``; ``alpn``: h2 for the
+    HTTP/2 user), one per CA file and protocol, shared by every user."""
+    return client_context(ca_file, alpn)
 
 
 @lru_cache(maxsize=64)

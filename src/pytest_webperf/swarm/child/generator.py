@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,20 +77,57 @@ def quick_stop(runner: Any) -> bool:
 
 
 def stop_sending(runner: Any) -> None:
-    """Mark every running user stopping: a closed loop ends after its current request
-    (and any other user at its next ``wait()``); a user class that sends from elsewhere
-    (the native loop's thread) is told by its ``webperf_stop_sending``. Synchronous:
-    nothing new is sent after."""
+    """Mark every running user stopping (user classes that stop quickly): a closed loop
+    ends after its current request (and any other user at its next ``wait()``); a user
+    class that sends from elsewhere (a native loop's thread) is told by its
+    ``webperf_stop_sending``, whether or not it stops quickly (the stream users drain
+    and close at Locust's stop). Synchronous: nothing new is sent after."""
     from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING
 
-    if not quick_stop(runner):
-        return
-    for user_greenlet in list(runner.user_greenlets):
-        user = user_greenlet.args[0] if user_greenlet.args else None
-        if user is not None and user._state == LOCUST_STATE_RUNNING:
-            user._state = LOCUST_STATE_STOPPING
+    if quick_stop(runner):
+        for user_greenlet in list(runner.user_greenlets):
+            user = user_greenlet.args[0] if user_greenlet.args else None
+            if user is not None and user._state == LOCUST_STATE_RUNNING:
+                user._state = LOCUST_STATE_STOPPING
     for cls in runner.environment.user_classes:
         hook = getattr(cls, "webperf_stop_sending", None)
+        if hook is not None:
+            hook()
+
+
+def waits_for_open(runner: Any) -> bool:
+    """Whether a user class opens long-lived connections that must all be open before
+    the warm-up (``webperf_ready``: the stream users)."""
+    return any(hasattr(cls, "webperf_ready") for cls in runner.environment.user_classes)
+
+
+def users_ready(runner: Any) -> bool:
+    """Whether every user of this process has tried to open its connection."""
+    users = int(runner.user_count)
+    return all(
+        cls.webperf_ready(users)
+        for cls in runner.environment.user_classes
+        if hasattr(cls, "webperf_ready")
+    )
+
+
+def await_ready(runner: Any, timeout_s: float) -> bool:
+    """Until every user of this process has tried to open its connection, at most
+    ``timeout_s``; whether they all did."""
+    import gevent
+
+    deadline = time.monotonic() + timeout_s
+    while not users_ready(runner):
+        if time.monotonic() > deadline:
+            return False
+        gevent.sleep(0.02)
+    return True
+
+
+def go(runner: Any) -> None:
+    """Every connection of the run is open (or tried): the publishers start."""
+    for cls in runner.environment.user_classes:
+        hook = getattr(cls, "webperf_go", None)
         if hook is not None:
             hook()
 
@@ -134,21 +172,33 @@ def load_user_class(spec: SwarmSpec, index: int = 0) -> type[Any]:
 
         return fast.make_user(spec)
     if spec.user_class == "mqtt":
-        from pytest_webperf.swarm.child import mqtt
+        from pytest_webperf.swarm.child import paho
 
-        return mqtt.make_user(spec, index)
+        return paho.make_user(spec, index)
     if spec.user_class == "mqtt-native":
-        from pytest_webperf.swarm.child import mqtt_native
+        from pytest_webperf.swarm.child import native_mqtt
 
-        return mqtt_native.make_user(spec, index)
+        return native_mqtt.make_user(spec, index)
+    if spec.user_class == "lean" and spec.workload.http2:
+        from pytest_webperf.swarm.child.http2 import user as http2
+
+        return http2.make_user(spec, index)
     if spec.user_class == "lean":
         from pytest_webperf.swarm.child import lean
 
         return lean.make_user(spec, index)
     if spec.user_class == "native":
-        from pytest_webperf.swarm.child import native
+        from pytest_webperf.swarm.child import native_http
 
-        return native.make_user(spec, index)
+        return native_http.make_user(spec, index)
+    if spec.user_class == "websocket":
+        from pytest_webperf.swarm.child import websocket
+
+        return websocket.make_user(spec, index)
+    if spec.user_class == "sse":
+        from pytest_webperf.swarm.child import sse
+
+        return sse.make_user(spec, index)
     return load_user_classes(spec, index)[0]
 
 

@@ -117,7 +117,7 @@ class LeanHttpUser(User):
         check: Request | None = None,
     ) -> PreparedRequest:
         """Encode a request once (cached per user); ``name`` groups it in the stats;
-        ``check``: a mix entry whose response checks apply (``expect_status``, ...)."""
+        ``check``: a mix entry whose expectations apply (``expect_status``, ...)."""
         pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
         key = (method, path, body, pairs, name, check)
         prepared = self._prepared.get(key)

@@ -40,13 +40,16 @@ from pytest_webperf.swarm.child.generator import (
     Emit,
     Process,
     Roll,
+    await_ready,
     cpu_seconds,
     environment_for,
+    go,
     halt,
     place,
     raise_open_files,
     stop_sending,
     tickets_of,
+    waits_for_open,
 )
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.stamp import stamp
@@ -60,6 +63,7 @@ class LocalSwarm:
 
     def __init__(self, spec: SwarmSpec, emit: Emit) -> None:
         self.spec = spec
+        self.emit = emit
         self.cpus = place(spec.cpus)
         raise_open_files(spec.users, emit)
         self.environment, self.recorder = environment_for(spec, emit=emit)
@@ -74,6 +78,16 @@ class LocalSwarm:
             if spawning.ready() and spawning.exception is not None:  # a user did not start
                 what = f"starting a user of {self.spec.user_class!r}"
                 raise RuntimeError(user_failure(what, spawning.exception))
+        if waits_for_open(runner):  # long-lived connections: all open before the warm-up
+            if not await_ready(runner, self.spec.opening_s):
+                self.emit(
+                    "note",
+                    message=(
+                        f"not every connection had tried to open after {self.spec.opening_s:.0f}"
+                        " s: the warm-up starts anyway"
+                    ),
+                )
+            go(runner)
         return [{"pid": os.getpid(), "role": "local", "cpus": self.cpus}]
 
     @property

@@ -13,7 +13,11 @@ Messages beside Locust's own (``environment.runner.register_message``):
   interval's exact histograms and the process's CPU seconds); ``webperf_halt``
   / ``webperf_halted`` at the end;
 - a worker whose users raise when they start says ``webperf_failed`` (one line:
-  the exception and where), and the run fails with it.
+  the exception and where), and the run fails with it;
+- stream users (long-lived connections): each worker says ``webperf_open`` once
+  every connection of its users has tried to open; when all have, the master says
+  ``webperf_go`` (a fan-out's publishers start: every subscriber listens), then the
+  warm-up begins.
 
 The measured window is the master's clock (the instants it sends each roll):
 the workers' clocks may be other machines'. A worker that stops answering (its
@@ -52,6 +56,8 @@ HELLO = "webperf_hello"
 SPEC = "webperf_spec"
 BYE = "webperf_bye"  # the session is over: a remote worker's supervisor exits
 FAILED = "webperf_failed"  # a worker's users could not start: its one-line reason
+OPEN = "webperf_open"  # a worker's connections have all tried to open (stream users)
+GO = "webperf_go"  # every worker's have: the publishers start
 SESSION_OVER = 10  # a remote worker process's exit status after BYE
 WORKER_READY_S = 60.0  # starting a worker (python + locust import) takes ~1-2 s, more under load
 ROLL_REPLY_S = 5.0  # how long the master waits for the workers' intervals at each tick
@@ -87,6 +93,7 @@ class MasterSwarm:
             (READY, self._on_ready),
             (HELLO, self._on_hello),
             (FAILED, self._on_failed),
+            (OPEN, self._on_open),
         ):
             self.runner.register_message(kind, listener)
         self.roles: dict[str, str] = {}  # Locust client id -> "workerN" / "remoteN@host"
@@ -104,6 +111,7 @@ class MasterSwarm:
         self.users = 0
         self.rolled = 0
         self.failure: str | None = None  # a worker's users could not start
+        self.opened: set[str] = set()  # workers whose connections have all tried to open
 
     @property
     def expected(self) -> int:
@@ -126,6 +134,8 @@ class MasterSwarm:
         self._await_workers()
         self.runner.start(self.spec.users, spawn_rate=self.spec.effective_spawn_rate)
         self._await_spawned()
+        if self.spec.stream is not None:
+            self._await_open()
         processes = self.roll().processes  # also learns the workers' pids and placement
         keys = ("pid", "role", "cpus", "host")
         return [{k: p[k] for k in keys if k in p} for p in processes]
@@ -173,6 +183,30 @@ class MasterSwarm:
             if time.monotonic() > deadline:
                 return  # the rolls say who is missing
             gevent.sleep(0.05)
+
+    def _await_open(self) -> None:
+        """Stream users: until every worker's connections have tried to open (bounded by
+        the spec's opening time), then the publishers go, everywhere at once."""
+        import gevent
+
+        deadline = time.monotonic() + self.spec.opening_s
+        while len(self.opened) < len(self.roles) and time.monotonic() < deadline:
+            if self.failure is not None:
+                raise RuntimeError(self.failure)
+            gevent.sleep(0.02)
+        if len(self.opened) < len(self.roles):
+            self.emit(
+                "note",
+                message=(
+                    f"only {len(self.opened)} of {len(self.roles)} generator workers had "
+                    f"opened their connections after {self.spec.opening_s:.0f} s: the warm-up "
+                    "starts anyway"
+                ),
+            )
+        self.runner.send_message(GO)
+
+    def _on_open(self, environment: Any, msg: Any) -> None:
+        self.opened.add(msg.node_id)
 
     def _on_hello(self, environment: Any, msg: Any) -> None:
         """A remote worker: the spec and its index if the run still needs it, else quit."""
@@ -304,14 +338,19 @@ class MasterSwarm:
         return self.rolled
 
     def _write_ledger(self) -> None:
-        """MQTT: the workers' accounting merged where the parent reads it."""
-        load = self.spec.mqtt
-        if load is None or not load.report_path or not self.ledgers:
+        """MQTT, streams: the workers' accounting merged where the parent reads it."""
+        if not self.ledgers:
             return
-        from pytest_webperf.mqtt.accounting import merge_reports
-        from pytest_webperf.swarm.child import mqtt
+        from pytest_webperf.swarm.child import paho
 
-        mqtt.write_report(load.report_path, merge_reports(self.ledgers.values()))
+        if self.spec.mqtt is not None and self.spec.mqtt.report_path:
+            from pytest_webperf.mqtt.accounting import merge_reports
+
+            paho.write_report(self.spec.mqtt.report_path, merge_reports(self.ledgers.values()))
+        if self.spec.stream is not None and self.spec.stream.report_path:
+            from pytest_webperf.streams.accounting import merge_ledgers
+
+            paho.write_report(self.spec.stream.report_path, merge_ledgers(self.ledgers.values()))
 
     def quit(self) -> None:
         if any(not self._gone(node) for node in self.roles):

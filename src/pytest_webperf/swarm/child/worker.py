@@ -14,21 +14,26 @@ from pytest_webperf.swarm.child.generator import (
     cpu_seconds,
     environment_for,
     equip,
+    go,
     halt,
     place,
     quick_stop,
     raise_open_files,
     stop_sending,
     users_of,
+    users_ready,
+    waits_for_open,
     worker_cpus,
 )
 from pytest_webperf.swarm.child.master import (
     BYE,
     FAILED,
+    GO,
     HALT,
     HALTED,
     HELLO,
     INTERVAL,
+    OPEN,
     READY,
     ROLL,
     SESSION_OVER,
@@ -57,6 +62,10 @@ def serve(
             if spawning.exception is not None:
                 what = f"starting a user of {user_class!r}"
                 runner.send_message(FAILED, {"message": user_failure(what, spawning.exception)})
+            elif waits_for_open(runner):
+                while not users_ready(runner):  # the master bounds the wait
+                    gevent.sleep(0.02)
+                runner.send_message(OPEN)
             told = spawning
 
     runner.greenlet.spawn(watch_spawning)
@@ -90,6 +99,7 @@ def serve(
 
     runner.register_message(ROLL, on_roll)
     runner.register_message(HALT, on_halt)
+    runner.register_message(GO, lambda environment, msg: go(runner))
 
 
 def run_worker(spec: SwarmSpec, index: int, master_host: str, master_port: int) -> None:

@@ -1,0 +1,3 @@
+module webperf/streams
+
+go 1.19

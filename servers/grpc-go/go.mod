@@ -1,0 +1,3 @@
+module webperf/grpcserver
+
+go 1.19

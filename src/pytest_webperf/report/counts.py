@@ -1,0 +1,131 @@
+"""A counted measurement (``count=True``) as text for every renderer: its figures per
+request over its repetitions (each side's in an A/B run), how they were counted, and what
+counting cost (the repetitions' wall time, Valgrind's slowdown); and its differential
+profile's functions in instructions.
+
+Reads the report's dict (``repetitions[].counts``, ``profile``); decides nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_webperf.report.table import MISSING, Entry, number, repetitions
+
+Rep = Mapping[str, Any]
+
+FIGURES = (
+    ("instructions_per_req", "instructions", 1),
+    ("allocs_per_req", "allocs", 3),
+    ("syscalls_per_req", "syscalls", 3),
+    ("ctx_switches_per_req", "ctx switches", 3),
+)
+
+
+def counts_of(reps: Sequence[Rep]) -> list[Mapping[str, Any]]:
+    found = [r.get("counts") for r in reps]
+    return [c for c in found if isinstance(c, Mapping)]
+
+
+def is_counted(entry: Entry) -> bool:
+    return bool(counts_of(repetitions(entry)))
+
+
+def _span(values: Sequence[float], decimals: int) -> str:
+    """``14,312.6`` when the repetitions agree, else ``14,310.7..14,313.7 (0.021 %)``."""
+    if not values:
+        return MISSING
+    low, high = min(values), max(values)
+    if high - low < 0.5 * 10**-decimals:
+        return f"{low:,.{decimals}f}"
+    apart = f" ({(high - low) / low:.3%})" if low else ""
+    return f"{low:,.{decimals}f}..{high:,.{decimals}f}{apart}"
+
+
+def figures(counts: Sequence[Mapping[str, Any]]) -> str:
+    """``instructions 14,312.6, allocs 0.002, syscalls 3.007 (perf stat ...), ...`` per
+    request, over the repetitions given."""
+    parts = []
+    for key, name, decimals in FIGURES:
+        values = [v for c in counts if (v := number(c.get(key))) is not None]
+        text = f"{name} {_span(values, decimals)}"
+        if key == "syscalls_per_req":
+            tools = sorted({str(c["syscall_tool"]) for c in counts if c.get("syscall_tool")})
+            text += f" ({', '.join(tools)})" if tools else " (not counted)"
+        parts.append(text)
+    return ", ".join(parts) + " per request"
+
+
+def cost(counts: Sequence[Mapping[str, Any]]) -> str:
+    """What counting cost: the repetitions' wall time, Valgrind's slowdown."""
+    runs = [v for c in counts if (v := number(c.get("run_s"))) is not None]
+    slow = [v for c in counts if (v := number(c.get("slowdown"))) is not None]
+    wall = [v for c in counts if (v := number(c.get("wall_slowdown"))) is not None]
+    longest = max(runs, default=0.0)
+    text = f"{len(counts)} repetition(s) took {sum(runs):,.1f} s ({longest:,.1f} s at most)"
+    if slow:
+        text += f"; Valgrind's slowdown {_range(slow)}x in CPU per request"
+    if wall:
+        text += f", {_range(wall)}x in wall time"
+    return text
+
+
+def _range(values: Sequence[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:,.0f}" if round(low) == round(high) else f"{low:,.0f}-{high:,.0f}"
+
+
+def lines(entries: Sequence[Entry]) -> list[str]:
+    """Per counted measurement: what it counted, each side's figures, what it cost, and
+    the notes of its repetitions (once each)."""
+    out = []
+    for entry in entries:
+        change = counts_of(repetitions(entry))
+        if not change:
+            continue
+        base_reps = entry.get("base_repetitions")
+        base = counts_of([r for r in base_reps if isinstance(r, Mapping)]) if base_reps else []
+        where = f"{entry.get('nodeid')} [{entry.get('name')}]"
+        requests = sorted({int(c.get("requests") or 0) for c in change + base})
+        out.append(
+            f"{where}: counted, {'/'.join(f'{n:,}' for n in requests)} requests per window, "
+            f"{change[0].get('tool') or MISSING}"
+        )
+        if base:
+            out.append(f"  A: {figures(base)}")
+            out.append(f"  B: {figures(change)}")
+        else:
+            out.append(f"  {figures(change)}")
+        out.append(f"  cost: {cost(change + base)}")
+        notes = dict.fromkeys(
+            str(n) for c in change + base for n in c.get("notes") or () if "counted by" not in n
+        )
+        out += [f"  {note}" for note in notes]
+    return out
+
+
+def change_line(change: Mapping[str, Any]) -> str:
+    """``+180.9 Ir/req  serve (server) (inclusive +181.5)``"""
+    value, total = number(change.get("change_ir")), number(change.get("change_total_ir"))
+    figure = MISSING if value is None else f"{value:+,.1f}"
+    inclusive = "" if total is None else f" (inclusive {total:+,.1f})"
+    return f"{figure} Ir/req  {change.get('function') or MISSING}{inclusive}"
+
+
+def profile_lines(profile: Mapping[str, Any], top: int) -> list[str]:
+    """The named functions of a counted profile (B - A), or the largest changes when none
+    is named, said so."""
+    found = profile.get("changes")
+    changes = [c for c in found if isinstance(c, Mapping)] if isinstance(found, list) else []
+    named = [c for c in changes if c.get("credible")]
+    if named:
+        head = "profile (B - A, instructions per request, counted):"
+        return [head] + ["  " + change_line(c) for c in named[:top]]
+    if not changes:
+        return ["profile (B - A, instructions per request): no function to compare"]
+    head = (
+        "profile (B - A, instructions per request): no function named (its repetitions "
+        "overlap, or one pair); the largest changes:"
+    )
+    return [head] + ["  " + change_line(c) for c in changes[:top]]

@@ -1,0 +1,143 @@
+"""The native HTTP user: Locust users whose requests the C loop sends (swarm processes only).
+
+Locust stays the engine: users are spawned, counted, stopped and distributed to
+workers by Locust as any other; each user *is* one keep-alive connection of its
+process's ``hotloop.NativeLoop``, added when Locust starts the user and removed
+when Locust stops it. The loop's thread sends, frames and times every request
+outside the GIL (``_hotloop.c``); what it completed joins the process's recorder
+once per interval through the request name's channel, so the interval histograms,
+Locust's own stats and everything downstream are the lean user's.
+
+The workload's pacing (``interval_s``), arrival rate (``arrival_rate``: due requests
+handed to the first-joined idle connection, connections opened as needed) and fixed
+count (``requests``) run in the loop too: latency counts from each intended start, as
+the lean user's.
+
+Over HTTP/2 (``workload.http2``) each user is one connection with ``workload.streams``
+requests in flight (``_h2.c``); a unary gRPC call is such a request.
+"""
+
+from __future__ import annotations
+
+import atexit
+import random
+import sys
+from typing import Any, ClassVar
+
+from gevent.event import Event
+from locust import User, constant, task
+
+from pytest_webperf.swarm.child.locust_stats import recorder_for
+from pytest_webperf.swarm.hotloop import (
+    EntryParts,
+    NativeLoop,
+    h2_unavailable,
+    mix_entry,
+    tls_built,
+)
+from pytest_webperf.swarm.http2 import header_list, request_body
+from pytest_webperf.swarm.pacing import ArrivalSchedule
+from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.wire import encode_request, says_close, split_host, uses_tls
+
+
+class NativeHttpUser(User):
+    """One connection of the process's native loop (the swarm's own user class)."""
+
+    abstract = True
+    webperf_records_itself: ClassVar[bool] = True
+    webperf_quick_stop: ClassVar[bool] = True
+    wait_time = constant(0)
+    loop: ClassVar[NativeLoop]
+    stopping: ClassVar[Event]
+    endpoints: ClassVar[tuple[tuple[str, str], ...]]  # each entry's (method, name)
+    mix: ClassVar[bool] = False  # a request mix: every entry an endpoint, even one
+    attached: ClassVar[bool] = False
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        cls = type(self)
+        if not cls.attached:  # the loop's figures join the recorder at every roll
+            recorder = recorder_for(environment)
+            recorder.split = recorder.split or cls.mix
+            parts = EntryParts(cls.loop.take)
+            for index, (method, name) in enumerate(cls.endpoints):
+                recorder.channel(method, name).sources.append(parts.source(index))
+            cls.attached = True
+
+    @classmethod
+    def webperf_stop_sending(cls) -> None:
+        """Synchronous: the loop starts no request after this (those in flight complete)."""
+        cls.loop.stop_sending()
+        cls.stopping.set()
+
+    @classmethod
+    def webperf_tickets(cls) -> NativeLoop:
+        return cls.loop
+
+    @task
+    def hold(self) -> None:
+        handle = self.loop.add(random.random())
+        try:
+            self.stopping.wait()
+        finally:  # stopped or killed by Locust: the connection goes with the user
+            self.loop.remove(handle)
+
+
+def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
+    """The swarm's user for ``spec.workload`` (``--webperf-user=native``, or ``auto``);
+    https where this process's native loop has no TLS (a remote worker built without
+    OpenSSL): the lean user's, said on stderr."""
+    if spec.workload.http2 and (why := h2_unavailable()) is not None:
+        raise RuntimeError(f"http2=True: {why}")  # a remote worker built without it
+    if uses_tls(spec.host) and not tls_built():
+        from pytest_webperf.swarm.child import lean
+
+        print(
+            f"webperf: the native loop here is built without TLS: the lean user loads {spec.host}",
+            file=sys.stderr,
+        )
+        return lean.make_user(spec, index)
+    workload = spec.workload
+    host, port, host_header = split_host(spec.host)
+    entries = workload.entries()
+    payloads = [
+        encode_request(e.method, e.path, host_header, body=e.body, headers=e.headers)
+        for e in entries
+    ]
+    checked = any(e.expect_status is not None or e.expect_body is not None for e in entries)
+    checked = checked or workload.http2  # HTTP/2 takes its entries' checks from the mix
+    mix = [mix_entry(e, p) for e, p in zip(entries, payloads, strict=True)]
+    arrivals = None
+    if workload.arrival_rate > 0:  # this process's share: as the lean user's (arrival.py)
+        arrivals = ArrivalSchedule(workload.arrival_rate, spec.processes, index)
+    loop = NativeLoop(
+        host,
+        port,
+        payloads[0],
+        head_only=entries[0].method == "HEAD",
+        timeout_s=spec.timeout_s,
+        interval_s=workload.interval_s,
+        counted=workload.requests > 0,
+        arrivals=arrivals,
+        mix=mix if workload.mix or checked else (),
+    )
+    if workload.http2:  # each entry as HTTP/2 header fields (the payloads are HTTP/1.1's)
+        scheme = "https" if uses_tls(spec.host) else "http"
+        requests = [(header_list(e, host_header, scheme), request_body(e), e.grpc) for e in entries]
+        loop.use_http2(workload.streams, requests)
+    elif all(says_close(e.headers) for e in entries):  # keepalive=False
+        loop.close_each()
+    if uses_tls(spec.host):  # the C loop's own OpenSSL client (hotloop.user_for_url)
+        loop.use_tls(host, spec.tls_ca, spec.tls_resume)
+    atexit.register(loop.close)
+
+    class WebperfNativeHttpUser(NativeHttpUser):
+        pass
+
+    WebperfNativeHttpUser.host = spec.host
+    WebperfNativeHttpUser.loop = loop
+    WebperfNativeHttpUser.stopping = Event()
+    WebperfNativeHttpUser.endpoints = tuple((e.method, e.name) for e in entries)
+    WebperfNativeHttpUser.mix = bool(workload.mix)
+    return WebperfNativeHttpUser

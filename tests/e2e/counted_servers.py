@@ -1,0 +1,156 @@
+"""The counted end-to-end tests' servers, as the sources a user's repository holds.
+
+``C_SERVER``: a single-threaded epoll HTTP/1.1 server (keep-alive) whose ``GET /work``
+runs ``WORK`` rounds of an FNV-1a loop in ``hash_work`` (kept out of line, so a profile
+can name it), with two more knobs: ``EXTRA_MALLOC`` (one more ``malloc``/``free`` per
+request) and ``EXTRA_WRITE`` (one more ``write``, of a byte to /dev/null). The knobs are
+macros, given by a header the build includes (``cc -include knobs.h``): a change to a
+knob is a change to a file of the repository, as a user's would be.
+
+``python_server(work_file)``: the stdlib's threaded ``http.server`` whose ``GET /work``
+runs a pure-Python hash loop, as many rounds as ``work_file`` says.
+"""
+
+from __future__ import annotations
+
+C_SERVER = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#ifndef WORK
+#define WORK 2000
+#endif
+#ifndef EXTRA_MALLOC
+#define EXTRA_MALLOC 0
+#endif
+#ifndef EXTRA_WRITE
+#define EXTRA_WRITE 0
+#endif
+
+struct conn { int fd; size_t used; char buf[8192]; };
+static int devnull = -1;
+
+__attribute__((noinline)) static uint32_t hash_work(long rounds) {
+    uint32_t h = 2166136261u;
+    for (long i = 0; i < rounds; i++) { h ^= (uint32_t)(i & 0xff); h *= 16777619u; }
+    return h;
+}
+
+static int send_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) { if (errno == EINTR) continue; return -1; }
+        p += w; n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int answer(struct conn *c) {
+    for (;;) {
+        char *end = memmem(c->buf, c->used, "\r\n\r\n", 4);
+        if (end == NULL) return c->used < sizeof c->buf ? 0 : -1;
+        size_t length = (size_t)(end - c->buf) + 4;
+        char body[32];
+        int body_len = strncmp(c->buf, "GET /work", 9) == 0
+            ? snprintf(body, sizeof body, "%08x\n", hash_work(WORK))
+            : snprintf(body, sizeof body, "ok\n");
+        if (EXTRA_MALLOC) {
+            char *volatile scratch = malloc(64);
+            if (scratch != NULL) scratch[0] = 1;
+            free(scratch);
+        }
+        if (EXTRA_WRITE && send_all(devnull, "x", 1) < 0) return -1;
+        char out[160];
+        int n = snprintf(out, sizeof out,
+                         "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", body_len, body);
+        if (send_all(c->fd, out, (size_t)n) < 0) return -1;
+        memmove(c->buf, c->buf + length, c->used - length);
+        c->used -= length;
+    }
+}
+
+int main(void) {
+    const char *port = getenv("PORT");
+    if (port == NULL) return 2;
+    devnull = open("/dev/null", O_WRONLY);
+    signal(SIGPIPE, SIG_IGN);
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
+    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(listener, 64) < 0)
+        return 1;
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL}, events[16];
+    epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev);
+    for (;;) {
+        int ready = epoll_wait(ep, events, 16, -1);
+        for (int i = 0; i < ready; i++) {
+            struct conn *c = events[i].data.ptr;
+            if (c == NULL) {
+                int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK);
+                if (fd < 0) continue;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                c = calloc(1, sizeof *c);
+                c->fd = fd;
+                struct epoll_event cev = {.events = EPOLLIN, .data.ptr = c};
+                epoll_ctl(ep, EPOLL_CTL_ADD, fd, &cev);
+                continue;
+            }
+            ssize_t r = read(c->fd, c->buf + c->used, sizeof c->buf - c->used);
+            if (r > 0) { c->used += (size_t)r; if (answer(c) == 0) continue; }
+            else if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            close(c->fd);
+            free(c);
+        }
+    }
+}
+"""
+
+
+def python_server(work_file: str) -> str:
+    """A threaded stdlib server whose ``GET /work`` hashes in pure Python as many rounds as
+    the file ``work_file`` (beside it) says."""
+    return f"""
+import os
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+WORK = int((Path(__file__).parent / {work_file!r}).read_text())
+
+
+def hash_work(rounds):
+    h = 2166136261
+    for i in range(rounds):
+        h = ((h ^ (i & 0xFF)) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def do_GET(self):
+        body = f"{{hash_work(WORK):08x}}\\n".encode() if self.path == "/work" else b"ok\\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""
