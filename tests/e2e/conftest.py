@@ -29,6 +29,7 @@ TIMED = {
     "test_noise.py",
     "test_paced.py",
     "test_profile_ab.py",
+    "test_profile_jit.py",
     "test_resources.py",
     "test_sampler_containers.py",
     "test_stages.py",
@@ -37,11 +38,55 @@ TIMED = {
 }
 
 
+# In those modules, the tests that read none (a refusal, an error's kind, what is written,
+# every message counted): they run on both cores too.
+UNTIMED = {
+    "test_against.py": {
+        "test_an_unchanged_server_is_not_measured",
+        "test_bad_input_is_a_one_line_usage_error",
+        "test_outside_a_repository_is_a_usage_error",
+    },
+    "test_against_layouts.py": {
+        "test_a_base_without_the_build_output_says_which_side_which_path_and_build",
+    },
+    "test_capacity_ab.py": {"test_a_server_unchanged_since_the_base_is_not_searched"},
+    "test_gate.py": {
+        "test_a_corrupt_baseline_fails_that_test_only_and_save_replaces_it",
+        "test_ctrl_c_during_save_leaves_the_old_or_the_new_baseline_whole",
+        "test_a_bad_compare_fail_spec_is_a_usage_error",
+        "test_an_absolute_limit_in_a_marker_fails_without_a_baseline",
+    },
+    "test_http2.py": {
+        "test_h2_and_h2c_against_nginx_land_a_mix_on_its_weights",
+        "test_streams_reset_by_the_server_fail_with_their_error_code",
+        "test_a_grpc_method_answering_unavailable_fails_as_that_kind_and_a_healthy_one_passes",
+        "test_http2_from_a_server_that_speaks_http1_only_fails_in_one_line",
+    },
+    "test_locustfile.py": {
+        "test_a_locustfile_that_cannot_run_is_one_line_before_any_load",
+        "test_a_task_exception_is_the_failure_reason_with_where_it_was_raised",
+        "test_a_lean_http_user_subclass_with_two_tasks",
+        "test_a_custom_user_class_is_labelled_by_what_ran_never_by_an_unsent_path",
+    },
+    "test_streams.py": {  # one run of eight inner tests: messages and closes counted
+        "test_an_echo_server_answers_every_message_and_its_round_trips_are_reported",
+        "test_a_server_that_closes_with_1011_fails_naming_the_code",
+        "test_a_relay_dropping_every_50th_message_fails_with_the_loss_counted_exactly",
+        "test_idle_connections_are_held_and_their_memory_reported",
+        "test_a_fan_out_across_generator_processes_accounts_every_copy",
+        "test_sse_streams_resume_after_last_event_id_with_nothing_lost",
+        "test_answers_are_matched_in_turn_and_checked",
+        "test_both_protocols_speak_tls_with_the_certificate_verified",
+    },
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e/" in item.nodeid or item.nodeid.startswith("e2e/"):
             item.add_marker(pytest.mark.e2e)
-            if item.path.name in TIMED:
+            name = item.name.split("[")[0]
+            if item.path.name in TIMED and name not in UNTIMED.get(item.path.name, ()):
                 item.add_marker(pytest.mark.timed)
 
 

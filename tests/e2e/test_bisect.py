@@ -127,14 +127,15 @@ CPU_SERVER = hashing_server(WORK_FILE)
 def test_steps_too_noisy_for_the_threshold_are_read_against_the_hunted_effect(
     pytester: pytest.Pytester,
 ) -> None:
-    # commit 4 makes every request about 40 % costlier; a 2 % threshold is far below
-    # what two pairs of 1 s can judge, so every earlier step is undecided by the test's
-    # own checks (before, each was skipped and the run ended "one of" three commits).
-    # Read against the effect BAD made, the earlier steps rule it out: good
-    shas = commits(pytester, CPU_SERVER, "work.txt", [200, 200, 200, 320, 320])
+    # commit 3 makes every request about twice as costly; a 2 % threshold is far below
+    # what two pairs of 1 s can judge, so the step between is undecided by the test's own
+    # checks (before, it was skipped and the run ended "one of" two commits). Read
+    # against the effect BAD made, it rules it out: good. (Three commits, one step
+    # between: it ran five commits, three steps between, in 113 s; this is the same case.)
+    shas = commits(pytester, CPU_SERVER, "work.txt", [200, 200, 400])
     result = bisect(
         pytester,
-        "HEAD~4",
+        "HEAD~2",
         "HEAD",
         "--budget=1s",
         "--",
@@ -144,11 +145,11 @@ def test_steps_too_noisy_for_the_threshold_are_read_against_the_hunted_effect(
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(
         [
-            f"step: {shas[4][:10]} commit 5 (BAD: the effect hunted)",
+            f"step: {shas[2][:10]} commit 3 (BAD: the effect hunted)",
             "hunting: test_work.py::test_work[[]c2[]] [[]GET /work[]]: cpu_per_req:2% +*%*",
-            f"step: {shas[2][:10]} commit 3",
+            f"step: {shas[1][:10]} commit 2",
             "  -> good (*): *",
-            f"first bad commit: {shas[3][:10]} commit 4 ({shas[3]})",
+            f"first bad commit: {shas[2][:10]} commit 3 ({shas[2]})",
         ]
     )
     assert "could not tell apart" not in result.stdout.str()
