@@ -1,30 +1,19 @@
-"""The threads that sample a target's parts and the load generator every second.
-
-- ``ResourceMonitor`` / ``GeneratorMonitor``: a background thread sampling the
-  target's parts (with ``tree.ProcessTreeSampler``, and the cgroup of each)
-  or the generator's processes every ``interval``, with marks for the measured
-  phase.
-- ``RunMonitor``: one repetition's monitoring, the shape ``plan.Monitor`` asks
-  for.
-
-What the samples add up to (server CPU, peak RSS, generator-bound) is in
-``resources``; how much CPU other processes took, in ``contention``.
+"""The target's parts sampled every second: each part's process tree (psutil) and its
+cgroup, CPU read at the swarm child's stamps of the measured phase, memory, threads.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Literal
 
 import psutil
 
-from pytest_webperf.models.samples import GeneratorSample, ResourceSample
+from pytest_webperf.models.samples import ResourceSample
 from pytest_webperf.sampling.cgroup import CgroupReader, owns_its_cgroup
-from pytest_webperf.sampling.resources import tick
+from pytest_webperf.sampling.monitor.periodic import _PeriodicMonitor
 from pytest_webperf.sampling.tree import (
     MB,
     ProcessTreeSampler,
@@ -34,90 +23,7 @@ from pytest_webperf.sampling.tree import (
 )
 from pytest_webperf.swarm.stamp import CpuProbe
 
-__all__ = [
-    "CpuSource",
-    "GeneratorMonitor",
-    "ResourceMonitor",
-    "RunMonitor",
-]
-
-log = logging.getLogger(__name__)
-
 CpuSource = Literal["cgroup", "psutil"]
-S = TypeVar("S", ResourceSample, GeneratorSample)
-
-
-class _PeriodicMonitor(Generic[S]):
-    """A daemon thread calling ``_tick`` every ``interval`` on a drift-free schedule;
-    ``_tick`` appends (when, sample) to ``_samples`` under the lock."""
-
-    def __init__(self, interval: float, clock: Callable[[], float]) -> None:
-        if interval <= 0:
-            raise ValueError(f"interval must be positive, got {interval!r}")
-        self.interval = interval
-        self._clock = clock
-        self._lock = threading.RLock()  # _error() is called with it held
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._origin = clock()
-        self._errors: list[str] = []
-        self._samples: list[tuple[float, S]] = []
-
-    def __enter__(self) -> _PeriodicMonitor[S]:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("monitor already started")
-        self._thread = threading.Thread(
-            target=self._run, name=f"webperf-{type(self).__name__}", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the thread (within one sample's time); safe to call twice."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    def mark_start(self, at: float | None = None) -> None:
-        """Set the origin of ``t`` (a ``time.monotonic()`` value; default now)."""
-        with self._lock:
-            self._origin = self._clock() if at is None else at
-
-    def samples(self) -> list[S]:
-        """Every sample so far, ``t`` relative to the current origin, in time order."""
-        with self._lock:
-            origin, taken = self._origin, list(self._samples)
-        return [replace(sample, t=tick(at - origin)) for at, sample in taken]
-
-    @property
-    def errors(self) -> list[str]:
-        """Sampling failures, one line each (a part whose root exited, an unreadable file)."""
-        with self._lock:
-            return list(self._errors)
-
-    def _run(self) -> None:
-        deadline = self._clock() + self.interval
-        while not self._stop.wait(max(0.0, deadline - self._clock())):
-            self._tick(self._clock())
-            deadline += self.interval
-            now = self._clock()
-            if deadline <= now:  # starved past a tick: skip it rather than burst to catch up
-                deadline = now + self.interval
-
-    def _tick(self, now: float) -> None:
-        raise NotImplementedError
-
-    def _error(self, message: str) -> None:
-        with self._lock:
-            if message not in self._errors:
-                self._errors.append(message)
-        log.warning("webperf sampler: %s", message)
 
 
 @dataclass
@@ -342,163 +248,3 @@ class ResourceMonitor(_PeriodicMonitor[ResourceSample]):
             cgroup_cpu_percent=percent,
             cgroup_memory_mb=None if memory is None else memory / MB,
         )
-
-
-class GeneratorMonitor(_PeriodicMonitor[GeneratorSample]):
-    """The load generator's own CPU every ``interval``, all its processes (workers too)."""
-
-    def __init__(
-        self, pid: int, *, interval: float = 1.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        super().__init__(interval, clock)
-        # CPU and process count only: nothing that costs fd walks in the generator's tree
-        self._sampler: ProcessTreeSampler | None = ProcessTreeSampler(
-            pid, "generator", full_memory_every=0, fds=False, connections=False, clock=clock
-        )
-
-    def __enter__(self) -> GeneratorMonitor:
-        self.start()
-        return self
-
-    def _tick(self, now: float) -> None:
-        if self._sampler is None:
-            return
-        try:
-            sample = self._sampler.sample(0.0)
-        except TargetGone:  # the swarm finished: the end of the series, not an error
-            self._sampler = None
-            return
-        except Exception as exc:
-            self._error(f"generator: sampling failed: {exc!r}")
-            return
-        with self._lock:
-            self._samples.append(
-                (
-                    now,
-                    GeneratorSample(
-                        t=0.0, cpu_percent=sample.cpu_percent, processes=sample.processes
-                    ),
-                )
-            )
-
-
-class _HasParts(Protocol):
-    def parts(self) -> Mapping[str, int]: ...
-
-
-class RunMonitor:
-    """One repetition's monitoring: the target's parts, and the generator once it runs.
-
-    The shape ``plan.Monitor`` asks for. Entered before the swarm starts;
-    ``watch_generator`` when its pid is known, ``mark_start`` when the measured
-    phase starts (one origin for both series); leaving the block marks "end",
-    so ``server_cpu_seconds`` covers measure-start to the end of the swarm. A
-    target without parts (an external URL) still gets its generator measured.
-    """
-
-    def __init__(
-        self,
-        parts: Mapping[str, int],
-        *,
-        interval: float = 1.0,
-        use_cgroup: bool | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.interval = interval
-        self._clock = clock
-        self._resources = (
-            ResourceMonitor(parts, interval=interval, use_cgroup=use_cgroup, clock=clock)
-            if parts
-            else None
-        )
-        self._generator: GeneratorMonitor | None = None
-        self._origin: float | None = None
-        self._ended = False
-        self._lock = threading.Lock()
-
-    @classmethod
-    def for_target(cls, target: _HasParts, *, interval: float = 1.0) -> RunMonitor:
-        return cls(dict(target.parts()), interval=interval)
-
-    def __enter__(self) -> RunMonitor:
-        if self._resources is not None:
-            self._resources.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.mark_end()
-        with self._lock:
-            generator = self._generator
-        if generator is not None:
-            generator.stop()
-        if self._resources is not None:
-            self._resources.stop()
-
-    def watch_generator(self, pid: int) -> None:
-        """Sample the generator's process tree (rooted at ``pid``) from now on."""
-        try:
-            generator = GeneratorMonitor(pid, interval=self.interval, clock=self._clock)
-        except TargetGone:  # it already finished: nothing to measure
-            log.warning("webperf sampler: generator process %d is gone", pid)
-            return
-        with self._lock:
-            if self._generator is not None:
-                self._generator.stop()
-            if self._origin is not None:
-                generator.mark_start(self._origin)
-            self._generator = generator
-        generator.start()
-
-    def cpu_probes(self) -> tuple[CpuProbe, ...]:
-        return () if self._resources is None else self._resources.cpu_probes()
-
-    def mark_start(self, stamp: Mapping[str, Any] | None = None) -> None:
-        """The measured phase starts: now, or at the instant the child's ``stamp`` was
-        read (the origin of both series, and of the server's CPU)."""
-        now = self._clock()
-        if stamp is not None and isinstance(stamp.get("at"), int | float):
-            now = min(now, float(stamp["at"]))  # the same monotonic clock, machine-wide
-        with self._lock:
-            self._origin = now
-            generator = self._generator
-        if self._resources is not None:
-            self._resources.mark_start(now, stamp)
-        if generator is not None:
-            generator.mark_start(now)
-
-    def mark_end(self, stamp: Mapping[str, Any] | None = None) -> None:
-        """End of the measured phase (once; leaving the block does it if not done)."""
-        with self._lock:
-            if self._ended or self._origin is None:
-                return
-            self._ended = True
-        if self._resources is not None:
-            self._resources.mark("end", stamp)
-
-    def resource_samples(self) -> list[ResourceSample]:
-        return [] if self._resources is None else self._resources.samples()
-
-    def generator_samples(self) -> list[GeneratorSample]:
-        with self._lock:
-            generator = self._generator
-        return [] if generator is None else generator.samples()
-
-    def server_cpu_seconds(self) -> float | None:
-        """CPU seconds of all parts over the measured phase; None if not measured."""
-        if self._resources is None or self._origin is None:
-            return None
-        return self._resources.total_cpu_seconds("start", "end" if self._ended else None)
-
-    def server_ctx_switches(self) -> int | None:
-        """Context switches of all parts' threads over the measured phase (stamped by the
-        swarm child at its bounds); None if not measured."""
-        if self._resources is None or not self._ended:
-            return None
-        return self._resources.context_switches("start", "end")
-
-    @property
-    def errors(self) -> list[str]:
-        with self._lock:
-            generator = self._generator
-        found = [] if self._resources is None else self._resources.errors
-        return found + ([] if generator is None else generator.errors)
