@@ -198,7 +198,8 @@ def test_catalogue_containers_are_counted_in_their_valgrind_layer(
     nginx = [r["counts"] for r in found["test_nginx"]["repetitions"]]
     assert len(nginx) == 2 and all(c["processes"] == 1 for c in nginx)
     per = [c["instructions_per_req"] for c in nginx]
-    assert max(per) - min(per) < 0.001 * min(per), per  # one process at concurrency 1
+    # one process at concurrency 1: within 0.02-0.12 % here (1 % is the default check)
+    assert max(per) - min(per) < 0.005 * min(per), per
     assert all(c["allocs_per_req"] > 1 and c["syscalls_per_req"] > 1 for c in nginx), nginx
     go = [r["counts"] for r in found["test_go"]["repetitions"]]
     assert all(c["runtime"] == "go" and c["runtime_allocations"] for c in go), go
