@@ -1,5 +1,5 @@
 """The one place a verdict is decided, from parsed checks (``gate/grammar.py``) on the
-metric table (``gate/metrics.py``).
+metric table (``gate/metrics/``).
 
 The checks' grammar is written once, in ``docs/reference/checks.md`` (parsed in
 ``gate/grammar.py``).
