@@ -35,7 +35,7 @@ fi
 step "pytest: unit tests (2 processes)"
 .venv/bin/pytest tests/unit -n 2 -q
 step "pytest: end-to-end tests that read no timed figure (4 processes)"
-.venv/bin/pytest tests/e2e -m "not timed" -n 4 -q --durations=15
+.venv/bin/pytest tests/e2e -m "not timed" -n 4 --dist loadgroup -q --durations=15
 step "pytest: end-to-end tests judged on A/B pairs (2 processes)"
 .venv/bin/pytest tests/e2e -m "timed and paired" -n 2 -q --durations=15
 step "pytest: end-to-end tests that read timed figures (one at a time)"
