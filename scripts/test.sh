@@ -25,16 +25,17 @@ if [ "$#" -gt 0 ]; then  # your own selection: pytest as given
     step "pytest $*"
     exec .venv/bin/pytest "$@"
 fi
-# Nothing that reads a timed figure shares the machine with a timed test. The unit tests
-# and the end-to-end tests that only check what a user sees (errors counted, reports,
-# refusals, counted measurements) run four at a time, in one pass: those wait on
-# containers and fixed-length runs as much as they compute, and the unit tests fill the
-# waits. Those whose assertions read timed figures (marker `timed`,
-# tests/e2e/conftest.py): the ones judged on A/B pairs alone (marker `paired`: the pairs
-# interleave both sides, so other load lands on both) two at a time, the others one at
-# a time, alone. --durations: where the 25 minutes go.
-step "pytest: unit tests and the end-to-end tests that read no timed figure (4 processes)"
-.venv/bin/pytest tests/unit tests/e2e -m "not timed" -n 4 --dist loadgroup -q --durations=15
+# The unit tests measure nothing: both cores share them. The end-to-end tests that only
+# check what a user sees (errors counted, reports, refusals, counted measurements) run
+# four at a time: they wait on containers and fixed-length runs as much as they compute.
+# Those whose assertions read timed figures (marker `timed`, tests/e2e/conftest.py): the
+# ones judged on A/B pairs alone (marker `paired`: the pairs interleave both sides, so
+# other load lands on both) two at a time, the others one at a time, alone.
+# --durations: where the 25 minutes go.
+step "pytest: unit tests (2 processes)"
+.venv/bin/pytest tests/unit -n 2 -q
+step "pytest: end-to-end tests that read no timed figure (4 processes)"
+.venv/bin/pytest tests/e2e -m "not timed" -n 4 -q --durations=15
 step "pytest: end-to-end tests judged on A/B pairs (2 processes)"
 .venv/bin/pytest tests/e2e -m "timed and paired" -n 2 -q --durations=15
 step "pytest: end-to-end tests that read timed figures (one at a time)"

@@ -15,7 +15,7 @@ from pytest_webperf.targets.engine import docker_client
 # latency, a capacity, a pace kept, a sampler's accuracy): they run one at a time, alone
 # on the machine, or two at a time when judged on A/B pairs alone (PAIRED below). The
 # others check what a user sees and what is written (errors counted, reports, refusals,
-# wiring, counts) and run four at a time beside the unit tests (scripts/test.sh).
+# wiring, counts) and run four at a time (scripts/test.sh).
 TIMED = {
     "test_against.py",
     "test_against_layouts.py",

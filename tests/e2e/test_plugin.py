@@ -29,8 +29,13 @@ def test_hello(webperf):
 
 
 def our_containers(owner_pid: int) -> list[str]:
-    containers = docker_client().containers.list(all=True, filters={"label": MANAGED})
-    return [c.name for c in containers if c.labels.get(OWNER, "").startswith(f"{owner_pid}:")]
+    # listed, not inspected one by one: a parallel worker's container may go meanwhile
+    containers = docker_client().api.containers(all=True, filters={"label": MANAGED})
+    return [
+        str(c["Names"][0]).lstrip("/")
+        for c in containers
+        if (c.get("Labels") or {}).get(OWNER, "").startswith(f"{owner_pid}:")
+    ]
 
 
 def test_concurrency_list_parametrizes_and_reports(pytester: pytest.Pytester, engine: None):
@@ -214,7 +219,8 @@ def test_containers_of_a_killed_run_are_swept(engine: None):
     )
     try:
         assert stale.name in sweep_stale_containers()
-        assert stale.name not in [c.name for c in client.containers.list(all=True)]
+        listed = client.api.containers(all=True)
+        assert stale.name not in [str(c["Names"][0]).lstrip("/") for c in listed]
     finally:
         with contextlib.suppress(Exception):
             stale.remove(force=True)

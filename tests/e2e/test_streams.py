@@ -32,7 +32,6 @@ from pytest_webperf.swarm import streamloop
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(streamloop.unavailable() is not None, reason="stream loop not built"),
-    pytest.mark.xdist_group("streams"),  # one worker runs the eight inner tests' run once
 ]
 IDLE = 2000  # idle connections held here; 10,000 in the suite (suites/test_streams.py)
 TESTS = """

@@ -22,9 +22,6 @@ import pytest
 
 from pytest_webperf.targets.catalog import Catalog, image_tag
 
-# one worker builds the wheels (about 30 s each) once, not every worker that runs a test
-pytestmark = pytest.mark.xdist_group("wheel")
-
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "src", "servers")
 QUICK = (

@@ -74,13 +74,24 @@ def _owner_alive(owner: str) -> bool:
         return False
 
 
+def _listed(label: str) -> list[dict[str, Any]]:
+    """The containers carrying ``label``, as the engine lists them (id, names, labels):
+    not inspected one by one, so one another process removes meanwhile is not an error
+    (docker-py's ``containers.list`` inspects each, and raised NotFound for a container
+    a parallel pytest worker had just removed)."""
+    found: list[dict[str, Any]] = docker_client().api.containers(all=True, filters={"label": label})
+    return found
+
+
 def sweep_stale_containers() -> list[str]:
     """Remove containers whose owning pytest process is gone; their names."""
     removed = []
-    for container in docker_client().containers.list(all=True, filters={"label": MANAGED}):
-        if not _owner_alive(container.labels.get(OWNER, "")):
-            container.remove(force=True)
-            removed.append(str(container.name))
+    for container in _listed(MANAGED):
+        if not _owner_alive((container.get("Labels") or {}).get(OWNER, "")):
+            with suppress(docker.errors.NotFound):
+                docker_client().api.remove_container(container["Id"], force=True)
+            names = container.get("Names") or [container["Id"][:12]]
+            removed.append(str(names[0]).lstrip("/"))
     return removed
 
 
@@ -96,12 +107,10 @@ def _sweep_once() -> None:
 
 def remove_session_containers() -> int:
     """Remove every container this process started (also ones still being created)."""
-    containers = docker_client().containers.list(
-        all=True, filters={"label": f"{SESSION}={SESSION_ID}"}
-    )
+    containers = _listed(f"{SESSION}={SESSION_ID}")
     for container in containers:
         with suppress(docker.errors.NotFound):
-            container.remove(force=True)
+            docker_client().api.remove_container(container["Id"], force=True)
     return len(containers)
 
 
