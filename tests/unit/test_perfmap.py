@@ -70,6 +70,21 @@ def test_resolve_script_names_map_frames_of_their_own_pid() -> None:
     assert "[unknown] (/tmp/perf-43.map)" in out and "[unknown] (/usr/lib/libz.so.1)" in out
 
 
+def test_a_name_perf_read_from_a_stale_host_map_is_replaced_from_the_copy() -> None:
+    script = (  # perf named them from the host's /tmp/perf-42.map: another process's
+        "node 42 1003009\n"
+        "\t    1050 Function:~ node:internal/fixed_queue:1 (/tmp/perf-42.map)\n"
+        "\t    2010 LazyCompile:*setupBuffer node:internal/bootstrap/node:1 (/tmp/perf-42.map)\n"
+        "\t    1050 Function:~ node:internal/fixed_queue:1 (/tmp/perf-43.map)\n\n"
+    )
+    out, seen, named = resolve_script(script, {42: PerfMap.parse(MAP)})
+    assert (seen, named) == (3, 2)
+    assert "1050 JS:*quicksort /srv/app/app.js:6:19 (/tmp/perf-42.map)" in out
+    assert "2010 java.util.List webperf.Server.quicksort(java.util.List) (/tmp/perf-42.map)" in out
+    assert "1050 [unknown] (/tmp/perf-43.map)" in out  # no copy: never the stale name
+    assert "fixed_queue" not in out and "setupBuffer" not in out
+
+
 @pytest.mark.parametrize(
     ("symbol", "name"),
     [
