@@ -1,4 +1,5 @@
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,38 @@ def test_a_process_target_names_the_commit_of_its_working_directory(tmp_path: Pa
 
 def test_a_process_target_outside_a_repository_has_no_commit(tmp_path: Path) -> None:
     assert ProcessTarget("python server.py", cwd=str(tmp_path)).describe()["git"] is None
+
+
+NODE_LIKE = """
+import http.server, os, pathlib
+pathlib.Path(f"/tmp/perf-{os.getpid()}.map").write_text("1000 10 JS:*handler /app.js:1\\n")
+
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Health).serve_forever()
+"""
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_the_perf_map_a_profiled_process_wrote_on_this_host_goes_with_it(
+    tmp_path: Path, asked: bool
+) -> None:
+    (tmp_path / "server.py").write_text(NODE_LIKE)
+    env = {"NODE_OPTIONS": "--perf-basic-prof --interpreted-frames-native-stack"} if asked else {}
+    with ProcessTarget([sys.executable, "server.py"], cwd=str(tmp_path), env=env) as target:
+        assert target.process is not None
+        written = Path(f"/tmp/perf-{target.process.pid}.map")
+        assert written.exists()
+    try:
+        assert written.exists() is not asked  # only the maps webperf asked V8 for
+    finally:
+        written.unlink(missing_ok=True)

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import psutil
+
 from pytest_webperf.errors import TargetError
 from pytest_webperf.targets.base import (
     Probe,
@@ -144,6 +146,7 @@ class ProcessTarget:
             raise TargetError(health_failure(name, where, answer, timeout, fix), self.logs())
 
     def __exit__(self, *exc: object) -> None:
+        maps = self._perf_maps()
         if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGTERM)
@@ -153,7 +156,25 @@ class ProcessTarget:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        for path in maps:  # gone with it: a stale map names another process's code
+            with contextlib.suppress(OSError):
+                path.unlink()
         self._close_log()
+
+    def _perf_maps(self) -> list[Path]:
+        """The perf maps its processes write in this host's ``/tmp`` when profiling
+        asked V8 for them (``--perf-basic-prof``): perf reads ``/tmp/perf-<pid>.map`` for
+        any later process of the same pid, and would name its JavaScript after these."""
+        if self.process is None or "--perf-basic-prof" not in self.env.get("NODE_OPTIONS", ""):
+            return []
+        try:
+            pids = [
+                self.process.pid,
+                *(c.pid for c in psutil.Process(self.process.pid).children(recursive=True)),
+            ]
+        except psutil.Error:
+            pids = [self.process.pid]
+        return [Path(f"/tmp/perf-{pid}.map") for pid in pids]
 
     def restart(self) -> None:
         """Stop the process and start it afresh (a new instance, a new port), as given."""
