@@ -107,11 +107,7 @@ typedef struct {
     uint64_t stalled_since, stall_ns; /* the body waits for the server's window */
     int64_t window;                   /* the server's send window for it, as we model it */
     uint64_t body_bytes;
-    int found; /* the body check, as conn_t's */
-    size_t ntail;
-    int body_head_len;
-    char body_head[EXAMPLE_BODY];
-    char tail[MAX_NEEDLE];
+    body_t body; /* the body as the checks see it, as conn_t's */
     int message_len;
     char message[EXAMPLE_BYTES]; /* grpc-message, percent-decoded */
     int prefix_seen;             /* gRPC framing: bytes of the 5-byte prefix seen, */
@@ -248,13 +244,13 @@ static void h2_record_done(Engine *e, h2_stream_t *st, uint64_t done) {
         key = st->grpc_status < GRPC_CODES ? st->grpc_status : 2; /* UNKNOWN */
         raw = st->message;
         len = (size_t)st->message_len;
-    } else if (x->needle && !st->found) {
+    } else if (x->needle && !st->body.found) {
         kind = K_UNEXPECTED_BODY;
         a = line_len; /* the status line's length in the example, then the body's start */
         memcpy(why, line, (size_t)line_len);
-        size_t m = (size_t)st->body_head_len;
+        size_t m = (size_t)st->body.head_len;
         if ((size_t)line_len + m > sizeof why) m = sizeof why - (size_t)line_len;
-        memcpy(why + line_len, st->body_head, m);
+        memcpy(why + line_len, st->body.head, m);
         raw = why;
         len = (size_t)line_len + m;
     }
@@ -506,9 +502,7 @@ static int h2_submit(Engine *e, struct h2_conn *h, h2_stream_t *st, uint64_t now
     st->grpc_status = -1;
     st->rst_code = -1;
     st->body_bytes = 0;
-    st->found = 0;
-    st->ntail = 0;
-    st->body_head_len = 0;
+    body_reset(&st->body);
     st->message_len = 0;
     st->prefix_seen = 0;
     st->msg_left = 0;
@@ -807,36 +801,6 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, co
     return 0;
 }
 
-/* body bytes (as body_chunk's for HTTP/1.1): the needle across DATA frames */
-static void h2_body_chunk(Engine *e, h2_stream_t *st, const uint8_t *p, size_t n) {
-    entry_t *x = &e->entries[st->entry];
-    if (!x->needle || !n) return;
-    if (st->body_head_len < EXAMPLE_BODY) {
-        size_t room = (size_t)(EXAMPLE_BODY - st->body_head_len), m = n < room ? n : room;
-        memcpy(st->body_head + st->body_head_len, p, m);
-        st->body_head_len += (int)m;
-    }
-    if (st->found) return;
-    size_t k = x->needle_len, keep = k - 1;
-    if (st->ntail) {
-        char window[2 * MAX_NEEDLE];
-        size_t m = n < keep ? n : keep;
-        memcpy(window, st->tail, st->ntail);
-        memcpy(window + st->ntail, p, m);
-        if (memmem(window, st->ntail + m, x->needle, k)) { st->found = 1; return; }
-    }
-    if (memmem(p, n, x->needle, k)) { st->found = 1; return; }
-    if (n >= keep) {
-        memcpy(st->tail, p + n - keep, keep);
-        st->ntail = keep;
-    } else {
-        size_t old = st->ntail < keep - n ? st->ntail : keep - n;
-        memmove(st->tail, st->tail + st->ntail - old, old);
-        memcpy(st->tail + old, p, n);
-        st->ntail = old + n;
-    }
-}
-
 /* gRPC messages in DATA: a compressed flag, 4 bytes of big-endian length, the message
    (grpcwire.py frames them the same way) */
 static void h2_grpc_chunk(h2_stream_t *st, const uint8_t *p, size_t n) {
@@ -866,7 +830,7 @@ static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id,
     h2_stream_t *st = h2_stream_of(session, id);
     if (!st) return 0;
     st->body_bytes += len;
-    h2_body_chunk(h->e, st, data, len);
+    body_scan(&h->e->entries[st->entry], &st->body, (const char *)data, len);
     if (h->e->h2->req[st->entry].grpc) h2_grpc_chunk(st, data, len);
     return 0;
 }

@@ -162,6 +162,17 @@ enum { C_HEAD = 1, C_LENGTH, C_CHUNKED };
 #define SCAN_NS 5000000ULL     /* how often deadlines are checked */
 
 struct proto;
+/* A response body as an expected substring sees it, over HTTP/1.1 reads and HTTP/2 DATA
+   frames alike (body_scan): found yet, the last needle_len - 1 bytes of the chunk before
+   (a needle across two chunks), and the body's first bytes (the example of a failure). */
+typedef struct {
+    int found;
+    size_t ntail;
+    int head_len;
+    char head[EXAMPLE_BODY];
+    char tail[MAX_NEEDLE];
+} body_t;
+
 typedef struct {
     const struct proto *proto; /* the protocol it speaks (proto_h1, proto_h2) */
     struct h2_conn *h2;        /* HTTP/2: its session and streams (_h2.c); NULL on HTTP/1.1 */
@@ -180,13 +191,8 @@ typedef struct {
     size_t nleft, capleft;
     char status_line[EXAMPLE_BYTES];
     int status_len;
-    /* a mix: the entry of the request in flight; an expected body substring: found yet, the last bytes
-       (a needle across two reads), the body's first bytes (the example) */
-    int entry, found;
-    size_t ntail;
-    int body_head_len;
-    char body_head[EXAMPLE_BODY];
-    char tail[MAX_NEEDLE];
+    int entry;   /* a mix: the entry of the request in flight */
+    body_t body; /* the response's body as the checks see it */
     struct tls_conn *tls; /* TLS state (NULL: plain, or no connection yet) */
 } conn_t;
 
@@ -460,14 +466,14 @@ static void record_done(Engine *e, conn_t *c, uint64_t done) {
     } else if (!x->statuses && c->status >= 400) {
         s->http[c->status < MAX_STATUS ? c->status : MAX_STATUS - 1]++;
         stats_example(s, K_HTTP, c->status, 0, 0, c->status_line, (size_t)c->status_len);
-    } else if (x->needle && !c->found) {
+    } else if (x->needle && !c->body.found) {
         char raw[EXAMPLE_LINE + EXAMPLE_BODY];
         size_t line = (size_t)c->status_len < EXAMPLE_LINE ? (size_t)c->status_len : EXAMPLE_LINE;
         memcpy(raw, c->status_line, line);
-        memcpy(raw + line, c->body_head, (size_t)c->body_head_len);
+        memcpy(raw + line, c->body.head, (size_t)c->body.head_len);
         s->unexpected_body++;
         stats_example(s, K_UNEXPECTED_BODY, 0, (int64_t)line, 0, raw,
-                      line + (size_t)c->body_head_len);
+                      line + (size_t)c->body.head_len);
     } else {
         s->ok++;
     }
@@ -625,6 +631,12 @@ static void fail_errno(Engine *e, conn_t *c, uint64_t now, int err) {
     fail(e, c, now, c->connecting ? K_CONNECT_ERRNO : K_IO_ERRNO, err, 0, 0, NULL, 0);
 }
 
+static void body_reset(body_t *b) {
+    b->found = 0;
+    b->ntail = 0;
+    b->head_len = 0;
+}
+
 static void begin_response(conn_t *c) {
     c->ps = P_HEAD;
     c->status = 0;
@@ -632,9 +644,7 @@ static void begin_response(conn_t *c) {
     c->remaining = 0;
     c->body_bytes = 0;
     c->status_len = 0;
-    c->found = 0;
-    c->ntail = 0;
-    c->body_head_len = 0;
+    body_reset(&c->body);
 }
 
 /* the entry of a connection's next request: by weight (one entry: the one) */
@@ -652,32 +662,33 @@ static int pick_entry(Engine *e) {
 }
 
 /* body bytes as they arrive: the needle searched across reads, the first bytes kept */
-static void body_chunk(Engine *e, conn_t *c, const char *p, size_t n) {
-    entry_t *x = &e->entries[c->entry];
+/* n more bytes of a body: kept as the example while it is short, searched for the
+   entry's needle, the chunk's last bytes kept for a needle that spans two chunks */
+static void body_scan(const entry_t *x, body_t *b, const char *p, size_t n) {
     if (!x->needle || !n) return;
-    if (c->body_head_len < EXAMPLE_BODY) {
-        size_t room = (size_t)(EXAMPLE_BODY - c->body_head_len), m = n < room ? n : room;
-        memcpy(c->body_head + c->body_head_len, p, m);
-        c->body_head_len += (int)m;
+    if (b->head_len < EXAMPLE_BODY) {
+        size_t room = (size_t)(EXAMPLE_BODY - b->head_len), m = n < room ? n : room;
+        memcpy(b->head + b->head_len, p, m);
+        b->head_len += (int)m;
     }
-    if (c->found) return;
+    if (b->found) return;
     size_t k = x->needle_len, keep = k - 1;
-    if (c->ntail) { /* a needle that starts in the last read and ends in this one */
+    if (b->ntail) { /* a needle that starts in the last chunk and ends in this one */
         char window[2 * MAX_NEEDLE];
         size_t m = n < keep ? n : keep;
-        memcpy(window, c->tail, c->ntail);
-        memcpy(window + c->ntail, p, m);
-        if (memmem(window, c->ntail + m, x->needle, k)) { c->found = 1; return; }
+        memcpy(window, b->tail, b->ntail);
+        memcpy(window + b->ntail, p, m);
+        if (memmem(window, b->ntail + m, x->needle, k)) { b->found = 1; return; }
     }
-    if (memmem(p, n, x->needle, k)) { c->found = 1; return; }
+    if (memmem(p, n, x->needle, k)) { b->found = 1; return; }
     if (n >= keep) {
-        memcpy(c->tail, p + n - keep, keep);
-        c->ntail = keep;
+        memcpy(b->tail, p + n - keep, keep);
+        b->ntail = keep;
     } else {
-        size_t old = c->ntail < keep - n ? c->ntail : keep - n;
-        memmove(c->tail, c->tail + c->ntail - old, old);
-        memcpy(c->tail + old, p, n);
-        c->ntail = old + n;
+        size_t old = b->ntail < keep - n ? b->ntail : keep - n;
+        memmove(b->tail, b->tail + b->ntail - old, old);
+        memcpy(b->tail + old, p, n);
+        b->ntail = old + n;
     }
 }
 
@@ -935,7 +946,7 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
         case P_CHUNK_DATA: {
             uint64_t take = (uint64_t)(end - at);
             if (take > c->remaining) take = c->remaining;
-            body_chunk(e, c, at, (size_t)take);
+            body_scan(&e->entries[c->entry], &c->body, at, (size_t)take);
             c->body_bytes += take;
             c->remaining -= take;
             pos += take;
@@ -995,7 +1006,7 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
             break;
         }
         case P_UNTIL_CLOSE:
-            body_chunk(e, c, at, (size_t)(end - at));
+            body_scan(&e->entries[c->entry], &c->body, at, (size_t)(end - at));
             c->body_bytes += (uint64_t)(end - at);
             return 0;
         }
