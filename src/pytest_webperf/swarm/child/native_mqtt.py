@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 
 import gevent
 from gevent.event import Event
-from locust import User, constant, task
+from locust import User, task
 
 from pytest_webperf.mqtt.publish import MqttLoad
-from pytest_webperf.swarm.child.locust_stats import recorder_for
+from pytest_webperf.swarm.child.loop_user import LoopUser
 from pytest_webperf.swarm.child.paho import write_report
 from pytest_webperf.swarm.mqttloop import MqttLoop
 from pytest_webperf.swarm.spec import SwarmSpec
@@ -67,26 +67,13 @@ class NativeLedger:
             write_report(self.load.report_path, self.report)
 
 
-class NativeMqttUser(User):
+class NativeMqttUser(LoopUser):
     """One MQTT connection of the process's native loop (the swarm's own user class)."""
 
     abstract = True
-    webperf_records_itself: ClassVar[bool] = True
-    wait_time = constant(0)
     loop: ClassVar[MqttLoop]
     ledger: ClassVar[NativeLedger]
     numbers: ClassVar[itertools.count[int]]
-    channel: ClassVar[tuple[str, str]]
-    attached: ClassVar[bool] = False
-
-    def __init__(self, environment: Any) -> None:
-        super().__init__(environment)
-        cls = type(self)
-        if not cls.attached:  # the loop's figures join the recorder at every roll
-            recorder_for(environment).channel(*cls.channel).sources.append(cls.loop.take)
-            environment.webperf_ledger = cls.ledger  # a worker hands its report to the master
-            environment.events.test_stopping.add_listener(cls.ledger.on_stopping)
-            cls.attached = True
 
     @task
     def hold(self) -> None:

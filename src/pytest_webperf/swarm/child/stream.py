@@ -24,11 +24,11 @@ from typing import Any, ClassVar
 
 import gevent
 from gevent.event import Event
-from locust import User, constant, task
+from locust import User, task
 
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.streams.load import StreamLoad
-from pytest_webperf.swarm.child.locust_stats import recorder_for
+from pytest_webperf.swarm.child.loop_user import LoopUser
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.streamloop import (
     ECHO,
@@ -167,26 +167,13 @@ class StreamLedger:
             write_text_atomic(Path(self.load.report_path), json.dumps(self.report))
 
 
-class NativeStreamUser(User):
+class NativeStreamUser(LoopUser):
     """One connection of the process's native stream loop (the swarm's own user class)."""
 
     abstract = True
-    webperf_records_itself: ClassVar[bool] = True
-    wait_time = constant(0)
     loop: ClassVar[StreamLoop]
     ledger: ClassVar[StreamLedger]
     roles: ClassVar[Iterator[tuple[int, int]]]
-    channel: ClassVar[tuple[str, str]]
-    attached: ClassVar[bool] = False
-
-    def __init__(self, environment: Any) -> None:
-        super().__init__(environment)
-        cls = type(self)
-        if not cls.attached:  # the loop's figures join the recorder at every roll
-            recorder_for(environment).channel(*cls.channel).sources.append(cls.loop.take)
-            environment.webperf_ledger = cls.ledger  # a worker hands its report to the master
-            environment.events.test_stopping.add_listener(cls.ledger.on_stopping)
-            cls.attached = True
 
     @classmethod
     def webperf_ready(cls, users: int) -> bool:
