@@ -31,12 +31,14 @@ fi
 # Those whose assertions read timed figures (marker `timed`, tests/e2e/conftest.py): the
 # ones judged on A/B pairs alone (marker `paired`: the pairs interleave both sides, so
 # other load lands on both) two at a time, the others one at a time, alone.
+# The slowest tests start first and a worker takes one test at a time (--maxschedchunk=1,
+# SLOW_FIRST in tests/e2e/conftest.py), so no worker runs a long one alone at the end.
 # --durations: where the 25 minutes go.
 step "pytest: unit tests (2 processes)"
 .venv/bin/pytest tests/unit -n 2 -q
 step "pytest: end-to-end tests that read no timed figure (4 processes)"
-.venv/bin/pytest tests/e2e -m "not timed" -n 4 -q --durations=15
+.venv/bin/pytest tests/e2e -m "not timed" -n 4 --maxschedchunk=1 -q --durations=15
 step "pytest: end-to-end tests judged on A/B pairs (2 processes)"
-.venv/bin/pytest tests/e2e -m "timed and paired" -n 2 -q --durations=15
+.venv/bin/pytest tests/e2e -m "timed and paired" -n 2 --maxschedchunk=1 -q --durations=15
 step "pytest: end-to-end tests that read timed figures (one at a time)"
 exec .venv/bin/pytest tests/e2e -m "timed and not paired" --durations=25

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from tests.e2e.gitrepo import commit_base, git
 from tests.e2e.options import SHORT
+from tests.e2e.shared import once
 from tests.e2e.streams_server import streams_server
 from tests.e2e.tls_certs import make_ca, make_server_cert
 
@@ -116,8 +117,20 @@ def test_over_tls(webperf):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.LineMatcher, dict[str, Any]]:
-    """The four tests, run once: their terminal output, and their JSON report by name."""
-    work = tmp_path_factory.mktemp("streams")
+    """The inner tests, run once per session (all workers): their terminal output, and
+    their JSON report by name."""
+    work = once(tmp_path_factory, "streams", run_inner_tests)
+    lines = pytest.LineMatcher((work / "output.txt").read_text().splitlines())
+    tests = json.loads((work / "report.json").read_text())["tests"]
+    found: dict[str, Any] = {}
+    for entry in tests:  # by test, and by test/measurement for a test with several
+        test = entry["nodeid"].split("::")[1].split("[")[0]
+        found.setdefault(test, entry)
+        found[f"{test}/{entry['name']}"] = entry
+    return lines, found
+
+
+def run_inner_tests(work: Path) -> None:
     (work / "server.py").write_text(streams_server())
     (work / "test_streams.py").write_text(TESTS.format(idle=IDLE))
     ca = make_ca(work, "ca")
@@ -142,14 +155,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.LineMatcher, d
         check=False,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
-    lines = pytest.LineMatcher((done.stdout + done.stderr).splitlines())
-    tests = json.loads((work / "report.json").read_text())["tests"]
-    found: dict[str, Any] = {}
-    for entry in tests:  # by test, and by test/measurement for a test with several
-        test = entry["nodeid"].split("::")[1].split("[")[0]
-        found.setdefault(test, entry)
-        found[f"{test}/{entry['name']}"] = entry
-    return lines, found
+    (work / "output.txt").write_text(done.stdout + done.stderr)
 
 
 def stream(entry: dict[str, Any]) -> dict[str, Any]:

@@ -14,11 +14,11 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.e2e.shared import once
 
 from pytest_webperf.targets.catalog import Catalog, image_tag
 
@@ -52,20 +52,29 @@ def _run(*cmd: str | Path, cwd: Path | None = None) -> None:
 
 
 @pytest.fixture(scope="session")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    """The wheel, built once per session, and a venv with it installed."""
-    yield build_and_install(tmp_path_factory.mktemp("wheel"))
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The wheel, built once per session (all workers), and a venv with it installed."""
+    return installed_in(once(tmp_path_factory, "wheel", build_and_install))
 
 
 @pytest.fixture(scope="session")
-def pure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+def pure(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """The wheel without the native loop (``WEBPERF_PURE=1``, as where no compiler is)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("WEBPERF_PURE", "1")
-        yield build_and_install(tmp_path_factory.mktemp("pure"))
+
+    def build(base: Path) -> None:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("WEBPERF_PURE", "1")
+            build_and_install(base)
+
+    return installed_in(once(tmp_path_factory, "pure", build))
 
 
-def build_and_install(base: Path) -> Installed:
+def installed_in(base: Path) -> Installed:
+    (wheel,) = (base / "dist").glob("pytest_webperf-*.whl")
+    return Installed(wheel, base / "venv")
+
+
+def build_and_install(base: Path) -> None:
     source = base / "source"
     source.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
@@ -80,7 +89,6 @@ def build_and_install(base: Path) -> Installed:
     venv = base / "venv"
     _run(sys.executable, "-m", "venv", venv)
     _run(venv / "bin" / "python", "-m", "pip", "install", "-q", wheel)
-    return Installed(wheel, venv)
 
 
 @pytest.fixture
