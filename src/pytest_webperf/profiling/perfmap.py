@@ -13,12 +13,12 @@ perf on the host knows the host pid. perf 6.1 finds it through ``/proc/PID/root`
 are copied when sampling stops (``snapshot``), beside the recording, and **every**
 frame ``perf script`` places in a map is named from the copy (``resolve_script``): no
 write to the host's ``/tmp``, no race with another process reusing the pid, whatever
-perf's version. Never from the name perf gave it: a process gone from the host, or a
-container's, leaves perf reading the *host's* ``/tmp/perf-<hostpid>.map``, and a stale
-one there (a host process of that pid long ago) named every JavaScript frame of a
-container's Node after that process's start-up code (measured: 576 of 576 samples of
-``checksum (app.js)`` named ``(anonymous) (node:internal/fixed_queue)`` in 2 of 29 A/B
-runs on a host whose ``/tmp`` had one stale map).
+perf's version. Never from the name perf gave it: perf may read a map from the
+*host's* ``/tmp``, another process's. Seen here: in 2 of 29 A/B runs of a container's
+Node, every JavaScript frame of one repetition came out of ``perf script`` named after
+a Node process's start-up code (576 of 576 samples of ``checksum (app.js)`` as
+``(anonymous) (node:internal/fixed_queue)``, its callers as ``setupBuffer``), on a host
+whose ``/tmp`` held a stale map of an earlier host process.
 
 A map is ``START SIZE name`` per line, hex, appended as code is made. V8 does not
 compact code space under ``--perf-basic-prof``, but freed code's addresses are reused:
