@@ -30,6 +30,8 @@ from pathlib import Path
 
 import psutil
 
+from pytest_webperf.targets.runtime import NODE_PROGRAM, PYTHON_PROGRAM
+
 # Appended to what the target already has, for every target started while profiling is on.
 PROFILE_ENV: dict[str, tuple[str, ...]] = {
     "NODE_OPTIONS": ("--perf-basic-prof", "--interpreted-frames-native-stack"),
@@ -74,9 +76,9 @@ def _maps(pid: int) -> str:
 def runtime_of(pid: int) -> str:
     """``python``, ``node``, ``hotspot``, ``php`` or ``native``."""
     names = _names(pid)
-    if any(re.fullmatch(r"python[\d.]*|pypy[\d.]*|uwsgi|gunicorn", n) for n in names):
+    if any(PYTHON_PROGRAM.fullmatch(n) for n in names):
         return "python"
-    if any(re.fullmatch(r"node(js)?", n) for n in names):
+    if any(NODE_PROGRAM.fullmatch(n) for n in names):
         return "node"
     maps = _maps(pid)
     if "/libjvm.so" in maps:

@@ -23,8 +23,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_PYTHON = re.compile(r"python[\d.]*(-dbg)?|pypy[\d.]*|uwsgi|gunicorn|uvicorn")
-_NODE = re.compile(r"node(js)?[\d.]*")
+# The programs' names, the one home of them: a command's program here, a running
+# process's name and executable in ``profiling/runtimes.py``.
+PYTHON_PROGRAM = re.compile(r"python[\d.]*(-dbg)?|pypy[\d.]*|uwsgi|gunicorn|uvicorn")
+NODE_PROGRAM = re.compile(r"node(js)?[\d.]*")
 _JVM = re.compile(r"java|catalina\.sh|jsvc")
 
 JVM_REFUSED = (
@@ -133,9 +135,9 @@ def runtime_of(
     if not argv:
         return "native"
     name = os.path.basename(argv[0])
-    if _PYTHON.fullmatch(name):
+    if PYTHON_PROGRAM.fullmatch(name):
         return "python"
-    if _NODE.fullmatch(name):
+    if NODE_PROGRAM.fullmatch(name):
         return "node"
     if _JVM.fullmatch(name):
         return "jvm"
@@ -146,9 +148,9 @@ def runtime_of(
         return "native"
     real = found.resolve()
     for candidate in (real.name, found.name):
-        if _PYTHON.fullmatch(candidate):
+        if PYTHON_PROGRAM.fullmatch(candidate):
             return "python"
-        if _NODE.fullmatch(candidate):
+        if NODE_PROGRAM.fullmatch(candidate):
             return "node"
     sections = elf_sections(real)
     if ".go.buildinfo" in sections or ".note.go.buildid" in sections:
