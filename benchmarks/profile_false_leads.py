@@ -29,67 +29,9 @@ from typing import Any
 
 from gate import clopper_pearson  # benchmarks/gate.py: the exact binomial interval
 
-SERVER = """
-import os
-import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-ROUNDS = {rounds}  # how many times checksum() walks the page
-PAGE = bytes(range(256)) * 64
-
-
-def parse_query(path):
-    query = path.partition("?")[2]
-    return dict(part.partition("=")[::2] for part in query.split("&") if part)
-
-
-def work(n=6000):
-    total = 0
-    for i in range(n):
-        total += i * i
-    return total
-
-
-def checksum(data):
-    value = 0
-    for _ in range(ROUNDS):
-        for i in range(0, len(data), 16):
-            value = (value * 31 + data[i]) & 0xFFFFFFFF
-    return value
-
-
-def render(value, check):
-    return f"{{value}} {{check}} {{zlib.crc32(PAGE)}}\\n".encode()
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    wbufsize = 65536
-    disable_nagle_algorithm = True
-
-    def do_GET(self):
-        parse_query(self.path)
-        body = render(work(), checksum(PAGE))
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
-"""
-
-TEST = """
-import sys
-
-
-def test_work(webperf):
-    target = webperf.process([sys.executable, "server.py"], name="pages")
-    webperf.http(target, path="/work?page=1", interval="10ms")
-"""
+# the server and test the e2e tests of the profile run (not part of the plugin)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+from profiled_server import SERVER, TEST
 
 
 def git(repo: Path, *args: str) -> None:
