@@ -17,7 +17,6 @@ from pytest_webperf.gate import baseline, metrics
 from pytest_webperf.models.machine import MachineInfo
 from pytest_webperf.models.measurement import Measurement
 from pytest_webperf.report import history
-from pytest_webperf.report.html.page import write_html
 from pytest_webperf.report.json_report import history_entry, report, write_json
 from pytest_webperf.report.markdown import write_markdown
 from pytest_webperf.settings.config import RunConfig
@@ -85,13 +84,20 @@ def report_data(
     return data
 
 
+def _write_html(path: Path, data: Mapping[str, Any]) -> None:
+    """The HTML page (imported here: jinja2 for the runs that ask for it)."""
+    from pytest_webperf.report.html.page import write_html
+
+    write_html(path, data)
+
+
 def finish_run(session: WebperfSession) -> None:
     """Save, then write every report; a path that cannot be written is one problem
     line (naming it), and the other files are still written."""
     config = session.config
     writers = (
         (config.json, functools.partial(_write_json, session), "JSON report"),
-        (config.html, write_html, "HTML report"),
+        (config.html, _write_html, "HTML report"),
         (config.markdown, write_markdown, "Markdown summary"),
     )
     wanted = [(path, write, what) for path, write, what in writers if path is not None]

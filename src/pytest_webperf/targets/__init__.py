@@ -1,8 +1,35 @@
-"""Targets: what load is sent to. See ``base.Target`` for the seam."""
+"""Targets: what load is sent to. See ``base.Target`` for the seam.
+
+The kinds of target are imported when first named (PEP 562): a container target needs
+docker-py and testcontainers, which a run without containers, and every pytest run of a
+project that has the plugin installed, need not import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from pytest_webperf.targets.base import Target
-from pytest_webperf.targets.container import ContainerTarget, Limits, start_target
-from pytest_webperf.targets.external import ExternalTarget
-from pytest_webperf.targets.process import ProcessTarget
+
+if TYPE_CHECKING:
+    from pytest_webperf.targets.container import ContainerTarget, Limits, start_target
+    from pytest_webperf.targets.external import ExternalTarget
+    from pytest_webperf.targets.process import ProcessTarget
+
+_HOMES = {
+    "ContainerTarget": "container",
+    "Limits": "container",
+    "start_target": "container",
+    "ExternalTarget": "external",
+    "ProcessTarget": "process",
+}
 
 __all__ = ["ContainerTarget", "ExternalTarget", "Limits", "ProcessTarget", "Target", "start_target"]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
