@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.e2e.interrupt import take_sigint
 from tests.e2e.options import SHORT
 
 from pytest_webperf.models.workload import Workload
@@ -176,6 +177,7 @@ class Background:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=take_sigint,  # noqa: PLW1509 (a signal disposition only)
         )
         self.seen: set[int] = set()
 
@@ -416,6 +418,7 @@ def start_nginx_run(pytester: pytest.Pytester, duration: str) -> subprocess.Pope
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=take_sigint,  # noqa: PLW1509 (a signal disposition only)
     )
 
 

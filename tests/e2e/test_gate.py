@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.e2e.interrupt import take_sigint
 
 from pytest_webperf.gate.baseline import HISTORY_LIMIT, SCHEMA, file_name
 
@@ -286,6 +287,7 @@ def save_interrupted(pytester: pytest.Pytester, pause_at: int) -> str:
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "GATE_PAUSE_AT_FSYNC": str(pause_at)},
+        preexec_fn=take_sigint,  # noqa: PLW1509 (a signal disposition only)
     )
     try:
         deadline = time.monotonic() + 180
@@ -296,7 +298,9 @@ def save_interrupted(pytester: pytest.Pytester, pause_at: int) -> str:
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
     finally:
-        process.kill()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
     assert process.returncode != 0, output
     return output
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.e2e.interrupt import take_sigint
 
 from pytest_webperf.targets.container import MANAGED, OWNER, sweep_stale_containers
 from pytest_webperf.targets.engine import docker_client
@@ -170,6 +171,7 @@ def pytest_in_background(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=take_sigint,  # noqa: PLW1509 (a signal disposition only)
     )
     try:
         names = wait_for_containers(process.pid)
