@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -398,8 +399,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """Baselines and reports are written, and containers go, however the run ended
     (Ctrl-C included); the terminal summary only shows what was done. What could not
     be written (a read-only directory) is one line each and fails the run."""
-    from pytest_webperf.targets.container import remove_session_containers
-
     webperf = session.config.stash.get(session_key, None)
     problems: list[str] = []
     try:
@@ -409,8 +408,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     except WebperfError as exc:
         problems = [f"webperf: {type(exc).__name__}: {exc}"]
     finally:
-        with contextlib.suppress(WebperfError):
-            remove_session_containers()
+        # only where this process started one (the module is imported to start one): a
+        # run without containers neither imports the engine's client nor asks the engine
+        containers = sys.modules.get("pytest_webperf.targets.container")
+        if containers is not None:
+            with contextlib.suppress(WebperfError):
+                containers.remove_session_containers()
         remote = remote_of(webperf.config) if webperf is not None else None
         if webperf and remote and not hasattr(session.config, "workerinput"):
             webperf.finished.append(f"webperf: end of session: {farewell(remote)}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 LATER = ("docker", "testcontainers", "jinja2")
 
@@ -27,3 +28,22 @@ def test_the_kinds_of_target_are_still_importable_from_the_package() -> None:
 
     assert ContainerTarget.__module__ == "pytest_webperf.targets.container"
     assert Limits and ProcessTarget and start_target
+
+
+def test_a_run_without_webperf_tests_neither_imports_nor_asks_the_engine(tmp_path: Path) -> None:
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert True\n")
+    (tmp_path / "conftest.py").write_text(
+        "import sys\n\n\ndef pytest_unconfigure(config):\n"
+        f"    print('LOADED', ' '.join(m for m in {LATER!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("LOADED")]
+    assert line.split()[1:] == []
