@@ -6,6 +6,13 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WEBPERF_WITH_BROWSER=1 "$root/scripts/setup.sh"
 cd "$root"
+# The end-to-end tests start pytest and a swarm child several hundred times each. Where
+# PYTHONDONTWRITEBYTECODE is set (many images set it), every one of them compiled the
+# plugin's modules again, and pytest rewrote their asserts again. The caches go to
+# __pycache__ (ignored by git). One small run here (a 1 s paced run of a process target,
+# 2026-11-26, load average under 1) took 2.1 s of CPU without the caches and with
+# Hypothesis's plugin, 1.3 s with the caches and without the plugin.
+unset PYTHONDONTWRITEBYTECODE
 step() { printf '\n[webperf test] %s\n' "$*" >&2; }
 step "ruff"
 .venv/bin/ruff check src tests suites benchmarks examples setup.py
@@ -36,6 +43,9 @@ fi
 # --durations: where the 25 minutes go.
 step "pytest: unit tests (2 processes)"
 .venv/bin/pytest tests/unit -n 2 -q
+# Hypothesis's pytest plugin imports Hypothesis at every session's end (0.25 s of CPU):
+# the end-to-end tests and the pytest runs they start use none of it.
+export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -p no:hypothesispytest"
 step "pytest: end-to-end tests that read no timed figure (4 processes)"
 .venv/bin/pytest tests/e2e -m "not timed" -n 4 --maxschedchunk=1 -q --durations=15
 step "pytest: end-to-end tests judged on A/B pairs (2 processes)"
