@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -33,6 +32,7 @@ from pytest_webperf.run.xdist import join_xdist
 from pytest_webperf.settings.config import SETTINGS, RunConfig, Setting, explain, resolve
 from pytest_webperf.settings.scaleout import farewell, remote_of
 from pytest_webperf.swarm.hotloop import fallback_note, resolve_user
+from pytest_webperf.targets import remove_session_containers
 from pytest_webperf.targets.against import Unchanged
 
 session_key = pytest.StashKey[WebperfSession]()
@@ -408,12 +408,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     except WebperfError as exc:
         problems = [f"webperf: {type(exc).__name__}: {exc}"]
     finally:
-        # only where this process started one (the module is imported to start one): a
-        # run without containers neither imports the engine's client nor asks the engine
-        containers = sys.modules.get("pytest_webperf.targets.container")
-        if containers is not None:
-            with contextlib.suppress(WebperfError):
-                containers.remove_session_containers()
+        with contextlib.suppress(WebperfError):
+            remove_session_containers()
         remote = remote_of(webperf.config) if webperf is not None else None
         if webperf and remote and not hasattr(session.config, "workerinput"):
             webperf.finished.append(f"webperf: end of session: {farewell(remote)}")

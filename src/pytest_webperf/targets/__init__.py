@@ -8,6 +8,7 @@ project that has the plugin installed, need not import.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 from pytest_webperf.targets.base import Target
@@ -25,7 +26,15 @@ _HOMES = {
     "ProcessTarget": "process",
 }
 
-__all__ = ["ContainerTarget", "ExternalTarget", "Limits", "ProcessTarget", "Target", "start_target"]
+__all__ = [
+    "ContainerTarget",
+    "ExternalTarget",
+    "Limits",
+    "ProcessTarget",
+    "Target",
+    "remove_session_containers",
+    "start_target",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -33,3 +42,10 @@ def __getattr__(name: str) -> Any:
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
+
+def remove_session_containers() -> int:
+    """Remove every container this process started: none, and the engine not asked, when
+    it started none (the container module is imported to start one)."""
+    containers = sys.modules.get(f"{__name__}.container")
+    return 0 if containers is None else int(containers.remove_session_containers())
