@@ -92,7 +92,6 @@ PAIRED: dict[str, set[str] | None] = {
     "test_bisect.py": None,
     "test_http2.py": {"test_an_ab_run_of_a_slower_grpc_method_fails_its_check_naming_it"},
     "test_locustfile.py": {"test_a_locustfile_with_two_names_is_gated_against_its_base"},
-    "test_noise.py": None,  # its A/B runs are undecided whatever the machine's noise
     "test_profile_ab.py": {
         "test_the_function_made_costlier_is_named_first",
         "test_an_a_a_run_names_nothing_and_says_why",

@@ -41,9 +41,9 @@ RUN = [
     "-W",
     "error",
     "--webperf-concurrency=4",
-    "--webperf-duration=2s",
+    "--webperf-duration=1.5s",
     "--webperf-warmup=0.5s",
-    "--webperf-repeat=4",
+    "--webperf-repeat=3",
     "--webperf-restart-every=1",
     "--webperf-json=out.json",
 ]
