@@ -14,7 +14,7 @@ are copied when sampling stops (``snapshot``), beside the recording, and **every
 frame ``perf script`` places in a map is named from the copy (``resolve_script``): no
 write to the host's ``/tmp``, no race with another process reusing the pid, whatever
 perf's version. Never from the name perf gave it: perf may read a map from the
-*host's* ``/tmp``, another process's. Seen here: in 2 of 29 A/B runs of a container's
+*host's* ``/tmp``, another process's. Seen here: in 2 of 45 A/B runs of a container's
 Node, every JavaScript frame of one repetition came out of ``perf script`` named after
 a Node process's start-up code (576 of 576 samples of ``checksum (app.js)`` as
 ``(anonymous) (node:internal/fixed_queue)``, its callers as ``setupBuffer``), on a host
