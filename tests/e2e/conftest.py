@@ -159,7 +159,11 @@ SLOW_FIRST: dict[str, dict[str, float]] = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: -SLOW_FIRST.get(item.path.name, {}).get(item.originalname, 0.0))
+    def slowness(item: pytest.Item) -> float:
+        name = getattr(item, "originalname", item.name)  # a test function's, unparametrized
+        return SLOW_FIRST.get(item.path.name, {}).get(name, 0.0)
+
+    items.sort(key=lambda item: -slowness(item))
     for item in items:
         if "tests/e2e/" in item.nodeid or item.nodeid.startswith("e2e/"):
             item.add_marker(pytest.mark.e2e)
