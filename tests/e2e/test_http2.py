@@ -3,7 +3,8 @@ the catalogue's nginx (a 3:1 mix on its weights, the streams reported); a server
 resets streams fails with that kind; a gRPC method answering UNAVAILABLE fails as
 ``grpc_UNAVAILABLE`` with its message while a healthy one passes; an A/B run of a gRPC
 server whose method became slower fails ``p95[Slow]`` naming it; asking a server that
-speaks HTTP/1.1 only for HTTP/2 fails in one line.
+speaks HTTP/1.1 only for HTTP/2 fails in one line, and HTTP/1.1 to a server that speaks
+h2c only is refused in one line naming ``http2=True`` before any load.
 
 The HTTP/2 test servers are ``h2_server.py`` (the ``h2`` package, server side), started
 as ``webperf.process`` targets; the gRPC one is health-checked through gRPC's health
@@ -195,3 +196,26 @@ def test_h2(webperf):
     )
     assert "Traceback" not in result.stdout.str()
     assert "requests failed" not in result.stdout.str()  # refused, never counted
+
+
+def test_http1_to_a_server_that_speaks_h2c_only_is_refused_in_one_line_naming_http2(
+    pytester: pytest.Pytester, engine: None
+) -> None:
+    pytester.makepyfile(
+        test_inner="""
+def test_h1(webperf):
+    webperf.http(webperf.server("nginx-h2c"), "/hello")
+"""
+    )
+    result = pytester.runpytest_subprocess(*SHORT, "--webperf-duration=30s", timeout=120)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ProtocolError: webperf.http: http://127.0.0.1:* speaks HTTP/2 only (h2c, prior "
+            "knowledge): it answered the first byte of an HTTP/1.1 request with a SETTINGS "
+            "frame; load it over HTTP/2: webperf.http(target, http2=True)"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    assert "requests failed" not in result.stdout.str()  # refused before any load
+    assert result.duration < 30  # refused, not loaded for the 30 s asked

@@ -4,6 +4,7 @@ that refuses a server speaking something else in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -153,6 +154,59 @@ def test_the_probe_refuses_an_http1_server_in_one_line(http1: str) -> None:
 
 def test_the_probe_accepts_a_server_whose_first_frame_is_settings(h2c: str) -> None:
     assert http2.probe(h2c) is None
+
+
+def greet(first: bytes) -> Iterator[str]:
+    """A listener that answers the first byte it reads with ``first`` (nginx's h2c
+    listener sends its SETTINGS so), nothing when it is empty (an HTTP/1.1 server waiting
+    for the rest of the request), then waits for the client to go; its URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def run() -> None:
+        conn, _ = listener.accept()
+        with conn, contextlib.suppress(OSError):  # a reset: the client left bytes unread
+            conn.recv(1)
+            if first:
+                conn.sendall(first)
+            conn.recv(1024)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    thread.join(5)
+    listener.close()
+
+
+@pytest.fixture
+def h2c_preface() -> Iterator[str]:
+    yield from greet(b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64")
+
+
+def test_http1_to_a_server_that_speaks_h2c_only_is_refused_in_one_line(h2c_preface: str) -> None:
+    assert http2.http1_refusal(h2c_preface) == (
+        f"{h2c_preface} speaks HTTP/2 only (h2c, prior knowledge): it answered the first "
+        "byte of an HTTP/1.1 request with a SETTINGS frame"
+    )
+
+
+@pytest.fixture
+def waits() -> Iterator[str]:
+    yield from greet(b"")
+
+
+def test_http1_to_a_server_that_waits_for_the_request_goes_on(waits: str) -> None:
+    assert http2.http1_refusal(waits, quiet_s=0.05) is None
+
+
+def test_http1_to_a_server_that_answers_in_http1_goes_on(http1: str) -> None:
+    assert http2.http1_refusal(http1) is None
+
+
+def test_http1_to_nobody_is_left_to_the_load_to_say() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert http2.http1_refusal(f"http://127.0.0.1:{port}") is None
 
 
 def test_the_probe_says_when_nobody_listens() -> None:

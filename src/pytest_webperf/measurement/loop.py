@@ -73,6 +73,27 @@ class _HttpRound:
         return result if self.note is None else replace(result, notes=(*result.notes, self.note))
 
 
+def check_protocol(workload: Workload, target: Target) -> None:
+    """The target speaks the workload's HTTP (one connection, before any load): a server
+    that does not speak HTTP/2, or speaks nothing else, is refused in one line, never
+    loaded until every request has failed."""
+    if not workload.http2:
+        why = http2.http1_refusal(target.url)
+        if why is not None:
+            raise ProtocolError(
+                f"webperf.http: {why}; load it over HTTP/2: webperf.http(target, http2=True)"
+            )
+        return
+    why = http2.probe(target.url)
+    if why is not None:
+        if all(e.grpc for e in workload.entries()):
+            raise ProtocolError(f"webperf.grpc: {why}; gRPC needs a server that speaks HTTP/2")
+        raise ProtocolError(
+            f"webperf.http(http2=True): {why}; serve HTTP/2 there (nginx: listen ... "
+            "http2), or drop http2=True"
+        )
+
+
 @dataclass(frozen=True)
 class HttpRequests:
     """An HTTP swarm: every user sends its next request when the last completes (closed
@@ -86,18 +107,7 @@ class HttpRequests:
     fresh = False
 
     def check(self, target: Target) -> None:
-        """HTTP/2: the target speaks it (one connection, before any load: a server that
-        does not is refused in one line, never counted as failed requests)."""
-        if not self.workload.http2:
-            return
-        why = http2.probe(target.url)
-        if why is not None:
-            if all(e.grpc for e in self.workload.entries()):
-                raise ProtocolError(f"webperf.grpc: {why}; gRPC needs a server that speaks HTTP/2")
-            raise ProtocolError(
-                f"webperf.http(http2=True): {why}; serve HTTP/2 there (nginx: listen ... "
-                "http2), or drop http2=True"
-            )
+        check_protocol(self.workload, target)
 
     @contextmanager
     def round(self, target: Target, plan: RunPlan, repetition: int) -> Iterator[_HttpRound]:

@@ -1,6 +1,7 @@
 """HTTP/2 on the wire for both users (no Locust): a request's header list, the names of
 the protocol's error codes and the failure kinds they make, and whether a server speaks
-HTTP/2 at all (``probe``), asked once before any load is sent.
+HTTP/2 at all (``probe``), or only HTTP/2 (``http1_refusal``), asked once before any load
+is sent.
 
 Kinds: a stream the server resets is ``h2_rst_<CODE>``, a GOAWAY with an error
 ``h2_goaway_<CODE>``, the code as RFC 9113 spells it (``h2_rst_INTERNAL_ERROR``), as
@@ -16,6 +17,19 @@ native loop would give (``_h2.c``: ALPN, the preface's answer):
 - ``http://`` (h2c, prior knowledge; nginx has no h2c Upgrade): the client preface and an
   empty SETTINGS frame; the server's first frame must be SETTINGS. An HTTP/1.1 server
   answers ``HTTP/1.1 400 Bad Request``, others something else or nothing.
+
+And the other way round, before an HTTP/1.1 load (``http1_refusal``): a listener that
+speaks HTTP/2 only is refused in one line naming ``http2=True``, never loaded until every
+request has failed on "closed":
+
+- ``http://``: the first byte of an HTTP/1.1 request line; an h2c-only listener (nginx
+  1.22's ``listen ... http2`` without ssl) answers it with its SETTINGS frame, an HTTP/1.1
+  one waits for the rest;
+- ``https://``: TLS with ALPN ``["http/1.1"]``; a server that speaks h2 only refuses it
+  with a no_application_protocol alert.
+
+Anything else (an HTTP status line, no answer, no ALPN at all) lets the load go on: the
+question is only whether the server said it speaks HTTP/2 alone.
 """
 
 from __future__ import annotations
@@ -139,15 +153,65 @@ def probe(url: str, timeout_s: float = 3.0) -> str | None:
         return f"{url}: cannot connect: {exc.strerror or exc}"
 
 
+def http1_refusal(url: str, timeout_s: float = 3.0, quiet_s: float = 0.2) -> str | None:
+    """Why an HTTP/1.1 load cannot go to ``url`` (the server speaks HTTP/2 only), else None.
+    Nothing is requested: one byte of a request line is sent (``G``). An h2c listener
+    answers the first byte it reads with its SETTINGS frame (its connection preface:
+    nginx sends nothing before), an HTTP/1.1 one waits for the rest of the request, so
+    ``quiet_s`` of silence says HTTP/1.1 (a server counting its requests sees none)."""
+    parts = urlsplit(url)
+    tls = parts.scheme == "https"
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if tls else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as raw:
+            if tls:
+                return _refuses_http1_alpn(raw, host, url)
+            raw.sendall(b"G")
+            raw.settimeout(quiet_s)
+            head = _head(raw, 9)
+    except TimeoutError:
+        return None  # quiet: it waits for a request, as HTTP/1.1 does
+    except OSError:
+        return None  # not ours to judge: the load says what a dead server does
+    if len(head) >= 9 and head[3] == SETTINGS and head[5:9] == b"\x00\x00\x00\x00":
+        return (
+            f"{url} speaks HTTP/2 only (h2c, prior knowledge): it answered the first byte "
+            "of an HTTP/1.1 request with a SETTINGS frame"
+        )
+    return None
+
+
+def _head(conn: socket.socket, size: int) -> bytes:
+    """Up to ``size`` bytes, fewer when the peer closes; TimeoutError when it goes quiet."""
+    head = b""
+    while len(head) < size:
+        chunk = conn.recv(size - len(head))
+        if not chunk:
+            break
+        head += chunk
+    return head
+
+
+def _refuses_http1_alpn(raw: socket.socket, host: str, url: str) -> str | None:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # this asks about the protocol, not trust
+    context.set_alpn_protocols(["http/1.1"])
+    try:
+        with context.wrap_socket(raw, server_hostname=host):
+            return None
+    except ssl.SSLError as exc:
+        said = f"{exc.reason} {exc}".upper().replace(" ", "_")
+        if "NO_APPLICATION_PROTOCOL" in said:
+            return f"{url} speaks HTTP/2 only over TLS: it refused ALPN http/1.1"
+        return None
+
+
 def _prior_knowledge(conn: socket.socket, url: str) -> str | None:
     conn.sendall(PREFACE + EMPTY_SETTINGS)
-    head = b""
     try:
-        while len(head) < 9:
-            chunk = conn.recv(9 - len(head))
-            if not chunk:
-                break
-            head += chunk
+        head = _head(conn, 9)
     except TimeoutError:
         return f"{url} does not speak HTTP/2: no answer to the preface"
     except OSError as exc:
