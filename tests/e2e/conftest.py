@@ -62,6 +62,7 @@ UNTIMED = {
         "test_streams_reset_by_the_server_fail_with_their_error_code",
         "test_a_grpc_method_answering_unavailable_fails_as_that_kind_and_a_healthy_one_passes",
         "test_http2_from_a_server_that_speaks_http1_only_fails_in_one_line",
+        "test_http1_to_a_server_that_speaks_h2c_only_is_refused_in_one_line_naming_http2",
     },
     "test_locustfile.py": {
         "test_a_locustfile_that_cannot_run_is_one_line_before_any_load",
@@ -119,6 +120,9 @@ SLOW_FIRST: dict[str, dict[str, float]] = {
     },
     "test_wheel.py": {
         "test_the_wheel_ships_the_catalogue": 73,  # the wheel built (session)
+    },
+    "test_suites.py": {  # a quarter of the catalogue each, at load average 7
+        "test_every_catalogue_server_answers_in_each_of_its_protocols": 72,
     },
     "test_bisect.py": {
         "test_bisect_names_the_commit_that_made_the_server_slower": 68,

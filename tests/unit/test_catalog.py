@@ -57,6 +57,9 @@ def test_include_outside_the_catalogue_is_refused(tmp_path):
         ("startup_timeout = [\n", "cannot read"),
         ('tls = "yes"\n', "'tls' must be true or false"),
         ('kind = "tcp"\ntls = true\n', '\'tls = true\' is for kind = "http", "mqtt" or "grpc"'),
+        ('protocols = ["h3"]\n', "protocols: 'h3' is not one of http1, http2"),
+        ('kind = "mqtt"\nprotocols = ["http2"]\n', "protocols: 'http2' is not spoken by kind"),
+        ("protocols = []\n", "protocols: name at least one"),
     ],
 )
 def test_bad_server_toml_names_the_file(tmp_path, toml, message):
@@ -142,3 +145,16 @@ def test_tls_is_off_unless_asked_and_nginx_tls_speaks_it(tmp_path):
     assert builtin.get("nginx-tls").tls and not builtin.get("nginx").tls
     assert builtin.get("nginx-tls").routes == builtin.get("nginx").routes
     assert builtin.get("mosquitto-tls").tls and builtin.get("mosquitto-tls").kind == "mqtt"
+
+
+def test_every_builtin_server_says_what_it_is_loaded_in():
+    catalog = Catalog(default_directories())
+    spoken = {spec.name: spec.protocols for spec in catalog}
+    assert spoken["nginx-h2c"] == ("http2",)  # h2c with prior knowledge only
+    assert spoken["nginx-h2"] == ("http1", "http2")
+    assert spoken["grpc-go"] == ("grpc",)
+    assert spoken["nginx"] == ("http1",)
+    assert spoken["go-mqtt"] == ("http1", "mqtt")
+    assert spoken["mosquitto-ws"] == ("mqtt",)
+    assert spoken["node-streams"] == ("http1", "websocket", "sse")
+    assert spoken["mariadb"] == ()  # a store: loaded through the servers that use it

@@ -40,6 +40,18 @@ _PACKAGED_DIR = Path(__file__).resolve().parents[1] / "servers"  # installed fro
 _CHECKOUT_DIR = Path(__file__).resolve().parents[3] / "servers"  # src/ layout: the repository's
 BUILTIN_DIR = _PACKAGED_DIR if _PACKAGED_DIR.is_dir() else _CHECKOUT_DIR
 DEFAULT_HEALTH = {"http": "/health", "grpc": "grpc"}
+# what a client speaks to a server (``protocols`` in server.toml), and the kinds of
+# server that may say each: "http1" HTTP/1.1, "http2" HTTP/2 (h2 by ALPN with tls =
+# true, h2c with prior knowledge without), "grpc" unary gRPC, "mqtt" MQTT (over TCP, TLS
+# or WebSocket, as its [mqtt] table says), "websocket" and "sse" the [streams] routes
+PROTOCOLS = {
+    "http1": ("http",),
+    "http2": ("http", "grpc"),
+    "grpc": ("grpc",),
+    "mqtt": ("mqtt", "http"),
+    "websocket": ("http",),
+    "sse": ("http",),
+}
 # read by the modules that use them
 OWNED_ELSEWHERE = ("telemetry_store", "mqtt", "settings", "streams")
 
@@ -117,6 +129,8 @@ class ServerSpec:
     watch: tuple[str, ...] = ()
     extra: dict[str, object] = field(default_factory=dict)  # keys other modules own (mqtt, ...)
     count: CountStart | None = None  # its counted start ([count]), None: the image's command
+    # what it is loaded in (``PROTOCOLS``), the first the one a suite loads it with
+    protocols: tuple[str, ...] = ()
 
     @property
     def image_repo(self) -> str:
@@ -163,6 +177,42 @@ def _includes(raw: object, directory: Path, path: Path) -> tuple[Path, ...]:
             )
         found.append(target)
     return tuple(found)
+
+
+def default_protocols(kind: str, extra: dict[str, object]) -> tuple[str, ...]:
+    """What a server of ``kind`` speaks when its server.toml does not say: HTTP/1.1 for
+    an HTTP server (with WebSocket and SSE where its [streams] table names their routes,
+    MQTT where an [mqtt] table makes it a composite), gRPC, MQTT, nothing for a store."""
+    if kind == "grpc":
+        return ("grpc",)
+    if kind == "mqtt":
+        return ("mqtt",)
+    if kind != "http":
+        return ()
+    streams = extra.get("streams")
+    routes = streams if isinstance(streams, dict) else {}
+    found = ["http1"]
+    if "websocket" in routes:
+        found.append("websocket")
+    if "events" in routes:
+        found.append("sse")
+    if "mqtt" in extra:
+        found.append("mqtt")
+    return tuple(found)
+
+
+def _protocols(raw: object, kind: str, extra: dict[str, object], path: Path) -> tuple[str, ...]:
+    if raw is None:
+        return default_protocols(kind, extra)
+    names = _str_tuple(raw, "protocols", path)
+    for name in names:
+        if name not in PROTOCOLS:
+            raise CatalogError(f"{path}: protocols: {name!r} is not one of {', '.join(PROTOCOLS)}")
+        if kind not in PROTOCOLS[name]:
+            raise CatalogError(f'{path}: protocols: {name!r} is not spoken by kind = "{kind}"')
+    if not names:
+        raise CatalogError(f"{path}: protocols: name at least one of {', '.join(PROTOCOLS)}")
+    return names
 
 
 def _tls(raw: object, kind: str, path: Path) -> bool:
@@ -214,8 +264,9 @@ def load_spec(directory: Path) -> ServerSpec:
             image_from=None if image_from is None else str(image_from),
             include=_includes(data.pop("include", []), directory, path),
             watch=_str_tuple(data.pop("watch", []), "watch", path),
-            extra={k: data.pop(k) for k in list(data) if k in OWNED_ELSEWHERE},
+            extra=(extra := {k: data.pop(k) for k in list(data) if k in OWNED_ELSEWHERE}),
             count=_count(data.pop("count", None), path),
+            protocols=_protocols(data.pop("protocols", None), kind, extra, path),
         )
     except (TypeError, ValueError) as exc:
         raise CatalogError(f"{path}: {exc}") from None
