@@ -114,11 +114,38 @@ def test_the_budget_ends_an_undecided_run_with_a_last_look(ran: list[str]) -> No
         return now[0]
 
     pairs = interleaved.run_pairs(
-        target, FakeKind(), PLAN, interleaved.PairBudget(3, 28, 1), lambda p: False, clock=clock
+        target, FakeKind(), PLAN, interleaved.PairBudget(3, 12, 1), lambda p: False, clock=clock
     )
-    assert 3 <= len(pairs.order) < 6
+    # the budget is beyond the 3 pairs asked: 12 s buys 2 more pairs of 5 s, not a third
+    assert len(pairs.order) == 5
     assert pairs.looks == 2  # the look at 3 pairs and the last one at the budget
-    assert "budget" in pairs.stopped
+    assert pairs.stopped == (
+        "budget of 12s spent: 2 pairs added beyond the 3 asked (a pair took 5 s), "
+        "checks still undecided"
+    )
+    assert pairs.seconds == 25.0
+
+
+def test_a_budget_of_one_look_reaches_it(ran: list[str]) -> None:
+    """The CI how-to's settings: 3 pairs asked and 45 s to add pairs, 15 s a pair (a
+    Python gRPC service at 3 s a repetition): the pairs added reach the next look, at 6."""
+    target, _, _ = pair()
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 15.0
+        return now[0]
+
+    looked_at: list[int] = []
+
+    def settled(p: interleaved.Pairs) -> bool:
+        looked_at.append(len(p.order))
+        return False
+
+    pairs = interleaved.run_pairs(
+        target, FakeKind(), PLAN, interleaved.PairBudget(3, 45, 1), settled, clock=clock
+    )
+    assert looked_at == [3, 6] and len(pairs.order) == 6
 
 
 def test_the_minimum_pairs_always_run(ran: list[str]) -> None:

@@ -14,8 +14,10 @@ instances (two identical copies of a server differ by several per cent for as lo
 they live: memory layout, hash seed, ASLR). ``--webperf-repeat`` is the minimum number
 of pairs; the run looks at the data at N, 2N, 4N, ... pairs and stops as soon as every
 check is decided, or when the next pair would overrun the budget (which is a last
-look). Look k may fail a check only at level alpha / 2**k (``decide.evaluate``), so all
-looks together keep the false-alarm rate at alpha; looking at doubling counts keeps the
+look). The budget is the time spent adding pairs beyond the minimum, as the option
+says: the minimum is always run, whatever it takes. Look k may fail a check only at
+level alpha / 2**k (``decide.evaluate``), so all looks together keep the false-alarm
+rate at alpha; looking at doubling counts keeps the
 number of looks, and so the price in detectable change, small.
 
 With ``plan.profile`` (``--webperf-profile``), both sides of every pair are profiled
@@ -50,7 +52,7 @@ class PairBudget:
     is undecided and ``budget_s`` allows, both sides restarted every ``restart_every``."""
 
     min_pairs: int
-    budget_s: float  # the test's measuring time beyond which no pair is added
+    budget_s: float  # time for the pairs added beyond ``min_pairs`` while a check is open
     restart_every: int = 1  # pairs per instance; 0: never restarted
 
 
@@ -63,6 +65,7 @@ class Pairs:
     order: list[str] = field(default_factory=list)  # "AB" or "BA" per pair
     looks: int = 0
     stopped: str = ""  # why no more pairs were added
+    seconds: float = 0.0  # wall time of the pairs so far
     # with profiling: each repetition's capture (or why there is none), per side
     captures: dict[str, list[Capture | str]] = field(default_factory=lambda: {"A": [], "B": []})
     profile: dict[str, Any] | None = None  # both sides' profiles (JSON), or why none
@@ -125,6 +128,7 @@ def run_pairs(
         pairs.captures = profiler.captures
         monitor_factory = profiler.monitors(monitor_factory)
     started = clock()
+    minimum_done: float | None = None  # when the minimum of pairs was done
     instance = 0
     next_look = budget.min_pairs
     while True:
@@ -152,6 +156,8 @@ def run_pairs(
                 raise TargetDied(f"{which}: {message}", exc.logs, exc.runs) from None
             runs.append(replace(run, instance=instance))
         pairs.order.append(order)
+        now = clock()
+        pairs.seconds = now - started
         if profiler is not None:
             profiler.replan({"A": pairs.base, "B": pairs.change})
         done = len(pairs.order)
@@ -162,12 +168,16 @@ def run_pairs(
                 pairs.profile = profile_of(pairs, profiler)
                 return pairs
             next_look *= 2
-        spent = clock() - started
-        if done >= budget.min_pairs and spent + spent / done > budget.budget_s:
+        if done == budget.min_pairs:
+            minimum_done = now
+        beyond = 0.0 if minimum_done is None else now - minimum_done
+        if done >= budget.min_pairs and beyond + (now - started) / done > budget.budget_s:
             if done != next_look // 2:  # pairs since the last look: the end is a look too
                 pairs.looks += 1
             pairs.stopped = (
-                f"budget of {budget.budget_s:g}s spent after {done} pairs with checks undecided"
+                f"budget of {budget.budget_s:g}s spent: {done - budget.min_pairs} pairs added "
+                f"beyond the {budget.min_pairs} asked (a pair took "
+                f"{(now - started) / done:.0f} s), checks still undecided"
             )
             pairs.profile = profile_of(pairs, profiler)
             return pairs

@@ -68,6 +68,8 @@ def check_lines(entries: Sequence[Entry]) -> list[str]:
             *(verdicts.check_cells(c) for c in found),
         ]
         lines += aligned(rows, CHECK_RIGHT, indent="  ")
+        pairs = verdicts.pairs_line(entry)
+        lines += [f"  {pairs}"] if pairs else []
         lines += ["  " + line for line in verdicts.profile_lines(entry)]
     return lines
 

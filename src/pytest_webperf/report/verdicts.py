@@ -58,6 +58,15 @@ def against_line(against: object) -> str | None:
     return f"A = {ref}" + (f" ({short_sha(commit)})" if commit else "") + ", B = working tree"
 
 
+def pairs_line(entry: Entry) -> str | None:
+    """How many pairs an A/B entry ran and why no more: every check decided, or its
+    budget spent with checks undecided (``--webperf-against-budget``)."""
+    against = entry.get("against")
+    if not isinstance(against, Mapping) or not against.get("stopped"):
+        return None
+    return f"{against.get('pairs', MISSING)} pairs: {against['stopped']}"
+
+
 def run_against(report: Mapping[str, Any]) -> str | None:
     """The run's A/B line, from its meta (or, lacking that, from its first A/B entry)."""
     line = against_line(report.get("against"))
@@ -138,6 +147,32 @@ def check_cells(check: Check) -> list[str]:
         detectable(check),
         _text(check, "outcome"),
     ]
+
+
+WHY_NOT_CHECKED = {
+    "contended": "other processes took the CPU",
+    "generator-bound": "the generator, not the server, was the limit",
+}
+
+
+def not_checked(entry: Entry) -> list[str]:
+    """A line per check the gate compared and did not check (``checked`` false): what it
+    could have detected against what was asked, and what would decide it."""
+    lines = []
+    for check in checks(entry):
+        if check.get("checked") is not False:
+            continue
+        threshold = number(check.get("threshold"))
+        could = detectable(check)
+        if could != MISSING and threshold is not None:
+            why = f"could detect {could}, asked {100 * threshold:g}%"
+        else:
+            why = WHY_NOT_CHECKED.get(str(check.get("outcome")), str(check.get("outcome")))
+        remedy = check.get("would_decide")
+        lines.append(
+            f"{_text(check, 'check')}: not checked: {why}" + (f"; {remedy}" if remedy else "")
+        )
+    return lines
 
 
 def _metric(check: Check) -> str:
