@@ -21,12 +21,12 @@ from pytest_webperf import hookspec
 from pytest_webperf.commands.ci import junit_properties
 from pytest_webperf.errors import OptionError, WebperfError
 from pytest_webperf.fixture.handle import Webperf
-from pytest_webperf.gate.advice import advice_of, failure_reasons, group_summary_advice
-from pytest_webperf.models.progress import NoProgress, Progress
+from pytest_webperf.gate.advice import advice_of, group_summary_advice
 from pytest_webperf.profiling.capture import header_note
-from pytest_webperf.report.live import LiveLine, PlainLines
-from pytest_webperf.report.otlp import LiveMetrics, Tee
+from pytest_webperf.report.otlp import LiveMetrics
+from pytest_webperf.run import outcome
 from pytest_webperf.run.finish import undecided_exit
+from pytest_webperf.run.screen import progress_for, with_live
 from pytest_webperf.run.session import Extensions, WebperfSession
 from pytest_webperf.run.xdist import join_xdist
 from pytest_webperf.settings.config import SETTINGS, RunConfig, Setting, explain, resolve
@@ -39,6 +39,7 @@ session_key = pytest.StashKey[WebperfSession]()
 settings_key = pytest.StashKey[dict[str, str]]()  # nodeid -> the settings it ran with
 live_key = pytest.StashKey[LiveMetrics]()  # --webperf-otlp's exporter
 test_config_key = pytest.StashKey[RunConfig]()  # an item's settings, resolved once
+undecided_key = pytest.StashKey[list[str]]()  # a test's checks left unchecked
 MARKER = "webperf"
 
 
@@ -212,7 +213,7 @@ def webperf(
         verdicts=session.verdict,
         stored=session.stored,
         against=session.against if session.config.against else None,
-        progress=_with_live(request.config, progress_for(request.config)),
+        progress=with_live(progress_for(request.config), request.config.stash.get(live_key, None)),
     )
     try:
         yield handle
@@ -257,15 +258,37 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         for m in webperf_handle.measurements:  # for --junitxml
             item.user_properties.extend(junit_properties(m))
         # advice (generator-bound, no baseline) is said once in the summary, not here
-        failed = [
-            f"[{m.name} on {m.server}] {reason}"
-            for m in webperf_handle.measurements
-            if m.verdict is not None and m.verdict.failed
-            for reason in (failure_reasons(m.verdict.reasons) or m.verdict.reasons)
-        ]
+        failed = outcome.failure_lines(webperf_handle.measurements)
         if failed:
             pytest.fail("webperf regression:\n" + "\n".join(failed), pytrace=False)
+        unchecked = outcome.undecided_lines(webperf_handle.measurements)
+        if unchecked:  # pytest's outcome "undecided" (pytest_report_teststatus)
+            item.stash[undecided_key] = unchecked
+            item.user_properties.append(("webperf.outcome", outcome.CATEGORY))
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A test that passed with checks not checked carries them on its report (an
+    attribute xdist sends along), and its outcome reads as undecided."""
+    report = yield
+    unchecked = item.stash.get(undecided_key, None)
+    if report.when == "call" and report.passed and unchecked:
+        report.webperf_undecided = unchecked  # type: ignore[attr-defined]
+        report.sections.append(("webperf: not checked", "\n".join(unchecked)))
+    return report
+
+
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+    """``3 passed, 2 undecided``: a test whose checks were not all checked is not a pass."""
+    if report.when == "call" and report.passed and getattr(report, "webperf_undecided", None):
+        return outcome.CATEGORY, outcome.LETTER, (outcome.WORD, {"yellow": True})
+    return None
 
 
 def _where(item: pytest.Item, exc: BaseException) -> str:
@@ -289,53 +312,6 @@ def _where(item: pytest.Item, exc: BaseException) -> str:
     except ValueError:
         shown = filename
     return f"{shown}:{line}: "
-
-
-class _TerminalScreen:
-    """``live.Screen`` over pytest's terminal reporter. Measurements run
-    inside a test, where output is captured: each write suspends the capture, as
-    pytest's live logging does."""
-
-    def __init__(self, config: pytest.Config, reporter: Any) -> None:
-        self.config, self.reporter = config, reporter
-        self.capture = config.pluginmanager.get_plugin("capturemanager")
-
-    @property
-    def width(self) -> int:
-        return int(self.config.get_terminal_writer().fullwidth)
-
-    def column(self) -> int:
-        return max(int(self.config.get_terminal_writer().width_of_current_line), 0)
-
-    def write(self, text: str) -> None:
-        suspended = (
-            self.capture.global_and_fixture_disabled()
-            if self.capture is not None
-            else contextlib.nullcontext()
-        )
-        with suspended:
-            self.reporter.write(text, flush=True)
-
-
-def _with_live(config: pytest.Config, progress: Progress) -> Progress:
-    """The display, and with --webperf-otlp the live metrics too."""
-    live = config.stash.get(live_key, None)
-    return progress if live is None else Tee(progress, live)
-
-
-def progress_for(config: pytest.Config) -> Progress:
-    """How this run shows a measurement's progress: a live line on a terminal, a line
-    per finished repetition in a log (CI, a pipe), nothing without a terminal reporter
-    (``-p no:terminal``, an xdist worker) or with ``-qq``."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None or config.get_verbosity() < -1:
-        return NoProgress()
-    screen = _TerminalScreen(config, reporter)
-    isatty = getattr(reporter, "isatty", False)  # a bool that pytest makes callable
-    on_terminal = bool(isatty() if callable(isatty) else isatty)
-    if config.get_terminal_writer().hasmarkup and on_terminal:
-        return LiveLine(screen)
-    return PlainLines(screen)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -3,6 +3,8 @@ errors, 4 users, 1 s measured after a 0.5 s warm-up (each test adds what it is a
 
 from __future__ import annotations
 
+from typing import Any
+
 SHORT = [
     "-p",
     "no:locust",
@@ -12,3 +14,11 @@ SHORT = [
     "--webperf-duration=1s",
     "--webperf-warmup=0.5s",
 ]
+
+
+def assert_not_failed(result: Any, tests: int) -> None:
+    """``tests`` tests ran and none failed: each passed, or was undecided (a comparison a
+    shared machine left too noisy to check, pytest's own outcome for it)."""
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("undecided", 0) == tests, outcomes
+    assert not outcomes.get("failed") and not outcomes.get("errors"), outcomes

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from tests.e2e.interrupt import take_sigint
+from tests.e2e.options import assert_not_failed
 
 from pytest_webperf.gate.baseline import HISTORY_LIMIT, SCHEMA, file_name
 
@@ -141,7 +142,7 @@ def test_no_baseline_passes_save_writes_one_and_history_is_kept(
     assert len(record["history"]) == 1
 
     again = run_gate(pytester, "--webperf-save", QUIET_CHECKS)
-    again.assert_outcomes(passed=1)
+    assert_not_failed(again, 1)  # compared with the first save: maybe too noisy to check
     second = read_json(path)["measurements"][NAME]
     assert len(second["history"]) == 2 <= HISTORY_LIMIT
     assert second["history"][0] == record["history"][0]  # appended, never rewritten
@@ -155,7 +156,7 @@ def test_an_unchanged_server_compares_and_passes(
 ) -> None:
     shutil.copytree(saved_baseline, gate)
     result = run_gate(pytester, QUIET_CHECKS, "--webperf-json=out.json")
-    result.assert_outcomes(passed=1)
+    assert_not_failed(result, 1)
     assert result.ret == pytest.ExitCode.OK
     # 3 x 1 s on a shared machine: a pass, or undecided when it could not have seen 5 %
     result.stdout.fnmatch_lines(["*test_work[[]c4[]] * GET /work * costly * 4 * [pu][an]*"])

@@ -85,6 +85,33 @@ def test_failed_tests_become_error_annotations_at_their_def(tmp_path: Path) -> N
     ]
 
 
+def test_tests_with_checks_not_checked_become_warning_annotations(tmp_path: Path) -> None:
+    (tmp_path / "test_app.py").write_text("def test_app(webperf):\n    pass\n")
+    unchecked = {
+        "check": "cpu_per_req:5%",
+        "metric": "cpu_per_req",
+        "outcome": "undecided",
+        "detectable": 3.93,
+        "threshold": 0.05,
+        "checked": False,
+        "would_decide": "would decide: about 40 pairs (3 so far, ~10 min at this run's pace)",
+    }
+    report = {
+        "tests": [
+            {
+                "nodeid": "test_app.py::test_app[c8]",
+                "name": "GET /",
+                "verdict": {"status": "undecided", "checks": [unchecked]},
+            }
+        ]
+    }
+    assert ci.error_lines(report, tmp_path) == [
+        "::warning file=test_app.py,line=1,title=webperf test_app.py::test_app[c8]: not "
+        "checked::[GET /] cpu_per_req:5%25: not checked: could detect >= 393%25, asked 5%25; "
+        "would decide: about 40 pairs (3 so far, ~10 min at this run's pace)"
+    ]
+
+
 def test_the_command_comments_on_the_events_pull_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

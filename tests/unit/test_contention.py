@@ -54,9 +54,12 @@ def test_an_rps_drop_on_a_quiet_machine_fails():
 
 
 @pytest.mark.parametrize(("current", "base"), [(60.0, 1.0), (1.0, 60.0)])
-def test_an_rps_drop_on_a_contended_run_is_a_note(current, base):
+def test_an_rps_drop_on_a_contended_run_is_not_judged_and_not_a_pass(current, base):
     verdict = decide(measurement(700, 100, current), measurement(1000, 100, base), CHECKS)
-    assert verdict.status == "pass", verdict
+    assert verdict.status == "undecided", verdict  # not checked: never "passed"
+    assert not verdict.reasons
+    rps = next(c for c in verdict.checks if c["metric"] == "rps")
+    assert rps["outcome"] == "contended" and rps["checked"] is False
     assert any("not judged, other processes used" in n for n in verdict.notes)
 
 

@@ -382,6 +382,7 @@ def test_the_cpu_of_a_window_comes_from_its_stamps_however_late_they_arrive(
     monitor.mark("end", last)
     stamped = monitor.cpu_seconds("start", "end")["busy"]
     assert stamped is not None
-    # one burner over 0.4 s: up to 0.4 s of CPU (10 ms ticks), never the later 0.6 s
-    assert 0.05 <= stamped <= 0.45, stamped
+    # one burner over 0.4 s: up to 0.4 s of CPU (10 ms ticks), never the later 0.6 s;
+    # how much of it the burner got depends on the machine's load (0.04 s at load 20)
+    assert 0 < stamped <= 0.45, stamped
     assert last["at"] - first["at"] >= 0.4

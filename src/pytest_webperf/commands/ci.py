@@ -5,7 +5,8 @@ tests: posts the Markdown summary as one comment on the pull request and, on eve
 later push, edits that comment in place (found by a hidden marker among the pull
 request's comments, all pages), with a link to the HTML report artifact. It also prints
 a ``::error file=...,line=...::`` line per failed test, which GitHub turns into an
-annotation on the test's ``def`` line. The GitHub API is reached with ``urllib`` through
+annotation on the test's ``def`` line, and a ``::warning`` one per test with checks not
+checked (undecided). The GitHub API is reached with ``urllib`` through
 ``GitHub``; the tests replace it with a recorded response.
 
 ``junit_properties``: what ``--junitxml`` carries per test (``record_property``, from
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_webperf.models.measurement import Measurement
+from pytest_webperf.report.verdicts import not_checked
 
 MARKER = "<!-- pytest-webperf comment -->"
 LIMIT = 65_000  # GitHub refuses a comment body over 65,536 characters
@@ -122,29 +124,39 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _def_line(nodeid: str, root: Path) -> tuple[str, int]:
+    """The test's file and the line of its ``def`` (1 when it cannot be found)."""
+    path, _, rest = nodeid.partition("::")
+    function = re.split(r"[\[:]", rest.rsplit("::", 1)[-1])[0]
+    try:
+        source = (root / path).read_text(encoding="utf-8").splitlines()
+        return path, next(
+            i + 1
+            for i, text in enumerate(source)
+            if re.match(rf"\s*(async\s+)?def {re.escape(function)}\(", text)
+        )
+    except (OSError, StopIteration):
+        return path, 1
+
+
 def error_lines(report: Mapping[str, Any], root: Path) -> list[str]:
-    """``::error file=...,line=...::`` per failed measurement, at its test's ``def``."""
+    """``::error file=...,line=...::`` per failed measurement, at its test's ``def``, and
+    ``::warning`` per measurement with checks not checked (undecided): a green job then
+    says on the test's line that it was not checked, and what would decide it."""
     lines = []
     for entry in report.get("tests", ()):
         verdict = entry.get("verdict") or {}
-        if verdict.get("status") not in FAILED:
-            continue
         nodeid = str(entry.get("nodeid", ""))
-        path, _, rest = nodeid.partition("::")
-        function = re.split(r"[\[:]", rest.rsplit("::", 1)[-1])[0]
-        line = 1
-        try:
-            source = (root / path).read_text(encoding="utf-8").splitlines()
-            line = next(
-                i + 1
-                for i, text in enumerate(source)
-                if re.match(rf"\s*(async\s+)?def {re.escape(function)}\(", text)
-            )
-        except (OSError, StopIteration):
-            pass
-        reasons = "; ".join(str(r) for r in verdict.get("reasons", ())) or verdict.get("status")
-        message = _escape(f"[{entry.get('name')}] {reasons}")
-        lines.append(f"::error file={path},line={line},title=webperf {nodeid}::{message}")
+        if verdict.get("status") in FAILED:
+            reasons = "; ".join(str(r) for r in verdict.get("reasons", ())) or verdict.get("status")
+            kind, title, text = "error", f"webperf {nodeid}", str(reasons)
+        elif unchecked := not_checked(entry):
+            kind, title, text = "warning", f"webperf {nodeid}: not checked", "; ".join(unchecked)
+        else:
+            continue
+        path, line = _def_line(nodeid, root)
+        message = _escape(f"[{entry.get('name')}] {text}")
+        lines.append(f"::{kind} file={path},line={line},title={title}::{message}")
     return lines
 
 

@@ -55,8 +55,10 @@ from pytest_webperf.gate.outcome import (
     _missing_endpoint,
     _relative,
     metric_of,
+    unchecked,
     unsettled,
 )
+from pytest_webperf.gate.undecided import Evidence
 from pytest_webperf.gate.zero import from_none, zero_figure
 from pytest_webperf.models.measurement import Measurement, RunResult, Status, Verdict
 
@@ -83,6 +85,7 @@ def evaluate(
     confidence: float = 0.95,
     instances: Sequence[int] | None = None,
     look: int = 0,
+    evidence: Evidence | None = None,
 ) -> tuple[CheckResult, ...]:
     """Every check's result. Relative checks need a baseline; absolute limits do not.
 
@@ -145,6 +148,7 @@ def evaluate(
                     generator_bound=generator_bound,
                     words=words,
                     paired=instances is not None,
+                    evidence=evidence,
                 )
             )
     return tuple(results)
@@ -194,11 +198,12 @@ def verdict_of(
     undecided and no baseline. Reasons are the failures (and why a run is not a pass);
     the rest is notes."""
     reasons = [r.message for r in results if r.outcome == "fail"]
-    open_ = [r.message for r in results if unsettled(r.outcome, r.metric)]
+    # a check the machine's load kept from being judged is open too: not checked
+    open_ = [r.message for r in results if unchecked(r.outcome, r.metric)]
     notes = [
         r.message
         for r in results
-        if r.outcome in ("improved", "skipped", "contended")
+        if r.outcome in ("improved", "skipped")
         or (r.outcome in UNSETTLED and not unsettled(r.outcome, r.metric))
     ]
     status: Status = "regression" if reasons else "pass"
@@ -240,6 +245,7 @@ def decide(
     require_power: bool = False,
     instances: Sequence[int] | None = None,
     look: int = 0,
+    evidence: Evidence | None = None,
 ) -> Verdict:
     """The verdict for one measurement: the one place a gate decides. With ``instances``
     (an A/B run) ``baseline`` is side A, paired run by run (see ``evaluate``)."""
@@ -251,6 +257,7 @@ def decide(
         confidence=confidence,
         instances=instances,
         look=look,
+        evidence=evidence,
     )
     decided = verdict_of(
         results,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_webperf.errors import BaselineError
-from pytest_webperf.gate import attribution, baseline, decide, estimates
+from pytest_webperf.gate import attribution, baseline, decide, estimates, undecided
 from pytest_webperf.gate.grammar import Check
 from pytest_webperf.gate.metrics import METRICS
 from pytest_webperf.models.measurement import Measurement
@@ -35,11 +35,13 @@ def judge(
     checks: Sequence[Check] | None = None,
     max_error_rate: float | None = None,
     require_power: bool = False,
+    evidence: undecided.Evidence | None = None,
 ) -> Measurement:
     """The measurement with its verdict. ``checks``: the test's (marker), else
     ``run_checks`` (the run's), else ``decide.default_checks``; ``store_for``: the
     baseline store of a measurement's machine id, read only when there is no A/B base;
-    ``saving``: this run saves baselines (--webperf-save)."""
+    ``saving``: this run saves baselines (--webperf-save); ``evidence``: what the run
+    spent and could do besides, said on the line of a check it leaves undecided."""
     chosen = tuple(checks or run_checks or decide.default_checks(measurement))
     bound = decide.mostly_generator_bound(measurement.runs) or decide.mostly_generator_bound(
         measurement.base_runs
@@ -77,6 +79,7 @@ def judge(
             look=max(1, int(against.get("looks", 1))),
             max_error_rate=max_error_rate,
             require_power=require_power,
+            evidence=evidence,
         )
         diffed = None
         if measurement.profile is not None:
@@ -103,6 +106,7 @@ def judge(
         saving=saving,
         max_error_rate=max_error_rate,
         require_power=require_power,
+        evidence=evidence,
     )
     verdict = dataclasses.replace(verdict, notes=(*verdict.notes, *notes))
     profile: Mapping[str, Any] | None = measurement.profile

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from pytest_webperf.gate.estimates import (
@@ -26,6 +26,7 @@ from pytest_webperf.gate.metrics import (
     METRICS,
     Metric,
 )
+from pytest_webperf.gate.undecided import Evidence, would_decide
 from pytest_webperf.models.measurement import Measurement
 from pytest_webperf.stats import ratio
 
@@ -59,6 +60,12 @@ def unsettled(outcome: str, metric: str) -> bool:
     return outcome in UNSETTLED and not (metric in METRICS and METRICS[metric].count)
 
 
+def unchecked(outcome: str, metric: str) -> bool:
+    """Whether a check's outcome leaves it open for the verdict: ``unsettled``, or not
+    judged because other processes took the CPU (``contended``)."""
+    return unsettled(outcome, metric) or outcome == "contended"
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """How one check came out, with the numbers a report shows."""
@@ -76,9 +83,16 @@ class CheckResult:
     p_value: float | None = None  # one-sided, for "worse"
     detectable: float | None = None  # smallest regression this run would catch (POWER)
     threshold: float | None = None  # the check's threshold as a fraction (rps:5% -> 0.05)
+    would_decide: str | None = None  # an undecided check: what would decide it
+
+    @property
+    def checked(self) -> bool:
+        """Whether it was checked: not open (``unchecked``), and, for a throughput check,
+        not left to a generator that was the limit (``generator-bound``)."""
+        return not (unchecked(self.outcome, self.metric) or self.outcome == "generator-bound")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "checked": self.checked}
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -190,6 +204,7 @@ def _relative(
     generator_bound: bool,
     words: tuple[str, str] = ("this run", "the baseline's"),
     paired: bool = False,
+    evidence: Evidence | None = None,
 ) -> CheckResult:
     """One relative check. ``alpha`` is the one-sided level a failure must reach (an A/B
     run that looks several times spends a smaller one per look). ``paired``: an A/B
@@ -240,6 +255,20 @@ def _relative(
     def result(outcome: Outcome, message: str) -> CheckResult:
         return CheckResult(outcome=outcome, message=message, **numbers)  # type: ignore[arg-type]
 
+    def undecided(message: str) -> CheckResult:
+        remedy = would_decide(
+            metric.name,
+            se=est.se,
+            threshold=limit,
+            alpha=alpha,
+            power=POWER,
+            evidence=evidence or Evidence(),
+            busy_percent=max(busy),
+            busy_limit=CONTENDED_CPU_PERCENT,
+        )
+        found = result("undecided", f"{message}; {remedy}" if remedy else message)
+        return replace(found, would_decide=remedy or None)
+
     if generator_bound and metric.throughput:
         return result(
             "generator-bound", f"{line}: not a measure of the server (generator-bound run)"
@@ -271,8 +300,7 @@ def _relative(
         if est.p_worse < alpha:
             return result("fail", f"{line} beyond {bound}{aside}")
         if detectable is not None and detectable > limit:
-            return result(
-                "undecided",
+            return undecided(
                 f"{metric.label}: too noisy to judge {num(check.percent)}%: could detect "
                 f"{_detectable(detectable, digits)}, and it moved beyond it ({line}){aside}",
             )
@@ -288,8 +316,7 @@ def _relative(
         )
     worst = high if sign > 0 else (None if low is None else -low)
     if detectable is not None and detectable > limit and (worst is None or worst >= limit):
-        return result(
-            "undecided",
+        return undecided(
             f"{metric.label}: too noisy to judge {num(check.percent)}%: could detect "
             f"{_detectable(detectable, digits)} ({line}){aside}",
         )

@@ -113,6 +113,16 @@ def verdict_lines(entries: Sequence[Entry]) -> list[str]:
     return lines
 
 
+def not_checked_lines(entries: Sequence[Entry]) -> list[str]:
+    """One bullet per check compared and not checked (``verdicts.not_checked``)."""
+    return [
+        f"- {_verdict_cell(entry)} **{md_escape(str(entry.get('nodeid', MISSING)))}** "
+        f"\\[{md_escape(str(entry.get('name', MISSING)))}\\]: {md_escape(line)}"
+        for entry in entries
+        for line in verdicts.not_checked(entry)
+    ]
+
+
 def study_lines(comparisons: Sequence[Mapping[str, Any]]) -> list[str]:
     """The studies beside this run, one bullet per study line, its notes under it."""
     lines = []
@@ -152,6 +162,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += [f"**{md_escape(against)}**", ""]
     if not entries:
         return "\n".join([*lines, "Nothing was measured.", ""])
+    unchecked = not_checked_lines(entries)
+    if unchecked:  # a green job with these is not "measured and fine": said first
+        lines += ["### Not checked", "", *unchecked, ""]
     lines += [*table(entries), "", *check_details(entries)]
     found = count_lines(entries)
     if found:

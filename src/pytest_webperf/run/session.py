@@ -15,6 +15,7 @@ from pytest_webperf import __version__
 from pytest_webperf.errors import BaselineError, EngineUnavailable
 from pytest_webperf.gate import baseline, judge
 from pytest_webperf.gate.grammar import DEFAULT_CHECKS, Check, format_checks
+from pytest_webperf.gate.undecided import Evidence
 from pytest_webperf.models import machine, placement
 from pytest_webperf.models.machine import MachineInfo
 from pytest_webperf.models.measurement import Measurement
@@ -164,6 +165,7 @@ class WebperfSession:
         checks: Sequence[Check] | None = None,
         max_error_rate: float | None = None,
         require_power: bool = False,
+        evidence: Evidence | None = None,
     ) -> Measurement:
         """The measurement with its verdict (``judge.judge``, the one judge): against the
         base in an A/B run, else against this machine's stored baseline."""
@@ -175,6 +177,7 @@ class WebperfSession:
             checks=checks,
             max_error_rate=max_error_rate,
             require_power=require_power,
+            evidence=evidence,
         )
 
     def stored(self, measurement: Measurement) -> Measurement | None:
