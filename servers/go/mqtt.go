@@ -15,10 +15,16 @@ import (
 var mqttReceived, mqttRejected atomic.Int64
 
 // handle stores one message; a message that is not seed 002's JSON is logged and dropped,
-// never allowed to stop the subscription.
+// never allowed to stop the subscription. STORE_DELAY_MS (unset: none) waits that long
+// before each insert: a subscriber that stores slower than it receives, for the plugin's
+// own tests of a store falling behind (paho calls the handler in order, one at a time).
 func handle(s *store) mqtt.MessageHandler {
+	delay := time.Duration(envInt("STORE_DELAY_MS", 0)) * time.Millisecond
 	return func(_ mqtt.Client, message mqtt.Message) {
 		mqttReceived.Add(1)
+		if delay > 0 {
+			time.Sleep(delay)
+		}
 		var m telemetry
 		if err := json.Unmarshal(message.Payload(), &m); err != nil || !m.complete() {
 			if mqttRejected.Add(1) <= 10 {

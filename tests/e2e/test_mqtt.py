@@ -146,3 +146,39 @@ def test_mq(webperf):
     assert rep["mqtt"]["store"]["lost"] == 0 and rep["mqtt"]["store"]["duplicates"] == 0
     assert rep["mqtt"]["published"] > 0 and rep["mqtt"]["store"]["delivered"] > 0
     assert entry["name"] == "MQTT 5.0 qos2 every 200ms"
+
+
+def test_a_store_that_falls_behind_shows_a_growing_delay_a_backlog_and_fails_its_check(
+    pytester: pytest.Pytester,
+) -> None:
+    """Seed 002's "pause": a subscriber that stores slower than it receives (go-mqtt
+    waiting 25 ms before each insert: 40 a second, for 100 a second sent). Every message
+    stored is timed from its send to its row, second by second: the delay grows, what
+    the drain did not see stored is backlog (late, not lost), and a limit on the delay's
+    p99 fails the test."""
+    pytester.makepyfile(
+        test_slow="""
+import pytest
+
+@pytest.mark.webperf(compare_fail="store_delay_p99<1000,lost:0,dup:0")
+def test_slow(webperf):
+    target = webperf.server("go-mqtt", env={"STORE_DELAY_MS": "25"})
+    webperf.mqtt(target, users=20, interval="200ms", duration="3s", warmup="1s",
+                 repeat=1, drain="3s", quiet="1s")
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:locust", "--webperf-json=slow.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*store_delay_p99_ms *ms breaks the limit store_delay_p99_ms<1000",
+            "*stored * (lost 0, dup 0, backlog *, unexpected 0)*; p99 delay by second sent: "
+            "0 s * ms, *",
+        ]
+    )
+    rep = json.loads((pytester.path / "slow.json").read_text())["tests"][0]["repetitions"][0]
+    store = rep["mqtt"]["store"]
+    assert store["backlog"] > 0 and store["lost"] == 0 and store["duplicates"] == 0, store
+    delays = [point["p50_ms"] for point in store["delay"]]
+    assert len(delays) >= 3 and delays[-1] > delays[0] + 1000, delays  # it fell behind
+    assert store["latency"]["p99_ms"] > 1000

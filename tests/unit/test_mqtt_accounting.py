@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_webperf.mqtt.accounting import Published, account, seed_tps
+from pytest_webperf.models.mqtt import Delivery
+from pytest_webperf.mqtt.accounting import Published, account, delay_series, seed_tps
 from pytest_webperf.mqtt.store import parse_rows
 from pytest_webperf.stats.histogram import Histogram
 
@@ -121,3 +122,34 @@ def test_the_ledgers_of_several_generator_processes_merge_into_one_report() -> N
     assert (merged["late"], merged["disconnects"], merged["first_sent"]) == (1, 2, 49.5)
     assert merged["stopped_at"] == 60.0
     assert Histogram.from_dict(merged["pace_lag"]).count == 3
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 30), st.floats(0, 10)),  # (seconds after the first send, delay)
+        min_size=1,
+        max_size=200,
+    )
+)
+def test_the_delay_series_groups_every_stored_message_by_the_second_it_was_sent(
+    messages: list[tuple[float, float]],
+) -> None:
+    first = 1_700_000_000.0
+    series = delay_series(((first + t, first + t + d) for t, d in messages), first)
+    assert sum(p.count for p in series) == len(messages)
+    assert [p.t_s for p in series] == sorted({int((first + t) - first) for t, _ in messages})
+    for point in series:
+        assert 0 <= point.p50_ms <= point.p99_ms <= point.max_ms + 1e-6
+    worst = max(d for _, d in messages) * 1000
+    assert max(p.max_ms for p in series) <= worst * 1.01 + 1e-3  # the histogram's bucket
+
+
+def test_a_store_falling_behind_reads_as_a_growing_series_and_round_trips() -> None:
+    first = 100.0
+    rows = [(first + t / 10, first + t / 10 + t / 10) for t in range(50)]  # delay = age
+    series = delay_series(rows, first)
+    assert [p.t_s for p in series] == [0, 1, 2, 3, 4]
+    assert series[-1].p50_ms > series[0].p50_ms + 3000
+    delivery = Delivery("store", 50, 50, 0, 0, 0, 0, delay=series)
+    assert Delivery.from_dict(delivery.to_dict()) == delivery
+    assert Delivery.from_dict({**delivery.to_dict(), "delay": []}).delay == ()

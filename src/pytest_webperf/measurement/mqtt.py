@@ -35,7 +35,7 @@ from pytest_webperf.models.measurement import RunResult
 from pytest_webperf.models.mqtt import MqttResult
 from pytest_webperf.models.samples import Latency
 from pytest_webperf.models.workload import Workload
-from pytest_webperf.mqtt.accounting import Published, account, seed_tps
+from pytest_webperf.mqtt.accounting import Published, account, delay_series, seed_tps
 from pytest_webperf.mqtt.publish import MqttLoad
 from pytest_webperf.mqtt.store import TelemetryStore, container_sql
 from pytest_webperf.stats.histogram import Histogram
@@ -359,12 +359,17 @@ def mqtt_result(
         rows = store.rows(since)
         latency = Histogram()
         latency.record_many(max(0, int((r.received_at - r.sent_at) * 1e6)) for r in rows)
-        stored = account(
-            "store",
-            published,
-            [(r.client, r.seq) for r in rows],
-            still_arriving=arriving.get("store", False),
-            latency=latency,
+        stored = replace(
+            account(
+                "store",
+                published,
+                [(r.client, r.seq) for r in rows],
+                still_arriving=arriving.get("store", False),
+                latency=latency,
+            ),
+            delay=delay_series(
+                ((r.sent_at, r.received_at) for r in rows), float(report["first_sent"])
+            ),
         )
         if rows:
             span_end = max(r.received_at for r in rows)

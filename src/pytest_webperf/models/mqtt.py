@@ -11,6 +11,25 @@ from pytest_webperf.models.samples import Latency, _known
 
 
 @dataclass(frozen=True)
+class DelayPoint:
+    """The publish-to-store delay of the messages sent in one second of a run: a
+    subscriber or a broker that falls behind shows it growing from second to second."""
+
+    t_s: int  # the second they were sent in, from the run's first send
+    count: int  # messages sent in that second that were stored
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DelayPoint:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
 class Delivery:
     """Where one consumer's copy of an MQTT run went (the observer, or the server's store).
 
@@ -28,10 +47,14 @@ class Delivery:
     backlog: int
     unexpected: int = 0  # copies with a (clientId, seq) never published in this run
     latency: Latency | None = None  # send -> receipt (observer) or send -> row (store)
+    # the store's publish-to-store delay per second of sending (the store only: its rows
+    # carry both times)
+    delay: tuple[DelayPoint, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["latency"] = None if self.latency is None else self.latency.to_dict()
+        data["delay"] = [point.to_dict() for point in self.delay]
         return data
 
     @classmethod
@@ -39,6 +62,7 @@ class Delivery:
         known = _known(cls, data)
         latency = known.get("latency")
         known["latency"] = None if latency is None else Latency.from_dict(latency)
+        known["delay"] = tuple(DelayPoint.from_dict(p) for p in known.get("delay", ()))
         return cls(**known)
 
 

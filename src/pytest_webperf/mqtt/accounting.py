@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_webperf.models.mqtt import Delivery
+from pytest_webperf.models.mqtt import DelayPoint, Delivery
 from pytest_webperf.models.samples import Latency
 from pytest_webperf.stats.histogram import Histogram
 
@@ -77,6 +77,28 @@ def account(
         backlog=missing if still_arriving else 0,
         unexpected=unexpected,
         latency=Latency.of(latency) if latency is not None and latency.count else None,
+    )
+
+
+def delay_series(
+    sent_and_stored: Iterable[tuple[float, float]], first_sent: float
+) -> tuple[DelayPoint, ...]:
+    """Each second's publish-to-store delay, from (sent_at, stored_at) pairs: the
+    messages grouped by the second they were sent in, counted from ``first_sent``; a
+    second nothing sent in was stored in is left out."""
+    by_second: dict[int, Histogram] = {}
+    for sent, stored in sent_and_stored:
+        second = max(0, int(sent - first_sent))
+        by_second.setdefault(second, Histogram()).record(max(0, int((stored - sent) * 1e6)))
+    return tuple(
+        DelayPoint(
+            t_s=second,
+            count=h.count,
+            p50_ms=h.percentile(50) / 1000,
+            p99_ms=h.percentile(99) / 1000,
+            max_ms=h.max() / 1000,
+        )
+        for second, h in sorted(by_second.items())
     )
 
 

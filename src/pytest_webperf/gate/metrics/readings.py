@@ -102,6 +102,13 @@ def _e2e_p99(run: RunResult) -> float | None:
     return None if delivery is None or delivery.latency is None else delivery.latency.p99_ms
 
 
+def _store_delay_p99(run: RunResult) -> float | None:
+    """The publish-to-store delay's p99 (ms): from each message's send to its row in the
+    server's store (seed 002's "pause" between the broker and the subscribing server)."""
+    store = run.mqtt.store if run.mqtt is not None else None
+    return None if store is None or store.latency is None else store.latency.p99_ms
+
+
 def _stream(figure: str, modes: tuple[str, ...] = ()) -> Callable[[RunResult], float | None]:
     """A stream run's figure (``StreamResult``): a field, or the run's own latency
     (``latency.p99_ms``) where it is a mode's (``modes``: round trip, delay, gaps)."""

@@ -48,7 +48,25 @@ def delivery(data: object, label: str) -> str | None:
             f" p50/p99 {fmt(number(latency.get('p50_ms')), 1)}/"
             f"{fmt(number(latency.get('p99_ms')), 1)} ms"
         )
+    series = delay_points(data.get("delay"))
+    if series:
+        text += "; p99 delay by second sent: " + ", ".join(
+            f"{fmt(number(p.get('t_s')))} s {fmt(number(p.get('p99_ms')), 1)} ms" for p in series
+        )
     return text
+
+
+SHOWN_POINTS = 6  # of a delay series, on one line: the first, the last, evenly between
+
+
+def delay_points(series: object) -> list[Mapping[str, Any]]:
+    """At most ``SHOWN_POINTS`` of a store's publish-to-store delay series, evenly picked
+    (the first and the last among them): enough to see it stay flat or grow."""
+    points = [p for p in series if isinstance(p, Mapping)] if isinstance(series, list) else []
+    if len(points) <= SHOWN_POINTS:
+        return points
+    step = (len(points) - 1) / (SHOWN_POINTS - 1)
+    return [points[round(i * step)] for i in range(SHOWN_POINTS)]
 
 
 def mqtt_lines(entries: Sequence[Entry]) -> list[str]:
