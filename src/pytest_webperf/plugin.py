@@ -66,6 +66,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help_text = argparse_help(setting.help)
         if setting.flag:
             group.addoption(setting.option, action="store_true", default=None, help=help_text)
+        elif setting.const is not None:  # --webperf-count, --webperf-count=auto
+            group.addoption(
+                setting.option,
+                nargs="?",
+                const=setting.const,
+                type=_argtype(setting),
+                default=None,
+                help=help_text,
+                metavar=setting.name.upper(),
+            )
         else:
             group.addoption(
                 setting.option,

@@ -169,6 +169,19 @@ def parse_bool(text: str | bool) -> bool:
     raise ValueError(f"{text!r} is not true or false")
 
 
+def parse_count_mode(text: str | bool) -> bool | str:
+    """``--webperf-count``'s value: True (count every load that can be), False, or
+    ``"auto"`` (time, and count where a CPU-cost check timing left undecided)."""
+    if isinstance(text, bool):
+        return text
+    if str(text).strip().lower() == "auto":
+        return "auto"
+    try:
+        return parse_bool(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not on, off or auto") from None
+
+
 def parse_http_url(text: str) -> str:
     """An http:// or https:// URL with a host (where live metrics are sent)."""
     parts = urlsplit(str(text).strip())

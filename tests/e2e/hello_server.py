@@ -57,11 +57,21 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler)
 """
 
 
-def hashing_server(rounds: str, *, ageing: bool = False) -> str:
+def hashing_server(rounds: str, *, ageing: bool = False, seeded: bool = False) -> str:
     """A ``work_server`` whose GET /work hashes 1 KiB ``rounds`` times (a Python
     expression: a number, or a file read). ``ageing``: the rounds double every 2 s of the
-    instance's age, up to 8x, so instances disagree by a factor ~2 whatever the code."""
-    count = "int(ROUNDS * min(8.0, 2 ** ((time.monotonic() - BORN) / 2)))" if ageing else "ROUNDS"
+    instance's age, up to 8x, so instances disagree by a factor ~2 whatever the code.
+    ``seeded``: the rounds are multiplied by 2 ** (hash("instance") % 10), 1 to 512 by the
+    process's hash seed: each instance of a timed run costs its own (random seeds), while
+    a counted one, whose runtime is pinned (PYTHONHASHSEED=0: 4x), costs the same every
+    time (the process-instance bias of a real runtime, made large)."""
+    count = (
+        "int(ROUNDS * min(8.0, 2 ** ((time.monotonic() - BORN) / 2)))"
+        if ageing
+        else 'ROUNDS * 2 ** (hash("instance") % 10)'
+        if seeded
+        else "ROUNDS"
+    )
     prelude = (
         f"import hashlib, time\nROUNDS = {rounds}\nBLOCK = bytes(1024)\nBORN = time.monotonic()"
     )

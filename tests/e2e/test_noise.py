@@ -128,3 +128,36 @@ def test_require_power_fails_a_target_too_noisy_for_its_threshold(
     )
     check = cpu_check(noisy_repo)
     assert check["status"] == "regression" and check["outcome"] == "undecided", check
+
+
+def test_count_auto_settles_a_cpu_check_timing_left_undecided(pytester: pytest.Pytester) -> None:
+    """``--webperf-count=auto``: a Python server made 3x costlier (30 sha256 rounds for
+    10) whose two timed pairs cannot judge it (each process instance's cost is 1 to 512
+    times its rounds by its random hash seed, so the pairs disagree by far more than 3x,
+    whatever the code), counted instead: counting pins the hash seed (PYTHONHASHSEED=0),
+    so every instance costs the same, 4x its rounds. The count fails it."""
+    pytester.makepyfile(server=hashing_server("10", seeded=True), test_noisy=NOISY_TEST)
+    commit_base(pytester.path)
+    (pytester.path / "server.py").write_text(hashing_server("30", seeded=True))
+    result = pytester.runpytest_subprocess(
+        *SHORT,
+        "--webperf-repeat=2",
+        "--webperf-against=HEAD",
+        "--webperf-against-budget=1s",
+        "--webperf-compare-fail=cpu_per_req:5%",
+        "--webperf-count=auto",
+        "--webperf-json=auto.json",
+        timeout=600,
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*cpu_per_req:5%: settled by counting: instructions_per_req * beyond +5%* (timed: *"]
+    )
+    timed, counted = json.loads((pytester.path / "auto.json").read_text())["tests"]
+    assert timed["name"] == "GET /work" and counted["name"] == "GET /work counted"
+    (cpu,) = (c for c in timed["verdict"]["checks"] if c["metric"] == "cpu_per_req")
+    assert cpu["outcome"] == "fail" and "settled by counting" in cpu["message"], cpu
+    assert "too noisy to judge 5%" in cpu["message"]  # what timing said, kept
+    (instructions,) = counted["verdict"]["checks"][:1]
+    assert instructions["metric"] == "instructions_per_req" and instructions["outcome"] == "fail"
+    assert instructions["change"] > 1.0  # 3x the rounds: the requests cost about twice more

@@ -58,7 +58,7 @@ from pytest_webperf.gate.outcome import (
     unchecked,
     unsettled,
 )
-from pytest_webperf.gate.undecided import Evidence
+from pytest_webperf.gate.undecided import COUNTED_METRIC, CPU_COST, Evidence
 from pytest_webperf.gate.zero import from_none, zero_figure
 from pytest_webperf.models.measurement import Measurement, RunResult, Status, Verdict
 
@@ -154,6 +154,32 @@ def evaluate(
     return tuple(results)
 
 
+def settled_by_counting(
+    results: Sequence[CheckResult], counted: Verdict
+) -> tuple[CheckResult, ...]:
+    """The results with each CPU-cost check timing left open decided by the counted
+    measurement of the same load (``--webperf-count=auto``): its ``instructions_per_req``
+    check's outcome, both lines said; left as it was when counting did not decide either."""
+    found = [c for c in counted.checks if c.get("metric") == COUNTED_METRIC]
+    if not found or found[0].get("checked") is False:
+        return tuple(results)
+    by_count = found[0]
+    outcome = str(by_count.get("outcome"))
+    settled = "fail" if outcome == "fail" else "improved" if outcome == "improved" else "pass"
+    return tuple(
+        replace(
+            r,
+            outcome=settled,  # type: ignore[arg-type]
+            message=f"{r.check}: settled by counting: {by_count.get('message')} (timed: "
+            f"{r.message})",
+            would_decide=None,
+        )
+        if r.metric in CPU_COST and not r.checked
+        else r
+        for r in results
+    )
+
+
 def settled(results: Sequence[CheckResult]) -> bool:
     """Whether every check is decided either way (an A/B run may stop adding pairs)."""
     return not any(unsettled(r.outcome, r.metric) for r in results)
@@ -246,6 +272,7 @@ def decide(
     instances: Sequence[int] | None = None,
     look: int = 0,
     evidence: Evidence | None = None,
+    counted: Verdict | None = None,
 ) -> Verdict:
     """The verdict for one measurement: the one place a gate decides. With ``instances``
     (an A/B run) ``baseline`` is side A, paired run by run (see ``evaluate``)."""
@@ -259,6 +286,8 @@ def decide(
         look=look,
         evidence=evidence,
     )
+    if counted is not None:
+        results = settled_by_counting(results, counted)
     decided = verdict_of(
         results,
         has_baseline=baseline is not None,

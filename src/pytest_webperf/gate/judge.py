@@ -36,12 +36,16 @@ def judge(
     max_error_rate: float | None = None,
     require_power: bool = False,
     evidence: undecided.Evidence | None = None,
+    counted: Measurement | None = None,
 ) -> Measurement:
     """The measurement with its verdict. ``checks``: the test's (marker), else
     ``run_checks`` (the run's), else ``decide.default_checks``; ``store_for``: the
     baseline store of a measurement's machine id, read only when there is no A/B base;
     ``saving``: this run saves baselines (--webperf-save); ``evidence``: what the run
-    spent and could do besides, said on the line of a check it leaves undecided."""
+    spent and could do besides, said on the line of a check it leaves undecided;
+    ``counted``: the same load counted (``--webperf-count=auto``), whose
+    ``instructions_per_req`` check decides the CPU-cost checks timing left open."""
+    settled_by = None if counted is None else counted.verdict
     chosen = tuple(checks or run_checks or decide.default_checks(measurement))
     bound = decide.mostly_generator_bound(measurement.runs) or decide.mostly_generator_bound(
         measurement.base_runs
@@ -80,6 +84,7 @@ def judge(
             max_error_rate=max_error_rate,
             require_power=require_power,
             evidence=evidence,
+            counted=settled_by,
         )
         diffed = None
         if measurement.profile is not None:
@@ -107,6 +112,7 @@ def judge(
         max_error_rate=max_error_rate,
         require_power=require_power,
         evidence=evidence,
+        counted=settled_by,
     )
     verdict = dataclasses.replace(verdict, notes=(*verdict.notes, *notes))
     profile: Mapping[str, Any] | None = measurement.profile

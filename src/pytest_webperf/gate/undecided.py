@@ -3,6 +3,10 @@ pairs (or repetitions) and the time the spread this run saw needs for the thresh
 counting, where the load and the target can be counted and the check is a CPU cost;
 or a quieter machine, when other processes took the CPU.
 
+And where counting may decide it (``--webperf-count=auto``), how: the same load is
+counted at the CPU check's threshold on ``instructions_per_req`` (``counting_checks``),
+and the CPU check takes the counted check's outcome (``settle``), said so on its line.
+
 The pairs needed come from the standard error of the log ratio, which shrinks as
 ``1/sqrt(n)``: the ``se`` at which the gate's one-sided test at level ``alpha`` catches
 a change of the threshold with the gate's power is ``log1p(threshold) / (z[1-alpha] +
@@ -14,8 +18,10 @@ are added). An estimate from the spread seen so far, said as "about".
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 # Beyond this many units a run cannot be asked to add them: say so, and what else helps.
 MOST_UNITS = 1000
@@ -80,3 +86,19 @@ def would_decide(
             )
             ways.append(f"about {needed} {evidence.unit} ({evidence.units} so far{time})")
     return "would decide: " + "; or ".join(ways) if ways else ""
+
+
+COUNTED_METRIC = "instructions_per_req"  # what counting measures of a CPU cost
+
+
+def to_settle(checks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The CPU-cost checks of a verdict that timing did not check (``checked`` false)."""
+    return [c for c in checks if c.get("metric") in CPU_COST and c.get("checked") is False]
+
+
+def counting_checks(checks: Sequence[Mapping[str, Any]]) -> str:
+    """The checks a counted measurement settles them with: ``instructions_per_req`` at
+    the tightest of their thresholds, and the error limit (``errors:50%``)."""
+    thresholds = [float(c["threshold"]) for c in to_settle(checks) if c.get("threshold")]
+    percent = min(thresholds, default=0.05) * 100
+    return f"{COUNTED_METRIC}:{percent:g}%,errors:50%"

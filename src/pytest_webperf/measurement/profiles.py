@@ -138,6 +138,40 @@ class Profiler:
             return None
         return cls(duration_s, repetitions, schedule, unavailable=why)
 
+    @classmethod
+    def against_stored(
+        cls, mode: str, plan_duration_s: float, repetitions: int, stored: Any, saving: bool
+    ) -> tuple[Profiler | None, dict[str, Any] | None]:
+        """The profiler of a measurement judged against its stored baseline (``stored``,
+        a ``Measurement`` or None), and what its profile says when there is none.
+        ``auto`` profiles when the baseline carries a profile (at its rates: both then
+        carry the profiler's cost alike) and when the run saves a baseline (which then
+        keeps one); ``on`` always."""
+        if mode == "off":
+            return None, None
+        kept = stored.profile if stored is not None else None
+        reps = (kept or {}).get("repetitions")
+        schedule = [
+            r["rate_hz"]
+            for r in (reps if isinstance(reps, list) else ())
+            if isinstance(r, Mapping) and isinstance(r.get("rate_hz"), Mapping)
+        ]
+        if mode == "auto" and not schedule and not saving:
+            if stored is None:
+                return None, None  # nothing to compare with, nothing saved
+            return None, {
+                "why": "its stored baseline carries no profile, and profiling this run alone "
+                "would add the profiler's cost to its figures: --webperf-save stores one "
+                "(while --webperf-profile is auto or on)"
+            }
+        profiler = cls.of(mode, plan_duration_s, repetitions, schedule)
+        if profiler is not None and stored is not None and not schedule:
+            profiler.note = (
+                "this run was profiled and its stored baseline was not: its CPU figures "
+                "carry the profiler's cost, the baseline's do not"
+            )
+        return profiler, None
+
     def monitors(self, factory: MonitorFactory) -> MonitorFactory:
         """``factory``'s monitors, each recording a profile of the target it watches."""
         if self.unavailable is not None:

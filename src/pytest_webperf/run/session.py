@@ -166,6 +166,7 @@ class WebperfSession:
         max_error_rate: float | None = None,
         require_power: bool = False,
         evidence: Evidence | None = None,
+        counted: Measurement | None = None,
     ) -> Measurement:
         """The measurement with its verdict (``judge.judge``, the one judge): against the
         base in an A/B run, else against this machine's stored baseline."""
@@ -178,6 +179,7 @@ class WebperfSession:
             max_error_rate=max_error_rate,
             require_power=require_power,
             evidence=evidence,
+            counted=counted,
         )
 
     def stored(self, measurement: Measurement) -> Measurement | None:

@@ -22,6 +22,7 @@ from pytest_webperf.values import (
     parse_bool,
     parse_concurrency,
     parse_count,
+    parse_count_mode,
     parse_cpu_list,
     parse_cpus,
     parse_cpuset,
@@ -53,6 +54,7 @@ class Setting:
     parse: Callable[[Any], Any]
     help: str
     flag: bool = False  # a command-line switch without a value
+    const: str | None = None  # the value of the option given without one (--webperf-count)
     multiple: bool = False  # repeatable on the command line; ini: one per line
 
     @property
@@ -255,11 +257,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "count",
-        parse_bool,
-        "count, not time: webperf.http measurements run the target under Valgrind's "
-        "callgrind for exactly N requests, and judge instructions, allocations and "
-        "system calls per request (docs/how-to/count.md)",
-        flag=True,
+        parse_count_mode,
+        "count, not time (on, the value when none is given): webperf.http measurements "
+        "run the target under Valgrind's callgrind for exactly N requests, and judge "
+        "instructions, allocations and system calls per request; auto: time, and where a "
+        "cpu_per_req check is left undecided and the load can be counted, count it and "
+        "let the instructions per request decide it (docs/how-to/count.md)",
+        const="on",
     ),
     Setting(
         "max_error_rate",
@@ -313,7 +317,7 @@ class RunConfig:
     require_power: bool = False
     max_error_rate: float = 0.01
     requests: int = 0
-    count: bool = False
+    count: bool | str = False  # True, False or "auto" (values.parse_count_mode)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # name -> origin
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str) -> RunConfig:
