@@ -299,7 +299,7 @@ def test_advice_is_said_once_and_is_not_a_failure_reason(
 def test_progress_lines_reach_the_log_past_the_capture(pytester: pytest.Pytester):
     pytester.makepyfile(
         test_progress="""
-        from pytest_webperf.plugin import progress_for
+        from pytest_webperf.run.screen import progress_for
         from pytest_webperf.models.progress import RepetitionDone
         from pytest_webperf.report.live import PlainLines
 
