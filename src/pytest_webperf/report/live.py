@@ -3,7 +3,7 @@
 ``LiveLine`` (a terminal) keeps one line per running measurement and rewrites it
 about once a second; ``PlainLines`` (CI logs, pipes) prints one line per finished
 repetition, since a log cannot be rewritten. Both write to a ``Screen``; the pytest
-glue (``plugin.progress_for``) provides one over the terminal reporter. Like
+glue (``run/screen.py``'s ``progress_for``) provides one over the terminal reporter. Like
 pytest's live logging, a measurement's lines start below the test's own line, so
 the outcome (``PASSED``) follows them on a line of its own.
 """
