@@ -30,7 +30,6 @@ from pytest_webperf.report.html.charts import (
     measurement_charts,
     pair_charts,
     rep_label,
-    trend_figures,
 )
 from pytest_webperf.report.html.comparisons import Workload, comparisons
 from pytest_webperf.report.html.curve import curve_figures, stage_figures, stage_groups
@@ -51,6 +50,7 @@ from pytest_webperf.report.html.tables import (
     saves_table,
     stream_table,
 )
+from pytest_webperf.report.html.trend import trend_figures
 from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,

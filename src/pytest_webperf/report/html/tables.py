@@ -12,17 +12,10 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from pytest_webperf.report import verdicts
-from pytest_webperf.report.html.charts import (
-    SIDE_COLOUR,
-    rep_label,
-    save_code,
-    save_value,
-    save_when,
-    saves,
-    trend_metrics,
-)
+from pytest_webperf.report.html.charts import SIDE_COLOUR, rep_label
 from pytest_webperf.report.html.flame import flame_graph
 from pytest_webperf.report.html.svg import colour
+from pytest_webperf.report.html.trend import save_code, save_value, save_when, saves, trend_metrics
 from pytest_webperf.report.table import (
     ENDPOINT_COLUMNS,
     MISSING,
