@@ -296,25 +296,42 @@ def _sides(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [("A", str(ref or "base")), ("B", "working tree")]
 
 
+def reach(checks: Sequence[Mapping[str, Any]]) -> float:
+    """How far from 0 the change chart reaches: 5 times the widest threshold, twice the
+    largest change, at least 10 %. An interval of a check with one or two instances can
+    run to thousands of percent; drawn whole, it flattens every other check."""
+    thresholds = [abs(t) for c in checks if (t := number(c.get("threshold"))) is not None]
+    changes = [abs(v) for c in checks if (v := number(c.get("change"))) is not None]
+    return max(5 * max(thresholds, default=0.0), 2 * max(changes, default=0.0), 0.1)
+
+
+def _within(value: float | None, limit: float) -> float | None:
+    return None if value is None else max(-limit, min(limit, value))
+
+
 def change_figure(entry: Mapping[str, Any]) -> Figure | None:
-    """Each check's change (B against A, or against the baseline) with its interval."""
+    """Each check's change (B against A, or against the baseline) with its interval, cut
+    at the chart's reach (``reach``)."""
+    found = [c for c in verdicts.checks(entry) if number(c.get("change")) is not None]
+    limit = reach(found)
     items = [
         Interval(
             label=str(c.get("check", c.get("metric", "-"))),
             change=number(c.get("change")),
-            low=number(c.get("low")),
-            high=number(c.get("high")),
+            low=_within(number(c.get("low")), limit),
+            high=_within(number(c.get("high")), limit),
             threshold=verdicts.signed_threshold(c),
             colour=SIDE_COLOUR["B"] if verdicts.is_ab(entry) else colour(0),
         )
-        for c in verdicts.checks(entry)
-        if number(c.get("change")) is not None
+        for c in found
     ]
     if not items:
         return None
+    cut = any(abs(v) > limit for c in found for k in ("low", "high") if (v := number(c.get(k))))
     title = "Change per check, with its interval"
+    whisker = f"interval (whisker, cut at ±{100 * limit:,.0f}%)" if cut else "interval (whisker)"
     legend = (
-        ("change (bar), interval (whisker)", items[0].colour, ""),
+        (f"change (bar), {whisker}", items[0].colour, ""),
         ("threshold", "#cf222e", "4 3"),
     )
     return Figure(title, change_chart(items, title=title, y_label="change (%)"), legend)
