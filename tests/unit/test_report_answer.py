@@ -178,3 +178,21 @@ def test_per_repetition_http2_details_need_verbose() -> None:
         "t.py::h2 [GET / (HTTP/2)]: HTTP/2: the server allowed 4 of the 10 streams asked "
         "(-v: each repetition's connections)"
     ]
+
+
+def test_the_charts_over_time_of_an_ab_run_draw_both_sides() -> None:
+    from pytest_webperf.report.html.timeline import measurement_charts, runs_of
+
+    entry = ab_entry()
+    series = [{"t": 1.0, "elapsed": 1.0, "requests": 100, "p50_ms": 1.0}]
+    runs = runs_of(
+        [{**r, "series": series} for r in entry["repetitions"]],
+        [{**r, "series": series} for r in entry["base_repetitions"]],
+        "main",
+    )
+    assert [label for label, _, _ in runs.key] == ["A (main)", "B (working tree)"]
+    assert [css for css, _, _ in runs.boxes] == ["side-a", "side-b"]
+    first = measurement_charts(runs)[0]
+    assert first.svg.count('class="side-a"') == 4 and first.svg.count('class="side-b"') == 4
+    alone = runs_of(entry["repetitions"])
+    assert [css for css, _, _ in alone.boxes] == ["rep-1", "rep-2", "rep-3", "rep-4"]

@@ -27,14 +27,11 @@ from pytest_webperf.report.html.charts import (
     Figure,
     change_figure,
     endpoint_charts,
-    measurement_charts,
     pair_charts,
-    rep_label,
 )
 from pytest_webperf.report.html.comparisons import Workload, comparisons
 from pytest_webperf.report.html.curve import curve_figures, stage_figures, stage_groups
 from pytest_webperf.report.html.findings import findings
-from pytest_webperf.report.html.svg import colour
 from pytest_webperf.report.html.tables import (
     OUTCOME_CSS,
     Cell,
@@ -52,6 +49,7 @@ from pytest_webperf.report.html.tables import (
     saves_table,
     stream_table,
 )
+from pytest_webperf.report.html.timeline import measurement_charts, runs_of
 from pytest_webperf.report.html.trend import trend_figures
 from pytest_webperf.report.table import (
     COLUMNS,
@@ -267,6 +265,9 @@ def section(index: int, entry: Entry, open_charts: bool, above: str = "") -> Sec
     page (its checks and profile are there)."""
     reps = repetitions(entry)
     counted = is_counted(entry)
+    against = entry.get("against") if verdicts.is_ab(entry) else None
+    ref = str(against.get("ref") or "") if isinstance(against, Mapping) else ""
+    runs = runs_of(reps, verdicts.base_repetitions(entry) if against else (), ref)
     facts = [
         ("workload", str(entry.get("name", MISSING))),
         ("server", str(entry.get("server", MISSING))),
@@ -286,15 +287,13 @@ def section(index: int, entry: Entry, open_charts: bool, above: str = "") -> Sec
         reps=counted_table(reps) if counted else repetitions_table(reps),
         mqtt=mqtt_table(reps),
         stream=stream_table(reps),
-        toggles=[(f"rep-{i + 1}", colour(i), rep_label(r, i)) for i, r in enumerate(reps)]
-        if len(reps) > 1
-        else [],
+        toggles=runs.boxes,
         change=change_figure(entry),
         trend=trend_figures(entry),
         saves=saves_table(entry),
         figures=[]
         if counted
-        else [*curve_figures(entry), *(measurement_charts(reps) if reps else [])],
+        else [*curve_figures(entry), *(measurement_charts(runs) if reps else [])],
         open=open_charts,
         endpoints=endpoints_table(endpoints(entry)),
         base_endpoints=endpoints_table(endpoints(entry, "base_endpoints")),
