@@ -40,7 +40,7 @@ def handle() -> tuple[Webperf, list[tuple[str, int]]]:
     )
     asked: list[tuple[str, int]] = []
 
-    def measure(target: Any, kind: Any, plan: Any, name: str, workload: Any) -> None:
+    def measure(target: Any, kind: Any, plan: Any, name: str, workload: Any, **_: Any) -> None:
         asked.append((name, plan.concurrency))
 
     webperf._measurer.measure = measure  # type: ignore[method-assign]

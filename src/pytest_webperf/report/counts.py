@@ -17,7 +17,7 @@ Rep = Mapping[str, Any]
 
 FIGURES = (
     ("instructions_per_req", "instructions", 1),
-    ("allocs_per_req", "allocs", 3),
+    ("allocs_per_req", "allocations", 3),
     ("syscalls_per_req", "syscalls", 3),
     ("ctx_switches_per_req", "ctx switches", 3),
 )
@@ -81,7 +81,9 @@ def figures(
     for key, name, decimals in FIGURES:
         values = [v for c in counts if (v := number(c.get(key))) is not None]
         unjudged = checked is not None and key not in checked
-        if unjudged and not verbose and _wide(values):
+        if not values and key == "syscalls_per_req":
+            parts.append("syscalls not counted (no check reads them)")
+        if not values or (unjudged and not verbose and _wide(values)):
             continue
         text = f"{name}{' (not judged)' if unjudged and values else ''} {_span(values, decimals)}"
         if key == "syscalls_per_req":
@@ -91,8 +93,9 @@ def figures(
     return ", ".join(parts) + " per request"
 
 
-def cost(counts: Sequence[Mapping[str, Any]]) -> str:
-    """What counting cost: the repetitions' wall time, Valgrind's slowdown."""
+def cost(counts: Sequence[Mapping[str, Any]], verbose: bool = False) -> str:
+    """What counting cost: the repetitions' wall time, Valgrind's slowdown; ``verbose``:
+    where the time went, phase by phase over the repetitions (``phases``)."""
     runs = [v for c in counts if (v := number(c.get("run_s"))) is not None]
     slow = [v for c in counts if (v := number(c.get("slowdown"))) is not None]
     wall = [v for c in counts if (v := number(c.get("wall_slowdown"))) is not None]
@@ -102,6 +105,14 @@ def cost(counts: Sequence[Mapping[str, Any]]) -> str:
         text += f"; Valgrind's slowdown {_range(slow)}x in CPU per request"
     if wall:
         text += f", {_range(wall)}x in wall time"
+    spent: dict[str, float] = {}
+    for c in counts:
+        phases = c.get("phases")
+        for phase, seconds in phases.items() if isinstance(phases, Mapping) else ():
+            if (n := number(seconds)) is not None:
+                spent[str(phase)] = spent.get(str(phase), 0.0) + n
+    if verbose and spent:
+        text += "; in all: " + ", ".join(f"{p} {n:,.1f} s" for p, n in spent.items())
     return text
 
 
@@ -147,7 +158,7 @@ def lines(entries: Sequence[Entry], verbose: bool = False) -> list[str]:
         why = concurrency_line(entry)
         if why:
             out.append(f"  {why}")
-        out.append(f"  cost: {cost(change + base)}")
+        out.append(f"  cost: {cost(change + base, verbose)}")
         notes = dict.fromkeys(
             str(n) for c in change + base for n in c.get("notes") or () if "counted by" not in n
         )

@@ -43,6 +43,7 @@ class Finding:
     what: str  # ``GET /work on pages``
     status: str | None
     reasons: Sequence[str]
+    unchecked: Sequence[str]  # each check compared and not checked, and what would decide it
     notes: Sequence[str]
     checks: Table | None
     change: Figure | None
@@ -69,6 +70,7 @@ def finding(index: int, entry: Entry) -> Finding:
         what=f"{entry.get('name', MISSING)} on {entry.get('server', MISSING)}",
         status=status(entry),
         reasons=verdict_texts(entry, "reasons"),
+        unchecked=verdicts.not_checked(entry),
         notes=verdict_texts(entry, "notes"),
         checks=checks_table(entry),
         change=change_figure(entry),
