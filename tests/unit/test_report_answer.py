@@ -196,3 +196,19 @@ def test_the_charts_over_time_of_an_ab_run_draw_both_sides() -> None:
     assert first.svg.count('class="side-a"') == 4 and first.svg.count('class="side-b"') == 4
     alone = runs_of(entry["repetitions"])
     assert [css for css, _, _ in alone.boxes] == ["rep-1", "rep-2", "rep-3", "rep-4"]
+
+
+def test_a_grpc_method_is_labelled_grpc_not_post() -> None:
+    call = {"path": "/shop.Items/GetItem", "method": "POST", "name": "GetItem", "grpc": True}
+    row = {"name": "GetItem", "method": "POST", "requests": 100, "rps": 50.0, "share": 1.0}
+    grpc = {
+        "nodeid": "t.py::test_items",
+        "name": "gRPC /shop.Items/GetItem",
+        "workload": {"mix": [call]},
+        "endpoints": [row],
+        "repetitions": [{"requests": 100, "duration_s": 2.0}],
+    }
+    lines = terminal.table([grpc])
+    assert any("- gRPC GetItem" in line for line in lines) and "POST" not in "".join(lines)
+    page = render_html({"tests": [grpc]})
+    assert "POST" not in page and "<td>gRPC</td>" in page
