@@ -161,12 +161,19 @@ def change_figure(entry: Mapping[str, Any]) -> Figure | None:
     at the chart's reach (``reach``)."""
     found = [c for c in verdicts.checks(entry) if number(c.get("change")) is not None]
     limit = reach(found)
+
+    def end(check: Mapping[str, Any], key: str) -> float | None:
+        """An end of the interval, when both are known (an error rate's upper end can
+        be infinite: half an interval is not drawn)."""
+        low, high = number(check.get("low")), number(check.get("high"))
+        return None if low is None or high is None else _within(number(check.get(key)), limit)
+
     items = [
         Interval(
             label=str(c.get("check", c.get("metric", "-"))),
             change=number(c.get("change")),
-            low=_within(number(c.get("low")), limit),
-            high=_within(number(c.get("high")), limit),
+            low=end(c, "low"),
+            high=end(c, "high"),
             threshold=verdicts.signed_threshold(c),
             colour=SIDE_COLOUR["B"] if verdicts.is_ab(entry) else colour(0),
         )
