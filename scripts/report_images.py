@@ -9,8 +9,9 @@ before, as a user's CI runs them:
 - ``timed``: the profile tests' Python server (``tests/e2e/profiled_server.py``), its
   ``checksum()`` made three times costlier, beside a server left as it was; 3 s x 3 pairs,
   py-spy names the function;
-- ``counted``: the counted tests' C server (``tests/e2e/counted_servers.py``), 10 % more
-  rounds in ``hash_work``, counted under callgrind.
+- ``counted``: the browser test's project (``tests/e2e/test_report_browser.py``): the
+  counted tests' C server (``tests/e2e/counted_servers.py``), 10 % more rounds in
+  ``hash_work``, counted under callgrind.
 
 Each HTML report is laid out by headless Chromium at 1,280 px wide (as
 ``tests/e2e/test_report_browser.py`` does) and cut into the images the docs show:
@@ -39,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e.counted_servers import C_SERVER  # noqa: E402
 from tests.e2e.profiled_server import SERVER  # noqa: E402
+from tests.e2e.test_report_browser import COUNTED_AB  # noqa: E402
 
 IMAGES = ROOT / "docs" / "images"
 WIDTH, SCREEN = 1280, 800
@@ -55,27 +57,6 @@ def test_pages(webperf):
 def test_static(webperf):
     target = webperf.process([sys.executable, "static.py"], name="static")
     webperf.http(target, path="/hello", interval="10ms")
-"""
-COUNTED_TESTS = """
-import pytest
-
-
-def c_server(webperf, knobs):
-    return webperf.process(
-        [f"build/{knobs}"],
-        name=knobs,
-        health="/health",
-        build=f"mkdir -p build && cc -O2 -include {knobs}.h -o build/{knobs} server.c",
-        watch=["server.c", f"{knobs}.h"],
-    )
-
-
-def test_same(webperf):
-    webperf.http(c_server(webperf, "same"), path="/work", count=True, requests=500)
-
-
-def test_work(webperf):
-    webperf.http(c_server(webperf, "work"), path="/work", count=True, requests=500)
 """
 RUN = ["-p", "no:locust", "-p", "no:cacheprovider", "--webperf-against=HEAD~1"]
 
@@ -184,15 +165,15 @@ def main() -> None:
         },
         {"server.py": slower},
     )
-    counted = project(
+    counted = project(  # the browser test's project: one test, counted against its base
         work / "counted",
-        {"server.c": C_SERVER, "same.h": "\n", "work.h": "\n", "test_c.py": COUNTED_TESTS},
-        {"work.h": "#define WORK 2200\n"},
+        {"server.c": C_SERVER, "knobs.h": "\n", "test_counted_ab.py": COUNTED_AB},
+        {"knobs.h": "#define WORK 2200\n"},
     )
     page = run(timed, "--webperf-concurrency=2", "--webperf-duration=3s", "--webperf-repeat=3")
     shot(page, IMAGES / "report-ab-summary.png", SCREEN)
     cut(page, IMAGES / "report-ab-pairs.png", "section.measurement .ab")
-    page = run(counted, "--webperf-concurrency=20", "--webperf-against-always")
+    page = run(counted, "--webperf-concurrency=20")
     shot(page, IMAGES / "report-counted.png", SCREEN)
     print(f"images written to {IMAGES}; the runs are in {work}")
     if args.keep is None:

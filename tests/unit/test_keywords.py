@@ -9,35 +9,17 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_arguments import _Target
+from test_arguments import handle as a_handle
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.fixture.handle import Webperf
 from pytest_webperf.fixture.keywords import accepted, nearest
-from pytest_webperf.settings.config import RunConfig
-
-
-def _nothing(*args: Any, **kwargs: Any) -> Any:
-    raise AssertionError("started something before checking its keywords")
-
-
-class _Target:
-    name = "t"
-    url = "http://127.0.0.1:1"
-
-    def describe(self) -> dict[str, Any]:
-        return {}
 
 
 def handle() -> tuple[Webperf, list[tuple[str, int]]]:
     """A handle whose measurer records what it was asked to measure instead."""
-    webperf = Webperf(
-        nodeid="t.py::test",
-        concurrency=1,
-        config=RunConfig(),
-        catalog=_nothing,
-        verdicts=_nothing,
-        monitor_factory=_nothing,
-    )
+    webperf = a_handle()
     asked: list[tuple[str, int]] = []
 
     def measure(target: Any, kind: Any, plan: Any, name: str, workload: Any, **_: Any) -> None:

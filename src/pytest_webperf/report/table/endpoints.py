@@ -18,9 +18,7 @@ def grpc_names(entry: Entry) -> frozenset[str]:
     workload = entry.get("workload")
     mix = workload.get("mix") if isinstance(workload, Mapping) else None
     calls = mix if isinstance(mix, list) else ()
-    return frozenset(
-        str(r.get("name")) for r in calls if isinstance(r, Mapping) and r.get("grpc")
-    )
+    return frozenset(str(r.get("name")) for r in calls if isinstance(r, Mapping) and r.get("grpc"))
 
 
 def endpoints(entry: Entry, key: str = "endpoints") -> list[Row]:
