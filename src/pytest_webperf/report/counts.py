@@ -73,7 +73,7 @@ def figures(
     checked: frozenset[str] | None = None,
     verbose: bool = True,
 ) -> str:
-    """``instructions 14,312.6, allocs 0.002, syscalls 3.007 (perf stat ...), ...`` per
+    """``instructions 14,312.6, allocations 0.002, syscalls 3.007 (perf stat ...), ...`` per
     request, over the repetitions given. A figure no check judged (of ``checked``) says
     so; unless ``verbose``, one that is also spread wide over the repetitions (a C
     server's context switches: ``1.121..13.551``) is left out, as it tells nothing."""

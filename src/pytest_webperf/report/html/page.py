@@ -6,7 +6,9 @@ text from the report; charts come from ``charts`` and ``workloads`` as SVG ``Mar
 Like every renderer it renders what the report holds and decides nothing.
 
 This module turns the report's dict into plain view objects (texts already formatted)
-and hands them to ``templates/report.html``.
+and hands them to ``templates/report.html``, which lays them out answer first: the
+headline (``headline``), the failed and undecided tests (``findings``), every test's row,
+the comparisons, each measurement's details, and the settings and machine last.
 """
 
 from __future__ import annotations
@@ -334,8 +336,9 @@ def _distinct(entries: Sequence[Entry], read: Callable[[Entry], str]) -> str:
 def header_facts(
     report: Mapping[str, Any], entries: Sequence[Entry]
 ) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Blocks of facts for the header: what each measurement ran with (from the entries,
-    not the run's options, which a marker may override), the run, placement, machine."""
+    """Blocks of facts for the page's end: what each measurement ran with (from the
+    entries, not the run's options, which a marker may override), the run, placement,
+    machine."""
     ran = [
         ("users", _distinct(entries, users)),
         ("duration s", _distinct(entries, durations)),

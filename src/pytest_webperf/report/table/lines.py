@@ -1,15 +1,13 @@
-"""The lines under the summary table, by what a run did: statuses counted, MQTT
+"""The lines under the summary table, by what a run did: MQTT
 deliveries, streams, pacing, HTTP/2, counted windows, placement and durations.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_webperf.models.placement import Placement
-from pytest_webperf.report.table.columns import status
 from pytest_webperf.report.table.endpoints import _percent
 from pytest_webperf.report.table.figures import (
     MISSING,
@@ -25,12 +23,6 @@ from pytest_webperf.report.table.figures import (
 def tests(report: Mapping[str, Any]) -> list[Entry]:
     entries = report.get("tests")
     return [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
-
-
-def status_counts(entries: Sequence[Entry]) -> list[tuple[str, int]]:
-    """How many measurements have each verdict status, in report order of first sight."""
-    counts = Counter(status(e) or "no verdict" for e in entries)
-    return list(counts.items())
 
 
 def delivery(data: object, label: str) -> str | None:
