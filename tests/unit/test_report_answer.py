@@ -212,3 +212,19 @@ def test_a_grpc_method_is_labelled_grpc_not_post() -> None:
     assert any("- gRPC GetItem" in line for line in lines) and "POST" not in "".join(lines)
     page = render_html({"tests": [grpc]})
     assert "POST" not in page and "<td>gRPC</td>" in page
+
+
+def test_a_note_about_a_check_not_checked_is_said_once_as_its_line() -> None:
+    open_check = a_check(
+        check="p95:20%", metric="p95", outcome="undecided", checked=False, detectable=2.29
+    )
+    found = entry("t.py::a", "undecided")
+    found["verdict"] = {
+        "status": "undecided",
+        "checks": [a_check(), open_check],
+        "notes": ["p95: too noisy to judge 20%: could detect >= 229%", "rps improved"],
+    }
+    assert verdicts.not_checked(found)[0].startswith("p95:20%: not checked: could detect")
+    assert verdicts.other_notes(found) == ["rps improved"]
+    text = render_markdown(ab_report(found))
+    assert "too noisy" not in text and "- note: rps improved" in text

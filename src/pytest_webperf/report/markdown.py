@@ -109,7 +109,7 @@ def findings(entries: Sequence[Entry]) -> list[str]:
             *([""] if verdict_texts(entry, "reasons") else []),
             *(_checks(entry) if verdicts.checks(entry) else []),
             *(f"- {md_escape(text)}" for text in verdicts.not_checked(entry)),
-            *(f"- note: {md_escape(text)}" for text in verdict_texts(entry, "notes")),
+            *(f"- note: {md_escape(text)}" for text in verdicts.other_notes(entry)),
             "",
         ]
     return lines

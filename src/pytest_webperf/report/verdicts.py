@@ -201,6 +201,15 @@ def not_checked(entry: Entry) -> list[str]:
     return lines
 
 
+def other_notes(entry: Entry) -> list[str]:
+    """The verdict's notes but those about a check not checked (``not_checked`` says
+    what they say, in a line, with what would decide it)."""
+    unchecked = tuple(f"{label(c)}:" for c in checks(entry) if c.get("checked") is False)
+    found = entry.get("verdict")
+    notes = found.get("notes") if isinstance(found, Mapping) else None
+    return [str(n) for n in notes or () if not str(n).startswith(unchecked or ("\0",))]
+
+
 def _metric(check: Check) -> str:
     return str(check.get("metric") or str(check.get("check", MISSING)).split(":")[0])
 

@@ -71,7 +71,7 @@ def finding(index: int, entry: Entry) -> Finding:
         status=status(entry),
         reasons=verdict_texts(entry, "reasons"),
         unchecked=verdicts.not_checked(entry),
-        notes=verdict_texts(entry, "notes"),
+        notes=verdicts.other_notes(entry),
         checks=checks_table(entry),
         change=change_figure(entry),
         profile_title=profile_title(entry),
