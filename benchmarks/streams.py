@@ -46,7 +46,7 @@ from pathlib import Path
 import psutil
 from generator import ensure_k6, load, run_child
 
-from pytest_webperf.streams.load import StreamLoad
+from pytest_webperf.longlived.load import StreamLoad
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.streamloop import message_template

@@ -29,7 +29,7 @@ CONNECTIONS = [1_000, 10_000]
 @pytest.mark.parametrize("server", SERVERS)
 def test_round_trip(webperf, server, connections):
     result = webperf.websocket(
-        webperf.server(server), "/ws", message=64, users=connections, interval="1s"
+        webperf.server(server), "/ws", message=64, concurrency=connections, interval="1s"
     )
     for run in result.runs:  # a server that cannot open them all shows it in the gate
         assert run.stream.lost == 0
@@ -38,7 +38,7 @@ def test_round_trip(webperf, server, connections):
 @pytest.mark.parametrize("connections", CONNECTIONS)
 @pytest.mark.parametrize("server", SERVERS)
 def test_idle(webperf, server, connections):
-    result = webperf.websocket(webperf.server(server), "/ws", message=None, users=connections)
+    result = webperf.websocket(webperf.server(server), "/ws", message=None, concurrency=connections)
     for run in result.runs:
         assert run.stream.open_at_end == connections
         assert run.stream.mem_per_conn is not None
@@ -47,6 +47,6 @@ def test_idle(webperf, server, connections):
 @pytest.mark.parametrize("connections", CONNECTIONS)
 @pytest.mark.parametrize("server", SERVERS)
 def test_streams(webperf, server, connections):
-    result = webperf.sse(webperf.server(server), "/events?rate=1", streams=connections)
+    result = webperf.sse(webperf.server(server), "/events?rate=1", concurrency=connections)
     for run in result.runs:
         assert run.stream.open_at_end == connections

@@ -329,7 +329,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if session is None or not session.measurements:
         return
     terminalreporter.write_sep("=", "webperf")
-    summary = group_summary_advice(session.summary(), advice_of(session.measurements))
+    lines = session.summary(verbose=config.get_verbosity() > 0)
+    summary = group_summary_advice(lines, advice_of(session.measurements))
     for line in [*summary, *_settings_lines(config), *session.finished]:
         terminalreporter.write_line(line)
 

@@ -154,6 +154,7 @@ SLOW_FIRST: dict[str, dict[str, float]] = {
     },
     "test_report_browser.py": {
         "test_every_chart_of_a_real_report_shows_data": 44,
+        "test_a_failed_ab_report_opens_on_the_failed_check_and_the_function_that_changed": 60,
     },
     "test_gate.py": {
         "test_a_corrupt_baseline_fails_that_test_only_and_save_replaces_it": 42,

@@ -1,7 +1,7 @@
 """A one-thread asyncio WebSocket and server-sent events server for the stream e2e tests,
 as source text (a test writes it as ``server.py`` and starts it with ``webperf.process``).
 
-Its frames are ``pytest_webperf.streams.frame``'s and its events ``streams.events``'
+Its frames are ``pytest_webperf.longlived.frame``'s and its events ``longlived.events``'
 (the reference codecs; the native loop under test has its own). The routes are the
 catalogue's stream servers' (``servers/node-streams``, ``servers/go-streams``):
 
@@ -28,8 +28,8 @@ TEMPLATE = r'''
 import asyncio, os, ssl
 from urllib.parse import parse_qs, urlsplit
 
-from pytest_webperf.streams.events import encode_event
-from pytest_webperf.streams.frame import (
+from pytest_webperf.longlived.events import encode_event
+from pytest_webperf.longlived.frame import (
     Assembler, Frame, FrameDecoder, Message, Opcode, ProtocolError, accept_key, close_payload,
     encode, fragment,
 )

@@ -26,7 +26,7 @@ import h2.connection
 import h2.events
 import pytest
 
-from pytest_webperf.streams import frame as wf
+from pytest_webperf.longlived import frame as wf
 from pytest_webperf.swarm.wire import client_context
 from pytest_webperf.targets import start_target
 from pytest_webperf.targets.assets import QUICKSORT_BODY, QUICKSORT_INPUT, workload_files

@@ -49,7 +49,7 @@ import sys
 
 def test_shop(webperf):
     target = webperf.process([sys.executable, "server.py"], name="shop")
-    result = webperf.locust(target, "locustfile.py", users=4)
+    result = webperf.locust(target, "locustfile.py", concurrency=4)
     assert result.name == "locustfile.py: Shop"
 """
 RUN = [
@@ -147,8 +147,8 @@ def test_a_locustfile_with_two_names_is_gated_against_its_base(
         ),
         (
             SHOP,
-            'webperf.locust(target, "locustfile.py", users=0)',
-            "*users=0: the number of Locust users, an int >= 1",
+            'webperf.locust(target, "locustfile.py", concurrency=0)',
+            "*concurrency=0): the number of Locust users, an int >= 1",
         ),
         (
             SHOP,
@@ -272,7 +272,7 @@ def test_paced(webperf):
     target = webperf.process(
         [sys.executable, "server.py"], name="stalling", env={"STALL_AFTER": "1.5"}
     )
-    webperf.locust(target, "locustfile.py", users=4, duration="3s", warmup="0.5s", repeat=1)
+    webperf.locust(target, "locustfile.py", concurrency=4, duration="3s", warmup="0.5s", repeat=1)
 """,
     )
     result = pytester.runpytest_subprocess("-p", "no:locust", "--webperf-json=out.json")

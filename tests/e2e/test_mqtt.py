@@ -130,7 +130,7 @@ def test_mqtt_goes_through_the_http_rules_limit_and_placement(pytester: pytest.P
         test_mq="""
 def test_mq(webperf):
     target = webperf.server("go-mqtt", cpus=0.5)
-    webperf.mqtt(target, users=10, interval="200ms", duration="2s", warmup="0.5s",
+    webperf.mqtt(target, concurrency=10, interval="200ms", duration="2s", warmup="0.5s",
                  repeat=1, drain="10s", quiet="2s", protocol=5)
 """
     )
@@ -163,7 +163,7 @@ import pytest
 @pytest.mark.webperf(compare_fail="store_delay_p99<1000,lost:0,dup:0")
 def test_slow(webperf):
     target = webperf.server("go-mqtt", env={"STORE_DELAY_MS": "25"})
-    webperf.mqtt(target, users=20, interval="200ms", duration="3s", warmup="1s",
+    webperf.mqtt(target, concurrency=20, interval="200ms", duration="3s", warmup="1s",
                  repeat=1, drain="3s", quiet="1s")
 """
     )

@@ -47,13 +47,13 @@ CA = "ca.pem"
 
 def test_echo(webperf):
     target = webperf.process(SERVER, name="streams")
-    result = webperf.websocket(target, "/ws", message=b"hello", users=4)
+    result = webperf.websocket(target, "/ws", message=b"hello", concurrency=4)
     assert result.errors == 0
 
 
 def test_close_1011(webperf):
     target = webperf.process(SERVER, name="streams")
-    webperf.websocket(target, "/ws?close=1011&after=10", users=4)
+    webperf.websocket(target, "/ws?close=1011&after=10", concurrency=4)
 
 
 def test_relay_drops(webperf):
@@ -72,7 +72,7 @@ def test_relay_drops(webperf):
 
 def test_idle(webperf):
     target = webperf.process(SERVER, name="streams")
-    result = webperf.websocket(target, "/ws", message=None, users={idle}, ping="1s")
+    result = webperf.websocket(target, "/ws", message=None, concurrency={idle}, ping="1s")
     assert result.errors == 0
 
 
@@ -94,23 +94,23 @@ def test_fan_out_across_workers(webperf):
 
 def test_events_resume(webperf):
     target = webperf.process(SERVER, name="streams")
-    result = webperf.sse(target, "/events?rate=100", streams=4, reconnect_every=5)
+    result = webperf.sse(target, "/events?rate=100", concurrency=4, reconnect_every=5)
     assert result.errors == 0
 
 
 def test_answers_in_turn(webperf):
     target = webperf.process(SERVER, name="streams")
     result = webperf.websocket(
-        target, "/ws?answer=ack", users=4, correlate="order", expect="ack", interval="5ms"
+        target, "/ws?answer=ack", concurrency=4, correlate="order", expect="ack", interval="5ms"
     )
     assert result.errors == 0
 
 
 def test_over_tls(webperf):
     target = webperf.process(SERVER, name="streams", tls=True, env=CERTS)
-    result = webperf.websocket(target, "/ws", users=4, tls_ca=CA)
+    result = webperf.websocket(target, "/ws", concurrency=4, tls_ca=CA)
     assert result.errors == 0
-    events = webperf.sse(target, "/events?rate=50", streams=4, tls_ca=CA)
+    events = webperf.sse(target, "/events?rate=50", concurrency=4, tls_ca=CA)
     assert events.errors == 0
 """
 
@@ -285,7 +285,7 @@ import sys
 
 def test_events(webperf):
     target = webperf.process([sys.executable, "server.py"], name="events")
-    webperf.sse(target, "/events?rate=50", streams=8, reconnect_every=5)
+    webperf.sse(target, "/events?rate=50", concurrency=8, reconnect_every=5)
 """
 
 

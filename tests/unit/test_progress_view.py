@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pytest_webperf.models.progress import RepetitionDone, Tick
 from pytest_webperf.report.live import LiveLine, PlainLines, done_text, tick_text
 
@@ -58,6 +60,14 @@ def test_texts_say_test_side_repetition_phase_time_rate_and_errors():
     assert done_text(done(2)) == (
         "webperf test_hello[c5] GET /hello: repetition 2/2 done, 43,210 requests, "
         "4,321 req/s, 0 errors, p95 1.23 ms"
+    )
+
+
+def test_a_counted_repetition_says_what_it_counted_not_valgrinds_rate():
+    counted = dataclasses.replace(done(1, "A"), instructions_per_req=14357.46)
+    assert done_text(counted) == (
+        "webperf test_hello[c5] GET /hello [A base]: repetition 1/2 done, 43,210 requests "
+        "counted, 0 errors, 14,357.5 instructions per request"
     )
 
 

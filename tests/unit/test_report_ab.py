@@ -202,9 +202,10 @@ def test_entries_missing_keys_still_render(entry: dict[str, Any]) -> None:
 
 def test_the_header_shows_what_each_test_ran_with() -> None:
     page = render_html(ab_report(ab_entry(), ab_entry(concurrency=16, repetitions=[])))
-    header = page.split("</header>")[0]
-    facts = dict(re.findall(r"<dt>([^<]*)</dt><dd>([^<]*)</dd>", header))
-    assert facts["users"] == "8, 16"  # the entries', not the run's option (50)
+    settings = page.split('<section id="settings">')[1]  # last: the answer comes first
+    facts = dict(re.findall(r"<dt>([^<]*)</dt><dd>([^<]*)</dd>", settings))
+    # the entries', not the run's option (50); the second says its id names another
+    assert facts["users"] == "8, 16 (id: c8)"
     assert facts["duration s"] == "5.0, -" and facts["repetitions"] == "4, 0"
     assert facts["placement"] == "placement split: target on CPUs 1, generator on CPUs 0"
     assert "concurrency" not in facts and facts["warmup_s"] == "2"
@@ -229,9 +230,10 @@ def test_figures_are_formatted_once_for_every_renderer() -> None:
         "-4.4%",
         "-7.1..-1.6%",
         ">= 6.0%",
-        "pass",
+        "pass (resolved, within 5%)",  # its interval excludes no change: it was resolved
     ]
     assert verdicts.check_cells({}) == ["-"] * 7
+    assert verdicts.check_cells(a_check(low=-0.071, high=0.01))[-1] == "pass"
     assert verdicts.detectable({"detectable": 0.125}) == ">= 12%"
     assert (
         verdicts.value(0.1234) == "0.12"

@@ -38,6 +38,9 @@ def test_checks_are_listed_under_the_table_only_for_tests_with_checks() -> None:
         ">=",
         "6.0%",
         "pass",
+        "(resolved,",
+        "within",
+        "5%)",
     ]
     assert lines[start + 4].split()[-1] == "fail"
     base = lines.index("s.py::t_base [GET /hello]: pass")

@@ -15,9 +15,9 @@ from test_session import run_config
 from pytest_webperf.gate import baseline, metrics
 from pytest_webperf.gate.baseline import HISTORY_LIMIT, BaselineStore, summary
 from pytest_webperf.models.measurement import Verdict
-from pytest_webperf.report.html.charts import COUNT_METRICS, _trend_axis, trend_figures
 from pytest_webperf.report.html.page import render_html
 from pytest_webperf.report.html.tables import saves_table
+from pytest_webperf.report.html.trend import COUNT_METRICS, _trend_axis, trend_figures
 from pytest_webperf.report.json_report import history_entry
 from pytest_webperf.run.session import WebperfSession
 

@@ -15,13 +15,7 @@ from hypothesis import strategies as st
 from pytest_webperf.gate.decide import default_checks
 from pytest_webperf.gate.grammar import DEFAULT_STREAM_CHECKS
 from pytest_webperf.gate.metrics import METRICS
-from pytest_webperf.measurement.streams import stream_result, with_losses
-from pytest_webperf.models.measurement import Measurement, RunResult
-from pytest_webperf.models.samples import Latency, ResourceSample
-from pytest_webperf.models.stream import StreamResult
-from pytest_webperf.models.workload import Workload
-from pytest_webperf.stats.histogram import Histogram
-from pytest_webperf.streams.accounting import (
+from pytest_webperf.longlived.accounting import (
     Tally,
     merge_ledgers,
     per_connection,
@@ -29,7 +23,13 @@ from pytest_webperf.streams.accounting import (
     tally,
     window_rates,
 )
-from pytest_webperf.streams.load import SSE, WEBSOCKET, StreamLoad
+from pytest_webperf.longlived.load import SSE, WEBSOCKET, StreamLoad
+from pytest_webperf.measurement.longlived import stream_result, with_losses
+from pytest_webperf.models.measurement import Measurement, RunResult
+from pytest_webperf.models.samples import Latency, ResourceSample
+from pytest_webperf.models.stream import StreamResult
+from pytest_webperf.models.workload import Workload
+from pytest_webperf.stats.histogram import Histogram
 from pytest_webperf.swarm.spec import SwarmSpec
 
 

@@ -1,4 +1,4 @@
-"""Server-sent events: the reference parser (``streams/events.py``) on the standard's rules
+"""Server-sent events: the reference parser (``longlived/events.py``) on the standard's rules
 and properties, and the native loop's byte-at-a-time parser (``_stream_sse.c``) against
 it on the same streams, cut anywhere, chunked or read until close (hypothesis)."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf.streams.events import Event, SSEParser, encode_event
+from pytest_webperf.longlived.events import Event, SSEParser, encode_event
 from pytest_webperf.swarm import streamloop
 
 built = pytest.mark.skipif(streamloop.unavailable() is not None, reason="stream loop not built")

@@ -1,4 +1,4 @@
-"""WebSocket frames: the reference codec (``streams/frame.py``) on RFC 6455's own examples
+"""WebSocket frames: the reference codec (``longlived/frame.py``) on RFC 6455's own examples
 and properties, and the native loop's own frame reader and writer (``_stream_ws.c``)
 against it on the same bytes, cut anywhere: fragmented messages with control frames
 between their fragments, masking, lengths at 125/126/65535/65536 bytes (hypothesis)."""
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_webperf.streams import frame as wf
-from pytest_webperf.streams.frame import (
+from pytest_webperf.longlived import frame as wf
+from pytest_webperf.longlived.frame import (
     Assembler,
     Frame,
     FrameDecoder,

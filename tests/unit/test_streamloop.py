@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.fixture import arguments
-from pytest_webperf.fixture.streams import SSE_ARGUMENTS, WEBSOCKET_ARGUMENTS, _fan_out, _sources
+from pytest_webperf.fixture.longlived import SSE_ARGUMENTS, WEBSOCKET_ARGUMENTS, _fan_out, _sources
 from pytest_webperf.stats.histogram import bucket_index
 from pytest_webperf.swarm import streamloop
 from pytest_webperf.swarm.streamloop import (
@@ -102,7 +102,7 @@ ECHO: dict[str, Any] = {
     "binary": False,
     "interval": None,
     "ping": "5s",
-    "users": None,
+    "concurrency": None,
     "subscribers": 0,
     "publishers": 0,
     "subscribe_path": None,
@@ -151,8 +151,8 @@ def test_the_sse_arguments_are_checked_too() -> None:
         ({"subscribers": 3}, "a fan-out has both, each >= 1"),
         ({"subscribers": 3, "publishers": 1}, "the publishers need a message and an interval"),
         (
-            {"subscribers": 3, "publishers": 1, "interval": "1s", "users": 9},
-            "a fan-out's users are its 3 subscribers and 1 publishers",
+            {"subscribers": 3, "publishers": 1, "interval": "1s", "concurrency": 9},
+            "a fan-out's connections are its 3 subscribers and 1 publishers",
         ),
         (
             {"subscribers": 3, "publishers": 1, "interval": "1s", "correlate": "order"},

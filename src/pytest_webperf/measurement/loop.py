@@ -332,6 +332,7 @@ def run_repetition(
                 rps=result.rps,
                 errors=result.errors,
                 p95_ms=result.latency.p95_ms if result.requests else None,
+                instructions_per_req=result.counts.instructions_per_req if result.counts else None,
             )
         )
     return result

@@ -1,7 +1,7 @@
 """One MQTT measurement: observer up, swarm publishes, delivery drains, every message accounted.
 
     target = webperf.server("go-mqtt")
-    m = webperf.mqtt(target, users=200, interval="500ms", qos=2)
+    m = webperf.mqtt(target, concurrency=200, interval="500ms", qos=2)
     run = m.runs[0].mqtt   # MqttResult: published, acked, observer/store Delivery, tps
 
 ``MqttTelemetry`` is a ``loop.LoadKind``: its repetitions go through the same loop

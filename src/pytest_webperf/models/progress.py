@@ -51,6 +51,9 @@ class RepetitionDone:
     rps: float
     errors: int
     p95_ms: float | None
+    # a counted repetition's instructions per request: its rate and latency were taken
+    # under Valgrind, so the line says what it counted instead
+    instructions_per_req: float | None = None
 
 
 class Progress(Protocol):

@@ -48,6 +48,15 @@ def tick_text(tick: Tick) -> str:
 
 
 def done_text(done: RepetitionDone) -> str:
+    """A repetition's line: its requests, rate, errors and p95; a counted one's requests,
+    errors and instructions per request (its rate was Valgrind's, not the server's)."""
+    errors = f"{done.errors:,} error{'' if done.errors == 1 else 's'}"
+    if done.instructions_per_req is not None:
+        return (
+            f"{_label(done.nodeid, done.name, done.side)}: "
+            f"repetition {done.repetition}/{done.repetitions} done, {done.requests:,} requests "
+            f"counted, {errors}, {done.instructions_per_req:,.1f} instructions per request"
+        )
     p95 = "" if done.p95_ms is None else f", p95 {done.p95_ms:.2f} ms"
     return (
         f"{_label(done.nodeid, done.name, done.side)}: "

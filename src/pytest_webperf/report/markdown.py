@@ -1,7 +1,11 @@
-"""The Markdown summary for CI job summaries (``$GITHUB_STEP_SUMMARY``).
+"""The Markdown summary for CI job summaries (``$GITHUB_STEP_SUMMARY``) and the pull
+request's comment (``commands/ci.py`` posts it as it is).
 
-The columns come from ``table`` and ``checks``; this module only renders them as
-Markdown. Each test's checks fold into a ``<details>`` block under the table.
+It opens on the answer, as the HTML report does: the headline (``headline``: how many
+tests failed, were undecided or passed, against what), then each failed or undecided test
+with its checks (change, interval, could detect) and the functions that changed, then
+every test's row, the other tests' checks folded in ``<details>``, and the rest. The
+columns come from ``table`` and ``verdicts``; this module only renders them as Markdown.
 """
 
 from __future__ import annotations
@@ -15,15 +19,15 @@ from typing import Any
 
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.report import counts as counted
-from pytest_webperf.report import studies, verdicts
+from pytest_webperf.report import headline, studies, verdicts
 from pytest_webperf.report import table as shared
 from pytest_webperf.report.table import (
     MISSING,
     NUMERIC,
     Entry,
     fmt,
+    shown,
     status,
-    status_counts,
     tests,
     verdict_texts,
 )
@@ -60,12 +64,14 @@ def _verdict_cell(entry: Entry) -> str:
 
 
 def table(entries: Sequence[Entry]) -> list[str]:
-    """The summary table: a header, its rule, one row per measurement."""
-    names = [name for name, _ in COLUMNS] + ["verdict"]
+    """The summary table: a header, its rule, one row per measurement (the columns with a
+    figure for some measurement)."""
+    columns = shown(entries, COLUMNS)
+    names = [name for name, _ in columns] + ["verdict"]
     rule = ["---:" if name in NUMERIC else "---" for name in names]
     lines = [_row([md_escape(n) for n in names]), _row(rule)]
     for entry in entries:
-        cells = [md_escape(render(entry)) for _, render in COLUMNS]
+        cells = [md_escape(render(entry)) for _, render in columns]
         lines.append(_row([*cells, _verdict_cell(entry)]))
         for row in shared.endpoints(entry):  # a request mix: a row per endpoint under it
             cells = shared.endpoint_cells(row, names, indent="↳ ")
@@ -73,25 +79,57 @@ def table(entries: Sequence[Entry]) -> list[str]:
     return lines
 
 
-def check_details(entries: Sequence[Entry]) -> list[str]:
-    """Per test that has checks, a folded table of them (GitHub renders Markdown inside
-    ``<details>`` after a blank line; the summary line is HTML, so HTML-escaped)."""
+def _checks(entry: Entry) -> list[str]:
+    """An entry's checks as a table, then the functions that changed, as bullets."""
+    headers = verdicts.check_headers(verdicts.is_ab(entry))
+    return [
+        _row([md_escape(h) for h in headers]),
+        _row(["---", *["---:"] * (len(headers) - 2), "---"]),
+        *(_row([md_escape(c) for c in verdicts.check_cells(c)]) for c in verdicts.checks(entry)),
+        "",
+        *(
+            ("  - " if line.startswith("  ") else "- ") + md_escape(line.strip())
+            for line in verdicts.profile_lines(entry)
+        ),
+    ]
+
+
+def findings(entries: Sequence[Entry]) -> list[str]:
+    """Each failed, then undecided, measurement first: its test, its verdict's reasons,
+    its checks and the functions that changed, then its notes."""
     lines = []
-    for entry in entries:
-        found = verdicts.checks(entry)
-        if not found:
+    for _, entry in headline.open_first(entries):
+        lines += [
+            f"### {_verdict_cell(entry)}: {md_escape(str(entry.get('nodeid', MISSING)))}",
+            "",
+            f"{md_escape(str(entry.get('name', MISSING)))} on "
+            f"{md_escape(str(entry.get('server', MISSING)))}",
+            "",
+            *(f"- {md_escape(text)}" for text in verdict_texts(entry, "reasons")),
+            *([""] if verdict_texts(entry, "reasons") else []),
+            *(_checks(entry) if verdicts.checks(entry) else []),
+            *(f"- {md_escape(text)}" for text in verdicts.not_checked(entry)),
+            *(f"- note: {md_escape(text)}" for text in verdicts.other_notes(entry)),
+            "",
+        ]
+    return lines
+
+
+def check_details(entries: Sequence[Entry]) -> list[str]:
+    """Per other test that has checks (the failed and undecided ones are above), a folded
+    table of them (GitHub renders Markdown inside ``<details>`` after a blank line; the
+    summary line is HTML, so HTML-escaped)."""
+    lines = []
+    first = {i for i, _ in headline.open_first(entries)}
+    for i, entry in enumerate(entries):
+        if i in first or not verdicts.checks(entry):
             continue
         what = f"{entry.get('nodeid', MISSING)} [{entry.get('name', MISSING)}]"
         state = _verdict_cell(entry)
-        headers = verdicts.check_headers(verdicts.is_ab(entry))
         lines += [
             f"<details><summary>{escape(state)} {escape(what)}: checks</summary>",
             "",
-            _row([md_escape(h) for h in headers]),
-            _row(["---", *["---:"] * (len(headers) - 2), "---"]),
-            *(_row([md_escape(c) for c in verdicts.check_cells(check)]) for check in found),
-            "",
-            *(f"- {md_escape(line.strip())}" for line in verdicts.profile_lines(entry)),
+            *_checks(entry),
             "",
             "</details>",
             "",
@@ -100,10 +138,13 @@ def check_details(entries: Sequence[Entry]) -> list[str]:
 
 
 def verdict_lines(entries: Sequence[Entry]) -> list[str]:
-    """One bullet per verdict reason, then per note: failures first, where CI readers look."""
+    """One bullet per verdict reason, then per note, of the tests not shown first (the
+    failed and undecided ones have theirs under their checks)."""
+    first = {i for i, _ in headline.open_first(entries)}
+    rest = [entry for i, entry in enumerate(entries) if i not in first]
     lines = []
     for key, label in (("reasons", ""), ("notes", "note: ")):
-        for entry in entries:
+        for entry in rest:
             where = (
                 f"**{md_escape(str(entry.get('nodeid', MISSING)))}** "
                 f"\\[{md_escape(str(entry.get('name', MISSING)))}\\]"
@@ -145,27 +186,21 @@ def count_lines(entries: Sequence[Entry]) -> list[str]:
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
-    """A compact summary for CI: headline counts, the table, the verdicts' reasons."""
+    """A compact summary for CI, the answer first: the headline, each failed or undecided
+    test's checks and functions, then every test's row and the rest; when it was made
+    last."""
     entries = tests(report)
-    counts = ", ".join(f"{n} {md_escape(state)}" for state, n in status_counts(entries))
-    plural = "" if len(entries) == 1 else "s"
-    lines = [
-        f"## pytest-webperf: {len(entries)} measurement{plural}"
-        + (f" ({counts})" if counts else ""),
-        "",
-    ]
+    lines = [f"## pytest-webperf: {md_escape(headline.headline(report))}", ""]
     created = report.get("created")
-    if created:
-        lines += [f"Report created {md_escape(str(created))}.", ""]
-    against = verdicts.run_against(report)
-    if against:
-        lines += [f"**{md_escape(against)}**", ""]
+    ended = [f"Report created {md_escape(str(created))}.", ""] if created else []
     if not entries:
-        return "\n".join([*lines, "Nothing was measured.", ""])
-    unchecked = not_checked_lines(entries)
+        return "\n".join([*lines, "Nothing was measured.", "", *ended])
+    lines += findings(entries)
+    first = {i for i, _ in headline.open_first(entries)}
+    unchecked = not_checked_lines([e for i, e in enumerate(entries) if i not in first])
     if unchecked:  # a green job with these is not "measured and fine": said first
         lines += ["### Not checked", "", *unchecked, ""]
-    lines += [*table(entries), "", *check_details(entries)]
+    lines += ["### Every test", "", *table(entries), "", *check_details(entries)]
     found = count_lines(entries)
     if found:
         lines += ["### Counted", "", *found, ""]
@@ -175,7 +210,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     reasons = verdict_lines(entries)
     if reasons:
         lines += ["### Verdicts", "", *reasons, ""]
-    return "\n".join(lines)
+    return "\n".join([*lines, *ended])
 
 
 def write_markdown(path: Path, report: Mapping[str, Any]) -> None:

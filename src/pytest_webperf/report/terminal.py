@@ -8,7 +8,6 @@ from typing import Any
 
 from pytest_webperf.report import counts, studies, verdicts
 from pytest_webperf.report.table import (
-    COLUMNS,
     MISSING,
     NUMERIC,
     Entry,
@@ -16,8 +15,10 @@ from pytest_webperf.report.table import (
     endpoint_cells,
     endpoints,
     http2_lines,
+    http2_notes,
     mqtt_lines,
     paced_lines,
+    shown,
     status,
     stream_lines,
     tests,
@@ -44,10 +45,11 @@ def table(entries: Sequence[Entry]) -> list[str]:
     """Rows of aligned text; ``[]`` when nothing was measured."""
     if not entries:
         return []
-    names = [name for name, _ in COLUMNS] + ["verdict"]
+    columns = shown(entries)
+    names = [name for name, _ in columns] + ["verdict"]
     rows = [names]
     for e in entries:
-        rows.append([render(e) for _, render in COLUMNS] + [status(e) or MISSING])
+        rows.append([render(e) for _, render in columns] + [status(e) or MISSING])
         rows += [endpoint_cells(row, names) for row in endpoints(e)]  # a mix: indented
     return aligned(rows, [name in NUMERIC for name in names])
 
@@ -84,7 +86,10 @@ def verdict_lines(entries: Sequence[Entry]) -> list[str]:
     ]
 
 
-def summary(report: Mapping[str, Any]) -> list[str]:
+def summary(report: Mapping[str, Any], verbose: bool = False) -> list[str]:
+    """The run's summary; ``verbose`` (-v) adds each repetition's protocol details
+    (HTTP/2's connections, HPACK, windows) and counted figures no check judged however
+    widely they spread."""
     entries = tests(report)
     against = verdicts.run_against(report)
     head = [f"webperf A/B: {against}"] if against else []
@@ -95,9 +100,9 @@ def summary(report: Mapping[str, Any]) -> list[str]:
         + mqtt_lines(entries)
         + stream_lines(entries)
         + paced_lines(entries)
-        + http2_lines(entries)
+        + (http2_lines(entries) if verbose else http2_notes(entries))
         + counted_lines(entries)
-        + counts.lines(entries)
+        + counts.lines(entries, verbose)
         + studies.lines(studies.of_report(report))
         + verdict_lines(entries)
     )

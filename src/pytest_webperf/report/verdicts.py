@@ -99,9 +99,35 @@ def percent(fraction: object, digits: int = 1) -> str:
 
 def digits(check: Check) -> int:
     """Decimals of a check's percentages: 2 for a counted figure (its changes are read to
-    0.01 %), else 1."""
+    0.01 %), 3 where its change or its interval is narrower than 0.1 % (``+0.012%``,
+    ``+0.004..+0.020%``, not ``+0.00..+0.02%``), else 1."""
     metric = ALL_METRICS.get(_metric(check))
-    return 2 if metric is not None and metric.precise else 1
+    if metric is None or not metric.precise:
+        return 1
+    change, low, high = (number(check.get(k)) for k in ("change", "low", "high"))
+    sizes = [abs(change) if change is not None else None]
+    sizes.append(high - low if low is not None and high is not None else None)
+    finest = min((s for s in sizes if s is not None and s > 0), default=1.0)
+    return 3 if 100 * finest < 0.1 else 2
+
+
+def resolved_within(check: Check) -> str | None:
+    """``resolved, within 1%``: a passed check whose interval excludes no change (the run
+    resolved it) and stays within the threshold; None otherwise."""
+    low, high, threshold = (number(check.get(k)) for k in ("low", "high", "threshold"))
+    if check.get("outcome") != "pass" or low is None or high is None or threshold is None:
+        return None
+    if low <= 0 <= high:
+        return None
+    return f"resolved, within {100 * abs(threshold):g}%"
+
+
+def outcome(check: Check) -> str:
+    """The check's outcome, and for a resolved pass that it was: ``pass (resolved, within
+    1%)``."""
+    text = _text(check, "outcome")
+    resolved = resolved_within(check)
+    return f"{text} ({resolved})" if resolved else text
 
 
 def interval(check: Check) -> str:
@@ -145,7 +171,7 @@ def check_cells(check: Check) -> list[str]:
         percent(check.get("change"), digits(check)),
         interval(check),
         detectable(check),
-        _text(check, "outcome"),
+        outcome(check),
     ]
 
 
@@ -175,6 +201,15 @@ def not_checked(entry: Entry) -> list[str]:
     return lines
 
 
+def other_notes(entry: Entry) -> list[str]:
+    """The verdict's notes but those about a check not checked (``not_checked`` says
+    what they say, in a line, with what would decide it)."""
+    unchecked = tuple(f"{label(c)}:" for c in checks(entry) if c.get("checked") is False)
+    found = entry.get("verdict")
+    notes = found.get("notes") if isinstance(found, Mapping) else None
+    return [str(n) for n in notes or () if not str(n).startswith(unchecked or ("\0",))]
+
+
 def _metric(check: Check) -> str:
     return str(check.get("metric") or str(check.get("check", MISSING)).split(":")[0])
 
@@ -200,11 +235,18 @@ def base_summary(entry: Entry) -> str:
 
 
 def change_summary(entry: Entry) -> str:
-    """The change of every check, for one summary cell: ``rps -4.2%``."""
+    """The change of every check with its interval, for one summary cell: ``rps -4.2%
+    (-7.1..-1.6%)``."""
     found = checks(entry)
     if not found:
         return MISSING
-    return "; ".join(f"{label(c)} {percent(c.get('change'))}" for c in found)
+
+    def one(check: Check) -> str:
+        span = interval(check)
+        text = f"{label(check)} {percent(check.get('change'), digits(check))}"
+        return text if span == MISSING else f"{text} ({span})"
+
+    return "; ".join(one(c) for c in found)
 
 
 SUMMARY_COLUMNS: tuple[tuple[str, Callable[[Entry], str]], ...] = (
@@ -227,6 +269,7 @@ METRICS: dict[str, tuple[str, Callable[[Rep], float | None]]] = {
     "rss": ("peak RSS (MB)", lambda r: rep_nested(r, "rss_mb", "max")),
     "errors": ("errors", lambda r: number(r.get("errors"))),
     "timeouts": ("timeouts", lambda r: number(r.get("timeouts"))),
+    **{key: (f"{name} per request", counts.reader(key)) for key, name, _ in counts.FIGURES},
 }
 # Metrics where a higher value is better; for the rest, higher is worse.
 HIGHER_IS_BETTER = frozenset({"rps", "tps", "capacity"})

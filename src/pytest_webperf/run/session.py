@@ -223,13 +223,14 @@ class WebperfSession:
             worker, [m.nodeid for m in measurements], float(output.get("waited_s", 0.0))
         )
 
-    def summary(self) -> list[str]:
+    def summary(self, verbose: bool = False) -> list[str]:
+        """The terminal's summary (``verbose``: with -v, ``terminal.summary``'s details)."""
         others = sorted(
             {self.store_for(m).machine_id for m in self.measurements} - {self.store.machine_id}
         )
         also = f" (tests with another HTTP user: {', '.join(others)})" if others else ""
         return [
-            *terminal.summary(report(self.measurements, self.meta())),
+            *terminal.summary(report(self.measurements, self.meta()), verbose),
             *self.distribution.summary(),
             f"webperf: {self.cpu_placement.describe()}; machine {self.store.machine_id}{also}",
         ]

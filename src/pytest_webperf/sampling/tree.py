@@ -227,7 +227,7 @@ class ProcessTreeSampler:
 def rss_now_mb(parts: Mapping[str, int]) -> float | None:
     """The resident memory of every part's process tree now, summed (MB), read as the
     monitor reads it; None when no part is known or one is gone (a stream run's memory
-    before its connections: ``measurement/streams.py``)."""
+    before its connections: ``measurement/longlived.py``)."""
     total = 0.0
     for part, pid in parts.items():
         try:

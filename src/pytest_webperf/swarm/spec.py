@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_webperf.longlived.load import StreamLoad
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.mqtt.publish import MqttLoad
-from pytest_webperf.streams.load import StreamLoad
 from pytest_webperf.swarm.stamp import CpuProbe, probes_of
 
 

@@ -1,17 +1,15 @@
 """The HTML report's charts: what is drawn from a report entry, with the kit in ``svg``.
 
-Per measurement: per-second load, latency and errors, server resources per part, the
-load generator, the latency distribution. Per workload: servers side by side. Per A/B
-entry: A and B per pair for each checked metric, and each check's change with its
-interval against its threshold. Per entry judged against a stored baseline: each
-relative check's metric over the baseline's saves, with this run as the last point.
-Each chart is a ``Figure``; the template lays it out.
+Per measurement over time: ``timeline``. Per workload: servers side by side
+(``comparisons``). Per request mix: each endpoint's latency and share. Per A/B entry: A
+and B per pair for each checked metric, and each check's change with its interval
+against its threshold (the trend over a baseline's saves: ``trend``). Each chart is a
+``Figure``; the template lays it out.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +17,6 @@ from markupsafe import Markup
 
 from pytest_webperf.report import verdicts
 from pytest_webperf.report.html.svg import (
-    Axis,
     Bars,
     Interval,
     Line,
@@ -28,10 +25,8 @@ from pytest_webperf.report.html.svg import (
     colour,
     index_axis,
     line_chart,
-    values_of,
 )
-from pytest_webperf.report.table import MISSING, code, mean, number, short_sha
-from pytest_webperf.stats.histogram import Histogram
+from pytest_webperf.report.table import MISSING, number
 
 Rep = Mapping[str, Any]
 LegendItem = tuple[str, str, str]  # label, colour, dash
@@ -56,155 +51,6 @@ def rep_label(rep: Rep, index: int) -> str:
 def rows_of(rep: Rep, key: str) -> list[Mapping[str, Any]]:
     rows = rep.get(key)
     return [r for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
-
-
-def _per_second(row: Mapping[str, Any], field: str) -> float | None:
-    """A count in a snapshot as a rate (its interval is normally, not always, 1 s)."""
-    count, elapsed = number(row.get(field)), number(row.get("elapsed"))
-    if count is None:
-        return None
-    return count / elapsed if elapsed else count
-
-
-def _field(name: str) -> Callable[[Mapping[str, Any]], float | None]:
-    return lambda row: number(row.get(name))
-
-
-Field = tuple[str, str, Callable[[Mapping[str, Any]], float | None]]  # label, dash, getter
-
-
-def _series_lines(
-    reps: Sequence[Rep], key: str, fields: Sequence[Field], part: str | None = None
-) -> list[Line]:
-    """One line per repetition and field."""
-    lines = []
-    for i, rep in enumerate(reps):
-        rows = [r for r in rows_of(rep, key) if part is None or r.get("part") == part]
-        for label, dash, get in fields:
-            points = [(t, get(r)) for r in rows if (t := number(r.get("t"))) is not None]
-            name = f"{rep_label(rep, i)} {label}".strip()
-            lines.append(Line(name, points, colour(i), dash, css=f"rep-{i + 1}"))
-    return lines
-
-
-def _key(reps: Sequence[Rep], dashes: Sequence[tuple[str, str]] = ()) -> tuple[LegendItem, ...]:
-    """Legend: a colour per repetition, then a dash per field when there are several."""
-    items = [(rep_label(rep, i), colour(i), "") for i, rep in enumerate(reps)]
-    return (*items, *((label, "#555", dash) for label, dash in dashes))
-
-
-def _per_second_figure(
-    reps: Sequence[Rep], key: str, fields: Sequence[Field], title: str, unit: str, *, part: str = ""
-) -> Figure:
-    lines = _series_lines(reps, key, fields, part or None)
-    x_label = "time (s; grey = warm-up)" if key != "series" else "time (s, end of each second)"
-    dashes = [(label, dash) for label, dash, _ in fields] if len(fields) > 1 else []
-    svg = line_chart(lines, title=title, x_label=x_label, y_label=unit)
-    return Figure(title, svg, _key(reps, dashes))
-
-
-def load_charts(reps: Sequence[Rep]) -> list[Figure]:
-    """Per-second throughput, latency and errors as the generator saw them."""
-    percentiles = [(label, dash, _field(f)) for f, (label, dash) in PERCENTILE_STYLE.items()]
-    failures: list[Field] = [
-        ("errors", "", lambda r: _per_second(r, "errors")),
-        ("timeouts", "2 2", lambda r: _per_second(r, "timeouts")),
-    ]
-    rps: list[Field] = [("", "", lambda r: _per_second(r, "requests"))]
-    return [
-        _per_second_figure(reps, "series", rps, "Requests per second", "req/s"),
-        _per_second_figure(reps, "series", percentiles, "Latency per second", "latency (ms)"),
-        _per_second_figure(reps, "series", failures, "Errors per second", "errors/s"),
-    ]
-
-
-def _has(reps: Sequence[Rep], key: str, field: str) -> bool:
-    return any(number(r.get(field)) is not None for rep in reps for r in rows_of(rep, key))
-
-
-def resource_charts(reps: Sequence[Rep]) -> list[Figure]:
-    """Server CPU and memory per second per part (seed 000), and the generator's CPU."""
-    charts = []
-    parts = {str(r.get("part", "")): None for rep in reps for r in rows_of(rep, "resources")}
-    cpu_unit = "CPU % (100 = one core)"
-    for part in parts:
-        suffix = f" — {part}" if part else ""
-        cpu: list[Field] = [("process tree", "", _field("cpu_percent"))]
-        if _has(reps, "resources", "cgroup_cpu_percent"):
-            cpu.append(("cgroup", "6 3", _field("cgroup_cpu_percent")))
-        mem: list[Field] = [("RSS", "", _field("rss_mb"))]
-        if _has(reps, "resources", "cgroup_memory_mb"):
-            mem.append(("cgroup", "6 3", _field("cgroup_memory_mb")))
-        charts.append(
-            _per_second_figure(reps, "resources", cpu, f"Server CPU{suffix}", cpu_unit, part=part)
-        )
-        charts.append(
-            _per_second_figure(
-                reps, "resources", mem, f"Server memory{suffix}", "memory (MB)", part=part
-            )
-        )
-    if any(rows_of(rep, "generator") for rep in reps):
-        generator: list[Field] = [("", "", _field("cpu_percent"))]
-        charts.append(
-            _per_second_figure(reps, "generator", generator, "Load generator CPU", cpu_unit)
-        )
-    return charts
-
-
-# Percentiles drawn on the latency distribution; the x axis is in "nines"
-# (-log10 of the fraction above), so 90 %, 99 %, 99.9 % are evenly spaced.
-CURVE_PERCENTILES = (
-    *(0, 10, 20, 30, 40, 50, 60, 70, 75, 80, 85, 90, 92.5, 95, 96, 97, 98, 99),
-    *(99.25, 99.5, 99.75, 99.9, 99.95, 99.99, 99.995, 99.999, 99.9995, 99.9999),
-)
-
-
-def nines(percent: float) -> float:
-    return -math.log10(1 - percent / 100) if percent < 100 else math.inf
-
-
-def _curve(histogram: Histogram) -> list[tuple[float, float | None]]:
-    """The percentile curve up to the resolution the sample count allows, then the max."""
-    if not histogram.count:
-        return []
-    last = nines(100 * (1 - 1 / histogram.count)) if histogram.count > 1 else 0.0
-    points: list[tuple[float, float | None]] = [
-        (nines(p), histogram.percentile(p) / 1000) for p in CURVE_PERCENTILES if nines(p) < last
-    ]
-    return [*points, (last, histogram.max() / 1000)]
-
-
-def _nines_axis(lines: Sequence[Line]) -> Axis:
-    top = max(1, math.ceil(max(values_of(lines, 0), default=1.0)))
-    ticks = tuple(float(k) for k in range(top + 1))
-    labels = tuple(
-        "0%" if k == 0 else f"{100 - 100 / 10**k:.{max(k - 2, 0)}f}%" for k in range(top + 1)
-    )
-    return Axis(0.0, float(top), ticks, labels)
-
-
-def distribution_chart(reps: Sequence[Rep]) -> Figure:
-    lines = []
-    for i, rep in enumerate(reps):
-        data = rep.get("histogram")
-        try:
-            histogram = Histogram.from_dict(data if isinstance(data, Mapping) else {})
-        except (ValueError, TypeError):  # an unknown layout: leave this one out, render the rest
-            continue
-        lines.append(Line(rep_label(rep, i), _curve(histogram), colour(i), css=f"rep-{i + 1}"))
-    title = "Latency distribution"
-    svg = line_chart(
-        lines,
-        title=title,
-        x_label="percentile of requests",
-        y_label="latency (ms)",
-        x_axis=_nines_axis(lines),
-    )
-    return Figure(title, svg, _key(reps))
-
-
-def measurement_charts(reps: Sequence[Rep]) -> list[Figure]:
-    return [*load_charts(reps), distribution_chart(reps), *resource_charts(reps)]
 
 
 # ---------------------------------------------------------------- a request mix's endpoints
@@ -297,153 +143,49 @@ def _sides(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [("A", str(ref or "base")), ("B", "working tree")]
 
 
+def reach(checks: Sequence[Mapping[str, Any]]) -> float:
+    """How far from 0 the change chart reaches: 5 times the widest threshold, twice the
+    largest change, at least 10 %. An interval of a check with one or two instances can
+    run to thousands of percent; drawn whole, it flattens every other check."""
+    thresholds = [abs(t) for c in checks if (t := number(c.get("threshold"))) is not None]
+    changes = [abs(v) for c in checks if (v := number(c.get("change"))) is not None]
+    return max(5 * max(thresholds, default=0.0), 2 * max(changes, default=0.0), 0.1)
+
+
+def _within(value: float | None, limit: float) -> float | None:
+    return None if value is None else max(-limit, min(limit, value))
+
+
 def change_figure(entry: Mapping[str, Any]) -> Figure | None:
-    """Each check's change (B against A, or against the baseline) with its interval."""
+    """Each check's change (B against A, or against the baseline) with its interval, cut
+    at the chart's reach (``reach``)."""
+    found = [c for c in verdicts.checks(entry) if number(c.get("change")) is not None]
+    limit = reach(found)
+
+    def end(check: Mapping[str, Any], key: str) -> float | None:
+        """An end of the interval, when both are known (an error rate's upper end can
+        be infinite: half an interval is not drawn)."""
+        low, high = number(check.get("low")), number(check.get("high"))
+        return None if low is None or high is None else _within(number(check.get(key)), limit)
+
     items = [
         Interval(
             label=str(c.get("check", c.get("metric", "-"))),
             change=number(c.get("change")),
-            low=number(c.get("low")),
-            high=number(c.get("high")),
+            low=end(c, "low"),
+            high=end(c, "high"),
             threshold=verdicts.signed_threshold(c),
             colour=SIDE_COLOUR["B"] if verdicts.is_ab(entry) else colour(0),
         )
-        for c in verdicts.checks(entry)
-        if number(c.get("change")) is not None
+        for c in found
     ]
     if not items:
         return None
+    cut = any(abs(v) > limit for c in found for k in ("low", "high") if (v := number(c.get(k))))
     title = "Change per check, with its interval"
+    whisker = f"interval (whisker, cut at ±{100 * limit:,.0f}%)" if cut else "interval (whisker)"
     legend = (
-        ("change (bar), interval (whisker)", items[0].colour, ""),
+        (f"change (bar), {whisker}", items[0].colour, ""),
         ("threshold", "#cf222e", "4 3"),
     )
     return Figure(title, change_chart(items, title=title, y_label="change (%)"), legend)
-
-
-# ---------------------------------------------------------------- trend over the baseline's saves
-
-# The metrics the gate compares as rates per request (metrics.METRICS' count metrics):
-# a save's summary holds counts per repetition and no request totals, so no trend.
-COUNT_METRICS = frozenset(
-    {"errors", "timeouts", "error_rate", "lost", "dup"}
-    | {"ws_lost", "ws_dup", "ws_out_of_order", "ws_abnormal", "sse_lost", "sse_reconnects"}
-)
-TREND_COLOUR, NOW_COLOUR, THRESHOLD_COLOUR = colour(0), SIDE_COLOUR["B"], "#cf222e"
-
-
-def saves(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The entry's ``history``: the baseline's saves, oldest first."""
-    found = entry.get("history")
-    return [s for s in found if isinstance(s, Mapping)] if isinstance(found, list) else []
-
-
-def save_value(save: Mapping[str, Any], metric: str) -> float | None:
-    """A save's figure for a metric: the mean of its repetitions that measured it (what
-    the gate compares a relative check against)."""
-    summary = save.get("summary")
-    values = summary.get(metric) if isinstance(summary, Mapping) else None
-    return mean([number(v) for v in values]) if isinstance(values, list) else None
-
-
-def save_code(save: Mapping[str, Any]) -> str:
-    """``0123456789+dirty`` (the commit saved from), the image, or ``-``."""
-    git = save.get("git")
-    commit = git.get("commit") if isinstance(git, Mapping) else None
-    parts = [
-        short_sha(commit) + ("+dirty" if isinstance(git, Mapping) and git.get("dirty") else "")
-        if commit
-        else "",
-        str(save.get("image") or ""),
-    ]
-    return " ".join(p for p in parts if p) or MISSING
-
-
-def save_when(save: Mapping[str, Any]) -> str:
-    """``2026-11-20 14:03`` from the save's ISO time."""
-    return str(save.get("saved_at") or MISSING)[:16].replace("T", " ")
-
-
-def trend_metrics(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The relative checks (they have a threshold) whose metric a save's summary holds,
-    first check of each metric; none for an A/B entry (its base is not a save)."""
-    if verdicts.is_ab(entry) or not saves(entry):
-        return []
-    found: dict[str, Mapping[str, Any]] = {}
-    for check in verdicts.checks(entry):
-        metric = str(check.get("metric") or "")
-        whole_run = verdicts.endpoint(check) is None  # a save's summary holds the run's figures
-        threshold = number(check.get("threshold"))
-        if metric and metric not in COUNT_METRICS and threshold is not None and whole_run:
-            found.setdefault(metric, check)
-    return list(found.values())
-
-
-def _trend_axis(count: int) -> Axis:
-    """Saves 1..count, then this run: about ten labels, the last one ``now``."""
-    step = max(1, math.ceil((count + 1) / 10))
-    ticks = tuple(float(i) for i in range(1, count + 2))
-    labels = tuple(
-        "now" if i == count + 1 else str(i) if (i - 1) % step == 0 and count + 1 - i >= step else ""
-        for i in range(1, count + 2)
-    )
-    return Axis(0.5, count + 1.5, ticks, labels)
-
-
-def trend_figure(entry: Mapping[str, Any], check: Mapping[str, Any]) -> Figure:
-    """One metric over the saves (a tooltip per save: when, which commit or image),
-    this run as a distinct last point, and where the check's threshold lies from the
-    baseline (the latest save)."""
-    metric = str(check.get("metric"))
-    unit = verdicts.METRICS[metric][0] if metric in verdicts.METRICS else metric
-    history = saves(entry)
-    count = len(history)
-    values = [save_value(s, metric) for s in history]
-    tips = [
-        f"save {i + 1}, {save_when(s)}, {save_code(s)}: {verdicts.value(v)}"
-        for i, (s, v) in enumerate(zip(history, values, strict=True))
-    ]
-    current = number(check.get("current"))
-    lines = [
-        Line(
-            "baseline saves",
-            [(i + 1.0, v) for i, v in enumerate(values)],
-            TREND_COLOUR,
-            markers=True,
-            tips=tips,
-        ),
-        Line(
-            "this run",
-            [(count + 1.0, current)],
-            NOW_COLOUR,
-            markers=True,
-            tips=[f"this run, {code(entry)}: {verdicts.value(current)}"],
-        ),
-    ]
-    legend: list[LegendItem] = [("baseline saves", TREND_COLOUR, ""), ("this run", NOW_COLOUR, "")]
-    baseline, threshold = number(check.get("baseline")), verdicts.signed_threshold(check)
-    if baseline is not None and threshold is not None:
-        level = baseline * (1 + threshold)
-        lines.append(
-            Line(
-                f"threshold {threshold:+.0%} from the baseline",
-                [(0.5, level), (count + 1.5, level)],
-                THRESHOLD_COLOUR,
-                "4 3",
-            )
-        )
-        legend.append((f"{check.get('check', metric)} threshold", THRESHOLD_COLOUR, "4 3"))
-    title = f"{metric}: baseline saves and this run"
-    svg = line_chart(
-        lines,
-        title=title,
-        x_label=f"save (oldest first, last {count}), then this run",
-        y_label=unit,
-        x_axis=_trend_axis(count),
-        zero=False,
-    )
-    return Figure(title, svg, tuple(legend))
-
-
-def trend_figures(entry: Mapping[str, Any]) -> list[Figure]:
-    return [trend_figure(entry, check) for check in trend_metrics(entry)]

@@ -2,8 +2,11 @@
 
 Measurements of one workload (catalogue servers serve the same routes) are grouped;
 each group gets req/s by users per server, latency percentiles, and where recorded
-server CPU, memory, CPU per request and MQTT throughput. Means and spreads come from
-``table`` (``statistics`` underneath), like every other figure on the page.
+server CPU, memory, CPU per request and MQTT throughput. In an A/B run every chart puts
+A (grey, or a server's colour lightened) beside B. A counted measurement's timed figures
+were taken under Valgrind: its group gets instructions, allocations and system calls per
+request instead. Means and spreads come from ``table`` (``statistics`` underneath), like
+every other figure on the page.
 """
 
 from __future__ import annotations
@@ -13,12 +16,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_webperf.report.html.charts import PERCENTILE_COLOUR, PERCENTILE_STYLE, Figure
+from pytest_webperf.report import counts, verdicts
+from pytest_webperf.report.html.charts import (
+    PERCENTILE_COLOUR,
+    PERCENTILE_STYLE,
+    SIDE_COLOUR,
+    Figure,
+)
 from pytest_webperf.report.html.svg import Bars, bar_chart, colour
 from pytest_webperf.report.table import (
     MISSING,
     Entry,
     fmt,
+    is_counted,
     mean,
     mean_sd,
     number,
@@ -29,7 +39,8 @@ from pytest_webperf.report.table import (
     repetitions,
 )
 
-Metric = Callable[[Entry], tuple[float | None, float | None]]  # value, spread
+Rep = Mapping[str, Any]
+Metric = Callable[[Sequence[Rep]], tuple[float | None, float | None]]  # value, spread
 RepFigure = Callable[[Mapping[str, Any]], float | None]
 
 
@@ -63,6 +74,25 @@ def _series_names(group: Sequence[Entry]) -> list[str]:
     ]
 
 
+def sides(entry: Entry) -> list[tuple[str, list[Rep]]]:
+    """``[("", reps)]``, or for an A/B entry ``[("A", base reps), ("B", reps)]``."""
+    if not verdicts.is_ab(entry):
+        return [("", repetitions(entry))]
+    return [("A", verdicts.base_repetitions(entry)), ("B", repetitions(entry))]
+
+
+def lighter(hex_colour: str, amount: float = 0.55) -> str:
+    """A colour mixed with white: side A of a server drawn in that server's colour."""
+    rgb = [int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in rgb)
+
+
+def _series_colour(index: int, side: str, servers: int) -> str:
+    if servers == 1 and side:
+        return SIDE_COLOUR[side]
+    return lighter(colour(index)) if side == "A" else colour(index)
+
+
 def _bars_figure(
     title: str, groups_: Sequence[str], series: Sequence[Bars], x: str, y: str
 ) -> Figure:
@@ -71,32 +101,43 @@ def _bars_figure(
 
 
 def _by_users(group: Sequence[Entry], metric: Metric, title: str, y_label: str) -> Figure:
-    """Grouped bars: one group per user count, one bar per server."""
+    """Grouped bars: one group per user count, one bar per server (A beside B in A/B)."""
     names = _series_names(group)
     users = sorted({int(c) for e in group if (c := number(e.get("concurrency"))) is not None})
+    servers = list(dict.fromkeys(names))
     series = []
-    for s, server in enumerate(dict.fromkeys(names)):
-        cells: dict[int, tuple[float | None, float | None]] = {}
-        for name, entry in zip(names, group, strict=True):
-            c = number(entry.get("concurrency"))
-            if name == server and c is not None:
-                cells[int(c)] = metric(entry)
-        values = [cells.get(u, (None, None)) for u in users]
-        series.append(Bars(server, colour(s), [v for v, _ in values], [d for _, d in values]))
+    for s, server in enumerate(servers):
+        found = [e for name, e in zip(names, group, strict=True) if name == server]
+        labels = dict.fromkeys(side for e in found for side, _ in sides(e))
+        for side in labels:
+            cells: dict[int, tuple[float | None, float | None]] = {}
+            for entry in found:
+                c = number(entry.get("concurrency"))
+                reps = dict(sides(entry)).get(side)
+                if c is not None and reps is not None:
+                    cells[int(c)] = metric(reps)
+            values = [cells.get(u, (None, None)) for u in users]
+            label = f"{server} {side}".strip()
+            fill = _series_colour(s, side, len(servers))
+            series.append(Bars(label, fill, [v for v, _ in values], [d for _, d in values]))
     return _bars_figure(title, [f"{u} users" for u in users], series, "concurrent users", y_label)
 
 
 def _percentiles(group: Sequence[Entry], title: str) -> Figure:
-    """Grouped bars: one group per server and user count, bars p50 / p95 / p99."""
+    """Grouped bars: one group per server and user count (and side, A and B), bars p50 /
+    p95 / p99."""
     names = _series_names(group)
-    labels = [
-        f"{n}\n{fmt(number(e.get('concurrency')))} users" for n, e in zip(names, group, strict=True)
-    ]
+    labels, reps = [], []
+    for name, entry in zip(names, group, strict=True):
+        for side, side_reps in sides(entry):
+            users = fmt(number(entry.get("concurrency")))
+            labels.append(f"{name} {side}".strip() + f"\n{users} users")
+            reps.append(side_reps)
     series = [
         Bars(
             label,
             PERCENTILE_COLOUR[field],
-            [mean([rep_latency(r, field) for r in repetitions(e)]) for e in group],
+            [mean([rep_latency(r, field) for r in side_reps]) for side_reps in reps],
         )
         for field, (label, _) in PERCENTILE_STYLE.items()
     ]
@@ -105,11 +146,11 @@ def _percentiles(group: Sequence[Entry], title: str) -> Figure:
 
 
 def _rep_metric(get: RepFigure) -> Metric:
-    return lambda e: mean_sd([get(r) for r in repetitions(e)])
+    return lambda reps: mean_sd([get(r) for r in reps])
 
 
 def _peak(get: RepFigure) -> Metric:
-    return lambda e: (max(present([get(r) for r in repetitions(e)]), default=None), None)
+    return lambda reps: (max(present([get(r) for r in reps]), default=None), None)
 
 
 def _mqtt_tps(rep: Mapping[str, Any]) -> float | None:
@@ -145,12 +186,38 @@ def comparison(workload: str, group: Sequence[Entry]) -> Workload:
         ),
         _percentiles(group, f"{workload}: Latency percentiles"),
     ]
+    every = [r for e in group for _, reps in sides(e) for r in reps]
     for title, unit, get, peak in OPTIONAL:
-        if any(get(r) is not None for e in group for r in repetitions(e)):
+        if any(get(r) is not None for r in every):
             metric = _peak(get) if peak else _rep_metric(get)
             figures.append(_by_users(group, metric, f"{workload}: {title}", unit))
     return Workload(workload, tuple(figures))
 
 
+def counted_comparison(workload: str, group: Sequence[Entry]) -> Workload:
+    """A counted group: each counted figure per request by server (A beside B), never
+    the rates and times Valgrind slowed."""
+    figures = [
+        _by_users(
+            group,
+            _rep_metric(counts.reader(key)),
+            f"{workload}: {name} per request (counted)",
+            f"{name} per request",
+        )
+        for key, name, _ in counts.FIGURES
+        if any(key in (counts.judged(e) or (key,)) for e in group)  # unjudged: not drawn
+        and any(counts.reader(key)(r) is not None for e in group for r in repetitions(e))
+    ]
+    return Workload(f"{workload} (counted)", tuple(figures))
+
+
 def comparisons(entries: Sequence[Entry]) -> list[Workload]:
-    return [comparison(name, group) for name, group in groups(entries).items()]
+    found = []
+    for name, group in groups(entries).items():
+        timed = [e for e in group if not is_counted(e)]
+        counted = [e for e in group if is_counted(e)]
+        if timed:
+            found.append(comparison(name, timed))
+        if counted:
+            found.append(counted_comparison(name, counted))
+    return found

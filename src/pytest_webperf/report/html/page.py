@@ -6,7 +6,9 @@ text from the report; charts come from ``charts`` and ``workloads`` as SVG ``Mar
 Like every renderer it renders what the report holds and decides nothing.
 
 This module turns the report's dict into plain view objects (texts already formatted)
-and hands them to ``templates/report.html``.
+and hands them to ``templates/report.html``, which lays them out answer first: the
+headline (``headline``), the failed and undecided tests (``findings``), every test's row,
+the comparisons, each measurement's details, and the settings and machine last.
 """
 
 from __future__ import annotations
@@ -22,25 +24,23 @@ import jinja2
 from markupsafe import Markup
 
 from pytest_webperf.fileio import write_text_atomic
-from pytest_webperf.report import counts, studies, verdicts
+from pytest_webperf.report import counts, headline, studies, verdicts
 from pytest_webperf.report.html.charts import (
     Figure,
     change_figure,
     endpoint_charts,
-    measurement_charts,
     pair_charts,
-    rep_label,
-    trend_figures,
 )
 from pytest_webperf.report.html.comparisons import Workload, comparisons
 from pytest_webperf.report.html.curve import curve_figures, stage_figures, stage_groups
-from pytest_webperf.report.html.svg import colour
+from pytest_webperf.report.html.findings import findings
 from pytest_webperf.report.html.tables import (
     OUTCOME_CSS,
     Cell,
     Row,
     Table,
     checks_table,
+    counted_table,
     endpoints_table,
     folded_links,
     mqtt_table,
@@ -51,6 +51,8 @@ from pytest_webperf.report.html.tables import (
     saves_table,
     stream_table,
 )
+from pytest_webperf.report.html.timeline import measurement_charts, runs_of
+from pytest_webperf.report.html.trend import trend_figures
 from pytest_webperf.report.table import (
     COLUMNS,
     MISSING,
@@ -62,14 +64,16 @@ from pytest_webperf.report.table import (
     endpoint_cells,
     endpoints,
     fmt,
+    is_counted,
     number,
     placement_text,
     repetitions,
     short_sha,
     short_test,
+    shown,
     status,
-    status_counts,
     tests,
+    users,
     verdict_texts,
 )
 
@@ -140,6 +144,7 @@ class Section:
     flame: Markup | None = None  # B's stacks coloured by the change against A
     profile_title: str = "CPU profile: B - A per request"
     counted: Sequence[str] = ()  # a counted measurement's figures and cost, line by line
+    above: str = ""  # the anchor of its finding at the top: checks and profile are there
 
 
 # ---------------------------------------------------------------- builders
@@ -151,19 +156,27 @@ def _verdict(entry: Entry) -> VerdictText:
     )
 
 
+# The summary's own columns after the table's: the change of each check with its
+# interval (each side's figures are in the checks' tables).
+SUMMARY_CHANGE = verdicts.SUMMARY_COLUMNS[1:]
+
+
 def _summary(entries: Sequence[Entry]) -> tuple[list[Cell], list[SummaryRow]]:
-    columns = [*COLUMNS[1:], *verdicts.SUMMARY_COLUMNS]
+    """The columns with a figure for some entry (``table.shown``), then each check's
+    change; the verdict's badge is the second column."""
+    columns = [*shown(entries, COLUMNS)[1:], *SUMMARY_CHANGE]
     numeric = NUMERIC
-    headers = [(name, name in numeric) for name, _ in COLUMNS]
-    headers += [(name, False) for name, _ in verdicts.SUMMARY_COLUMNS]
+    headers = [("test", False), ("verdict", False)]
+    headers += [(name, name in numeric) for name, _ in columns]
     names = [name for name, _ in columns]
+    first = {i for i, _ in headline.open_first(entries)}  # their reasons are at the top
     rows = [
         SummaryRow(
             anchor=f"m{i}",
             nodeid=str(entry.get("nodeid", "")),
             test=short_test(entry),
             cells=[(render(entry), name in numeric) for name, render in columns],
-            verdict=_verdict(entry),
+            verdict=VerdictText(status(entry)) if i in first else _verdict(entry),
             endpoints=[
                 list(
                     zip(
@@ -224,7 +237,10 @@ def sides(entry: Entry) -> Sides | None:
         b=f"B = working tree · image {_image(entry.get('target'))}",
         facts=" · ".join(f for f in facts if f),
         pairs=pairs,
-        base_reps=repetitions_table(verdicts.base_repetitions(entry), side="A") or Table([], []),
+        base_reps=(counted_table if is_counted(entry) else repetitions_table)(
+            verdicts.base_repetitions(entry), side="A"
+        )
+        or Table([], []),
         figures=pair_charts(entry),
     )
 
@@ -246,12 +262,18 @@ def _target(entry: Entry) -> str:
     return " · ".join(facts)
 
 
-def section(index: int, entry: Entry, open_charts: bool) -> Section:
+def section(index: int, entry: Entry, open_charts: bool, above: str = "") -> Section:
+    """A measurement's details; ``above``: the anchor of its finding at the top of the
+    page (its checks and profile are there)."""
     reps = repetitions(entry)
+    counted = is_counted(entry)
+    against = entry.get("against") if verdicts.is_ab(entry) else None
+    ref = str(against.get("ref") or "") if isinstance(against, Mapping) else ""
+    runs = runs_of(reps, verdicts.base_repetitions(entry) if against else (), ref)
     facts = [
         ("workload", str(entry.get("name", MISSING))),
         ("server", str(entry.get("server", MISSING))),
-        ("users", fmt(number(entry.get("concurrency")))),
+        ("users", users(entry)),
         ("duration s", durations(entry)),
         ("repetitions", str(len(reps))),
         ("code", code(entry)),
@@ -264,16 +286,16 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
         verdict=_verdict(entry),
         checks=checks_table(entry),
         sides=sides(entry),
-        reps=repetitions_table(reps),
+        reps=counted_table(reps) if counted else repetitions_table(reps),
         mqtt=mqtt_table(reps),
         stream=stream_table(reps),
-        toggles=[(f"rep-{i + 1}", colour(i), rep_label(r, i)) for i, r in enumerate(reps)]
-        if len(reps) > 1
-        else [],
+        toggles=runs.boxes,
         change=change_figure(entry),
         trend=trend_figures(entry),
         saves=saves_table(entry),
-        figures=[*curve_figures(entry), *(measurement_charts(reps) if reps else [])],
+        figures=[]
+        if counted
+        else [*curve_figures(entry), *(measurement_charts(runs) if reps else [])],
         open=open_charts,
         endpoints=endpoints_table(endpoints(entry)),
         base_endpoints=endpoints_table(endpoints(entry, "base_endpoints")),
@@ -287,7 +309,8 @@ def section(index: int, entry: Entry, open_charts: bool) -> Section:
             if (verdicts.profile_of(entry) or {}).get("unit") == "Ir"
             else "CPU profile: B - A per request"
         ),
-        counted=counts.lines([entry])[1:],
+        counted=counts.lines([entry], verbose=True)[1:],
+        above=above,
     )
 
 
@@ -313,10 +336,11 @@ def _distinct(entries: Sequence[Entry], read: Callable[[Entry], str]) -> str:
 def header_facts(
     report: Mapping[str, Any], entries: Sequence[Entry]
 ) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Blocks of facts for the header: what each measurement ran with (from the entries,
-    not the run's options, which a marker may override), the run, placement, machine."""
+    """Blocks of facts for the page's end: what each measurement ran with (from the
+    entries, not the run's options, which a marker may override), the run, placement,
+    machine."""
     ran = [
-        ("users", _distinct(entries, lambda e: fmt(number(e.get("concurrency"))))),
+        ("users", _distinct(entries, users)),
         ("duration s", _distinct(entries, durations)),
         ("repetitions", _distinct(entries, lambda e: str(len(repetitions(e))))),
         ("placement", placement_text(report.get("placement"))),
@@ -371,6 +395,8 @@ def render_html(report: Mapping[str, Any]) -> str:
     entries = tests(report)
     created = report.get("created")
     headers, rows = _summary(entries)
+    found = findings(entries)
+    above = {f.detail: f.anchor for f in found}
     open_charts = len(entries) <= OPEN_SECTIONS_UP_TO
     workloads: list[Workload] = comparisons(entries) if entries else []
     workloads += [
@@ -380,17 +406,22 @@ def render_html(report: Mapping[str, Any]) -> str:
         environment()
         .get_template("report.html")
         .render(
-            title="pytest-webperf report" + (f" {created}" if created else ""),
-            count=len(entries),
-            counts=status_counts(entries),
-            against=verdicts.run_against(report),
+            title=f"pytest-webperf: {headline.headline(report)}",
+            outcomes=headline.counts(entries),
+            tested=len(headline.outcomes_by_test(entries)),
+            measured=len(entries),
+            against=headline.against(report),
+            created=created,
+            findings=found,
             blocks=header_facts(report, entries),
             summary_headers=headers,
             summary_rows=rows,
             workloads=workloads,
             studies=studies.of_report(report),
             study_verdict=studies.verdict_text,
-            sections=[section(i, e, open_charts) for i, e in enumerate(entries)],
+            sections=[
+                section(i, e, open_charts, above.get(f"m{i}", "")) for i, e in enumerate(entries)
+            ],
             statuses=STATUSES,
         )
     )

@@ -12,17 +12,10 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from pytest_webperf.report import verdicts
-from pytest_webperf.report.html.charts import (
-    SIDE_COLOUR,
-    rep_label,
-    save_code,
-    save_value,
-    save_when,
-    saves,
-    trend_metrics,
-)
+from pytest_webperf.report.html.charts import SIDE_COLOUR, rep_label
 from pytest_webperf.report.html.flame import flame_graph
 from pytest_webperf.report.html.svg import colour
+from pytest_webperf.report.html.trend import save_code, save_value, save_when, saves, trend_metrics
 from pytest_webperf.report.table import (
     ENDPOINT_COLUMNS,
     MISSING,
@@ -66,6 +59,28 @@ REP_COLUMNS: tuple[tuple[str, Callable[[Rep], str]], ...] = (
     ("generator cpu %", lambda r: fmt(number(r.get("generator_cpu_percent")))),
     ("foreign cpu %", lambda r: fmt(number(r.get("foreign_cpu_percent")))),
     ("cpu/req µs", lambda r: fmt(number(r.get("cpu_per_req_us")))),
+)
+
+
+def _counted(key: str, decimals: int) -> Callable[[Rep], str]:
+    def cell(rep: Rep) -> str:
+        found = rep.get("counts")
+        return fmt(number(found.get(key)) if isinstance(found, Mapping) else None, decimals)
+
+    return cell
+
+
+# A counted repetition: what it counted per request, and what counting cost (its timed
+# figures were taken under Valgrind: the JSON report keeps them, this table does not).
+COUNTED_COLUMNS: tuple[tuple[str, Callable[[Rep], str]], ...] = (
+    ("requests", _counted("requests", 0)),
+    ("instructions/req", _counted("instructions_per_req", 1)),
+    ("allocs/req", _counted("allocs_per_req", 3)),
+    ("syscalls/req", _counted("syscalls_per_req", 3)),
+    ("ctx switches/req", _counted("ctx_switches_per_req", 3)),
+    ("counted window s", _counted("window_s", 2)),
+    ("repetition s", _counted("run_s", 1)),
+    ("Valgrind's slowdown x", _counted("slowdown", 1)),
 )
 
 
@@ -128,6 +143,22 @@ def repetitions_table(reps: Sequence[Rep], *, side: str = "") -> Table | None:
         rows.append(Row(cells, label, "" if side else f"rep-{i + 1}", dot))
     headers = [(name, True) for name, _ in REP_COLUMNS] + [("errors by kind, notes", False)]
     return Table(headers, rows, label="repetition")
+
+
+def counted_table(reps: Sequence[Rep], *, side: str = "") -> Table | None:
+    """A counted measurement's repetitions: its counts per request and their cost."""
+    if not reps:
+        return None
+    rows = [
+        Row(
+            [(render(rep), True) for _, render in COUNTED_COLUMNS],
+            f"{side} {rep_label(rep, i)}".strip(),
+            "" if side else f"rep-{i + 1}",
+            SIDE_COLOUR[side] if side else colour(i),
+        )
+        for i, rep in enumerate(reps)
+    ]
+    return Table([(name, True) for name, _ in COUNTED_COLUMNS], rows, label="repetition")
 
 
 def mqtt_table(reps: Sequence[Rep]) -> Table | None:
@@ -204,11 +235,18 @@ def counted_profile_table(changes: Sequence[Mapping[str, Any]]) -> Table:
     return Table(headers, rows, css="checks")
 
 
-def profile_table(entry: Entry) -> Table | None:
+def top_changes(changes: Sequence[Mapping[str, Any]], most: int) -> list[Mapping[str, Any]]:
+    """The functions to show first: the named ones (every sampled one is; a counted
+    profile also lists the largest changes it did not name), else the largest few."""
+    named = [c for c in changes if c.get("credible", True)]
+    return (named or list(changes))[:most] if most else list(changes)
+
+
+def profile_table(entry: Entry, most: int = 0) -> Table | None:
     """The ranked functions of an A/B entry's differential profile (B - A, self CPU per
     request, with its interval); None if none changed credibly. A counted profile's:
-    ``counted_profile_table``."""
-    changes = verdicts.profile_changes(entry)
+    ``counted_profile_table``. ``most``: the first few only (``top_changes``)."""
+    changes = top_changes(verdicts.profile_changes(entry), most)
     if not changes:
         return None
     profile = verdicts.profile_of(entry)

@@ -4,13 +4,15 @@ a test's code, status and verdict texts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 
 from pytest_webperf.report.table.figures import (
     MISSING,
     Column,
     Entry,
     fmt,
+    is_counted,
     mean,
     number,
     present,
@@ -118,21 +120,70 @@ def verdict_texts(entry: Entry, key: str) -> list[str]:
     return [str(t) for t in texts] if isinstance(texts, list) else []
 
 
+_ID_CONCURRENCY = re.compile(r"(?:\[|-)c(\d+)(?=[\]-])")
+
+
+def id_concurrency(entry: Entry) -> int | None:
+    """The concurrency a test's id names (``test_x[c20]``, ``test_x[nginx-c500]``)."""
+    found = _ID_CONCURRENCY.findall(str(entry.get("nodeid", "")).rpartition("::")[2])
+    return int(found[-1]) if found else None
+
+
+def users(entry: Entry) -> str:
+    """The users (connections) a measurement ran with, and why, where its test id names
+    another number: ``1 (counted)``, ``4 (id: c20)``."""
+    ran = number(entry.get("concurrency"))
+    named = id_concurrency(entry)
+    if ran is None or named is None or int(ran) == named:
+        return fmt(ran)
+    return f"{fmt(ran)} ({'counted' if is_counted(entry) else f'id: c{named}'})"
+
+
+def timed(read: Callable[[Entry], str]) -> Callable[[Entry], str]:
+    """A timed figure's cell, left empty for a counted measurement: its rates, latency,
+    CPU and memory were measured under Valgrind, not the server's own."""
+    return lambda e: MISSING if is_counted(e) else read(e)
+
+
+def _per_request(key: str, decimals: int) -> Callable[[Entry], str]:
+    """A counted figure per request, the mean of the repetitions (side B's in A/B)."""
+
+    def cell(entry: Entry) -> str:
+        found = [r.get("counts") for r in repetitions(entry)]
+        return fmt(mean([number(c.get(key)) for c in found if isinstance(c, Mapping)]), decimals)
+
+    return cell
+
+
 COLUMNS: tuple[Column, ...] = (
     ("test", short_test),
     ("workload", lambda e: str(e.get("name", MISSING))),
     ("server", lambda e: str(e.get("server", MISSING))),
-    ("users", lambda e: fmt(number(e.get("concurrency")))),
-    ("req/s", lambda e: spread([rep_rps(r) for r in repetitions(e)])),
+    ("users", users),
+    ("req/s", timed(lambda e: spread([rep_rps(r) for r in repetitions(e)]))),
     ("requests", lambda e: _total(e, "requests")),
     ("errors", lambda e: _total(e, "errors")),
     ("timeouts", lambda e: _total(e, "timeouts")),
-    ("p50 ms", _latency("p50_ms")),
-    ("p95 ms", _latency("p95_ms")),
-    ("p99 ms", _latency("p99_ms")),
-    ("cpu %", _cpu),
-    ("rss MB", _rss),
-    ("cpu/req us", _cpu_per_req),
-    ("capacity~", _capacity),  # ~: an estimate (the utilization law's), not measured
+    ("p50 ms", timed(_latency("p50_ms"))),
+    ("p95 ms", timed(_latency("p95_ms"))),
+    ("p99 ms", timed(_latency("p99_ms"))),
+    ("cpu %", timed(_cpu)),
+    ("rss MB", timed(_rss)),
+    ("cpu/req us", timed(_cpu_per_req)),
+    ("capacity~", timed(_capacity)),  # ~: an estimate (the utilization law's), not measured
+    ("instr/req", _per_request("instructions_per_req", 1)),  # counted, not timed
+    ("allocs/req", _per_request("allocs_per_req", 3)),
+    ("syscalls/req", _per_request("syscalls_per_req", 3)),
 )
 NUMERIC = frozenset(name for name, _ in COLUMNS[3:])
+KEPT = frozenset({"test", "workload", "server", "users"})  # shown even when empty
+
+
+def shown(entries: Sequence[Entry], columns: Sequence[Column] = COLUMNS) -> list[Column]:
+    """The columns with a figure for at least one entry (and the test's own): a counted
+    run has no timed columns, a timed one no counted columns."""
+    return [
+        (name, read)
+        for name, read in columns
+        if name in KEPT or any(read(e) != MISSING for e in entries)
+    ]

@@ -12,10 +12,22 @@ from pytest_webperf.report.table.figures import MISSING, Entry, fmt, number
 Row = Mapping[str, Any]  # one item of an entry's "endpoints"
 
 
+def grpc_names(entry: Entry) -> frozenset[str]:
+    """The endpoints of an entry's workload that are unary gRPC calls (their method,
+    an HTTP/2 POST on the wire, is not what a reader calls them)."""
+    workload = entry.get("workload")
+    mix = workload.get("mix") if isinstance(workload, Mapping) else None
+    calls = mix if isinstance(mix, list) else ()
+    return frozenset(str(r.get("name")) for r in calls if isinstance(r, Mapping) and r.get("grpc"))
+
+
 def endpoints(entry: Entry, key: str = "endpoints") -> list[Row]:
-    """The entry's endpoint rows (``base_endpoints``: side A's), [] for a single shape."""
+    """The entry's endpoint rows (``base_endpoints``: side A's), [] for a single shape; a
+    gRPC method's row says ``gRPC``, not ``POST``, as its method."""
     rows = entry.get(key)
-    return [r for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
+    found = [r for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
+    grpc = grpc_names(entry)
+    return [{**r, "method": "gRPC"} if str(r.get("name")) in grpc else r for r in found]
 
 
 def _percent(value: object) -> str:
@@ -30,7 +42,7 @@ def share(row: Row) -> str:
 
 
 def endpoint_label(row: Row) -> str:
-    """``POST create``: the method and the endpoint's name."""
+    """``POST create``, ``gRPC GetItem``: the method and the endpoint's name."""
     return f"{row.get('method') or MISSING} {row.get('name', MISSING)}"
 
 

@@ -28,6 +28,12 @@ def repetitions(entry: Entry) -> list[Mapping[str, Any]]:
     return [r for r in reps if isinstance(r, Mapping)] if isinstance(reps, list) else []
 
 
+def is_counted(entry: Entry) -> bool:
+    """A counted measurement (``count=True``): its repetitions' timed figures (rates,
+    latency, CPU, memory) were taken under Valgrind, not the server's own."""
+    return any(isinstance(r.get("counts"), Mapping) for r in repetitions(entry))
+
+
 def rep_rps(rep: Mapping[str, Any]) -> float | None:
     rps = number(rep.get("rps"))
     if rps is not None:

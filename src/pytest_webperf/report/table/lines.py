@@ -1,15 +1,13 @@
-"""The lines under the summary table, by what a run did: statuses counted, MQTT
+"""The lines under the summary table, by what a run did: MQTT
 deliveries, streams, pacing, HTTP/2, counted windows, placement and durations.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_webperf.models.placement import Placement
-from pytest_webperf.report.table.columns import status
 from pytest_webperf.report.table.endpoints import _percent
 from pytest_webperf.report.table.figures import (
     MISSING,
@@ -25,12 +23,6 @@ from pytest_webperf.report.table.figures import (
 def tests(report: Mapping[str, Any]) -> list[Entry]:
     entries = report.get("tests")
     return [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
-
-
-def status_counts(entries: Sequence[Entry]) -> list[tuple[str, int]]:
-    """How many measurements have each verdict status, in report order of first sight."""
-    counts = Counter(status(e) or "no verdict" for e in entries)
-    return list(counts.items())
 
 
 def delivery(data: object, label: str) -> str | None:
@@ -169,9 +161,33 @@ def users_used(rep: Mapping[str, Any]) -> str:
     )
 
 
+def http2_notes(entries: Sequence[Entry]) -> list[str]:
+    """What the terminal says of HTTP/2 by default: a line per measurement where the
+    connections did not carry the load asked (the server allowed fewer streams, request
+    bodies waited for its window); the per-repetition details are ``http2_lines``'s."""
+    lines = []
+    for entry in entries:
+        said: dict[str, None] = {}
+        for rep in repetitions(entry):
+            h2 = rep.get("http2")
+            if not isinstance(h2, Mapping):
+                continue
+            streams, server = number(h2.get("streams")), number(h2.get("server_streams"))
+            if server is not None and streams is not None and 0 < server < streams:
+                said[f"the server allowed {fmt(server)} of the {fmt(streams)} streams asked"] = None
+            if number(h2.get("stalled")):
+                said["request bodies waited for the server's window"] = None
+        if said:
+            lines.append(
+                f"{entry.get('nodeid')} [{entry.get('name')}]: HTTP/2: {'; '.join(said)} "
+                "(-v: each repetition's connections)"
+            )
+    return lines
+
+
 def http2_lines(entries: Sequence[Entry]) -> list[str]:
-    """An HTTP/2 measurement's connections, one line per repetition: connections x
-    streams = in flight (what the server allowed), time to first byte beside latency,
+    """An HTTP/2 measurement's connections, one line per repetition (with -v): connections
+    x streams = in flight (what the server allowed), time to first byte beside latency,
     HPACK's savings, GOAWAY rotations, and request bodies that waited for window."""
     lines = []
     for entry in entries:

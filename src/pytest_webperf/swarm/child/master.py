@@ -348,7 +348,7 @@ class MasterSwarm:
 
             paho.write_report(self.spec.mqtt.report_path, merge_reports(self.ledgers.values()))
         if self.spec.stream is not None and self.spec.stream.report_path:
-            from pytest_webperf.streams.accounting import merge_ledgers
+            from pytest_webperf.longlived.accounting import merge_ledgers
 
             paho.write_report(self.spec.stream.report_path, merge_ledgers(self.ledgers.values()))
 

@@ -10,7 +10,7 @@ a fan-out's subscribers are all listening before the first message). At the fina
 the loop stops sending (``webperf_stop_sending``); at Locust's ``test_stopping`` it
 drains what is still owed (until nothing is, or nothing arrived for ``quiet_s``, at most
 ``drain_s``), closes every connection and writes the ledger (or hands it to the master,
-which merges them: ``streams/accounting.py``).
+which merges them: ``longlived/accounting.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gevent.event import Event
 from locust import User, task
 
 from pytest_webperf.fileio import write_text_atomic
-from pytest_webperf.streams.load import StreamLoad
+from pytest_webperf.longlived.load import StreamLoad
 from pytest_webperf.swarm.child.loop_user import LoopUser
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.streamloop import (

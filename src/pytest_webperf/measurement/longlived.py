@@ -10,7 +10,7 @@ HTTP's and MQTT's (placement, the generator-bound rule, a target that dies). Per
 repetition: the server's memory is read before anything connects; the swarm opens every
 connection (the warm-up starts once each has tried), sends, and at its end drains what
 is owed, closes every connection and writes its ledger; the round then accounts every
-message (``streams/accounting.py``) and divides the memory the open connections took.
+message (``longlived/accounting.py``) and divides the memory the open connections took.
 Lost messages are failed messages: they are added to the run's requests and errors
 (``ws_lost``, ``sse_lost``), so ``errors == 0`` and the error-rate limit keep their
 meaning.
@@ -27,6 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_webperf.errors import OptionError, SwarmError
+from pytest_webperf.longlived.accounting import (
+    Tally,
+    per_connection,
+    spread,
+    tally,
+    window_rates,
+)
+from pytest_webperf.longlived.load import SSE, WEBSOCKET, StreamLoad
 from pytest_webperf.measurement.plan import RunPlan
 from pytest_webperf.models.measurement import RunResult
 from pytest_webperf.models.samples import Latency
@@ -35,14 +43,6 @@ from pytest_webperf.models.workload import Workload
 from pytest_webperf.sampling.resources import rss_plateau_mb
 from pytest_webperf.sampling.tree import rss_now_mb
 from pytest_webperf.stats.histogram import Histogram
-from pytest_webperf.streams.accounting import (
-    Tally,
-    per_connection,
-    spread,
-    tally,
-    window_rates,
-)
-from pytest_webperf.streams.load import SSE, WEBSOCKET, StreamLoad
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.targets.base import Target
 
