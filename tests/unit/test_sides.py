@@ -201,3 +201,24 @@ def test_a_base_executable_missing_after_a_restore_says_restored_from_the_build_
     message = str(raised.value)
     assert f"build='true' ran there now (in {fresh.root})" in message
     assert "try the build in a fresh clone of that commit" in message
+
+
+def test_an_environment_the_base_builds_is_its_own_not_the_changes(
+    repo: Path, tree: BaseTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEBPERF_BUILD_CACHE", "off")
+    (repo / ".gitignore").write_text("build/\n.venv/\nnode_modules/\n")
+    install = Build(
+        "mkdir -p node_modules/tool/bin node_modules/.bin && touch node_modules/tool/bin/t.js"
+        " && ln -s ../tool/bin/t.js node_modules/.bin/tool"
+    )
+    subprocess.run(install.argv, cwd=repo, check=True)  # the change's own
+    spec = ProcessSpec(Launch(("node_modules/.bin/tool",), repo), build=install, watch=None)
+    started: list[Launch] = []
+
+    def pretend(launch: Launch, prelude: str) -> Any:
+        started.append(launch)
+
+    start_base(tree, spec, pretend)
+    # mapped after the build: the base's node_modules, not the working tree's
+    assert started[0].argv == ("node_modules/.bin/tool",) and started[0].cwd == tree.root
