@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -108,6 +109,15 @@ def test_the_key_follows_the_toolchain_and_the_programs_the_command_names(
     assert cache_key("t", build, ".", {}) == key
 
 
+def test_a_tree_is_made_once_per_run(tmp_path: Path) -> None:
+    counter = tmp_path / "runs.txt"
+    src = tree(tmp_path / "a")
+    first = make(src.parent, BuildCache(tmp_path / "cache"), counter)
+    again = make(src.parent, BuildCache(tmp_path / "cache"), counter)
+    assert runs(counter) == [str(src)]
+    assert again.log == f"$ {BUILD.describe()}  # in {src}: made earlier in this run\n{first.log}"
+
+
 def test_without_a_cache_every_build_runs(tmp_path: Path) -> None:
     counter = tmp_path / "runs.txt"
     for name in "ab":
@@ -129,9 +139,8 @@ def test_a_build_over_a_tree_that_held_outputs_still_gives_an_empty_tree_a_whole
 ) -> None:
     cache, counter = BuildCache(tmp_path / "cache"), tmp_path / "runs.txt"
     used = tree(tmp_path / "used")
-    make(used.parent, cache, counter, build=VENV_LIKE)  # the outputs of an earlier run
-    for entry in (tmp_path / "cache").glob("*.tar"):
-        entry.unlink()  # (say, made at another commit)
+    # the outputs of an earlier run, at another commit
+    subprocess.run(VENV_LIKE.argv, cwd=used, env={**os.environ, "RUNS": str(counter)}, check=True)
     made = make(used.parent, cache, counter, build=VENV_LIKE)
     assert made.restored is None
     assert "not taken from or kept in the build cache: the tree held src/env/" in made.log

@@ -7,14 +7,16 @@ base tree (a fresh ``git archive``), or a fresh checkout. There, what the build 
 its whole output: restored all or nothing, or, after a build, kept, unless it names the
 tree it was built in (``outputs.pinned``: a virtual environment), which runs nowhere
 else and is built in each tree. A tree that already holds outputs (a working tree after
-an earlier run) is built in place, neither restored into nor kept.
+an earlier run) is built in place, neither restored into nor kept. A tree is made once
+per key in a run: the tests after the first that start the same build there use it as
+it is.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_webperf.targets.build.cache import BuildCache, cache_key
@@ -55,6 +57,10 @@ class Made:
         )
 
 
+# what this process made, by tree and key: the tests of a run build a tree once
+_made: dict[tuple[Path, str], Made] = {}
+
+
 def build_in(
     build: Build,
     *,
@@ -70,6 +76,29 @@ def build_in(
     its output is whole and can move."""
     where = os.path.relpath(cwd, root)
     key = cache_key(content.id, build, where, env)
+    earlier = _made.get((root, key))
+    if earlier is not None:
+        log = f"$ {build.describe()}  # in {cwd}: made earlier in this run\n{earlier.log}"
+        return replace(earlier, log=log)
+    made = _make(
+        build, root=root, cwd=cwd, env=env, content=content, side=side, cache=cache, key=key
+    )
+    _made[(root, key)] = made
+    return made
+
+
+def _make(
+    build: Build,
+    *,
+    root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    content: Content,
+    side: str,
+    cache: BuildCache,
+    key: str,
+) -> Made:
+    """The tree made: ``build_in``'s work, once per tree and key in a run."""
     held = foreign(root, content.paths)
     if held is not None:
         note = (
