@@ -27,24 +27,22 @@ class Refused(tarfile.TarError):
     """A member of an archive that would leave the tree or write into ``.git``."""
 
 
-def unpack(archive: Path, root: Path) -> list[str]:
-    """``archive``'s members put under ``root``, all or none; their names. Raises OSError
-    or ``tarfile.TarError`` with ``root`` left as it was."""
+def unpack(archive: Path, root: Path) -> None:
+    """``archive``'s members put under ``root``, all or none. Raises OSError or
+    ``tarfile.TarError`` with ``root`` left as it was."""
     scratch = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
     try:
         staged, aside = scratch / "new", scratch / "old"
         staged.mkdir()
         aside.mkdir()
         with tarfile.open(archive) as tar:
-            members = tar.getmembers()
-            for member in members:
+            for member in tar.getmembers():
                 _check(member.name)
             if hasattr(tarfile, "tar_filter"):  # 3.10.12+, 3.11.4+: links kept as they are
                 tar.extractall(staged, filter="tar")
             else:  # pragma: no cover - older interpreters extract without a filter
                 tar.extractall(staged)
         place(staged, root, aside)
-        return [member.name for member in members]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
