@@ -71,52 +71,34 @@ def build_in(
     side: str,
     cache: BuildCache,
 ) -> Made:
-    """``build`` made in the tree at ``root`` (whose content is ``content``), in ``cwd``:
-    restored from ``cache`` when this content was built before, else run, and kept when
-    its output is whole and can move."""
-    where = os.path.relpath(cwd, root)
-    key = cache_key(content.id, build, where, env)
+    """``build`` made in the tree at ``root`` (whose content is ``content``), in ``cwd``,
+    once per run: restored from ``cache`` when this content was built before, else run,
+    and kept when its output is whole and can move."""
+    key = cache_key(content.id, build, os.path.relpath(cwd, root), env)
     earlier = _made.get((root, key))
     if earlier is not None:
         log = f"$ {build.describe()}  # in {cwd}: made earlier in this run\n{earlier.log}"
         return replace(earlier, log=log)
-    made = _make(
-        build, root=root, cwd=cwd, env=env, content=content, side=side, cache=cache, key=key
-    )
-    _made[(root, key)] = made
-    return made
-
-
-def _make(
-    build: Build,
-    *,
-    root: Path,
-    cwd: Path,
-    env: Mapping[str, str],
-    content: Content,
-    side: str,
-    cache: BuildCache,
-    key: str,
-) -> Made:
-    """The tree made: ``build_in``'s work, once per tree and key in a run."""
     held = foreign(root, content.paths)
     if held is not None:
         note = (
             f"# not taken from or kept in the build cache: the tree held {held} before the "
             "build (git ignores it), so what the build writes here is not its whole output"
         )
-        return Made(build, cwd, ended(run(build, cwd=cwd, env=env, side=side)) + note + "\n")
-    restored = cache.restore(key, root)
-    if restored is not None:
+        made = Made(build, cwd, ended(run(build, cwd=cwd, env=env, side=side)) + note + "\n")
+    elif (restored := cache.restore(key, root)) is not None:
         log = (
             f"$ {build.describe()}  # in {cwd}: restored from the build cache "
             f"({restored}), built before for this tree's content\n"
         )
-        return Made(build, cwd, log, restored)
-    before = snapshot(root)
-    output = run(build, cwd=cwd, env=env, side=side)
-    kept = keep(cache, key, root, written(before, snapshot(root)))
-    return Made(build, cwd, ended(output) + kept + "\n")
+        made = Made(build, cwd, log, restored)
+    else:
+        before = snapshot(root)
+        output = run(build, cwd=cwd, env=env, side=side)
+        kept = keep(cache, key, root, written(before, snapshot(root)))
+        made = Made(build, cwd, ended(output) + kept + "\n")
+    _made[(root, key)] = made
+    return made
 
 
 def ended(text: str) -> str:
