@@ -129,3 +129,24 @@ def test_a_work_tree_id_is_its_content(repo: Path) -> None:
     assert git(repo, "status", "--porcelain") == "?? new.txt"  # the user's index untouched
     (repo / "new.txt").unlink()
     assert working_tree_id(repo) == tree_id(repo, head)
+
+
+def test_a_trees_content_is_what_git_holds_of_it_not_what_it_ignores(repo: Path) -> None:
+    from pytest_webperf.targets.gitref import commit_content, working_content
+
+    (repo / ".gitignore").write_text(".venv/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore")
+    committed = {".gitignore", "README", "servers/app/server.toml"}
+    head = commit_content(repo, git(repo, "rev-parse", "HEAD"))
+    assert head.paths == committed
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    (repo / ".venv" / "bin" / "python").write_text("")
+    (repo / "new.txt").write_text("x\n")
+    (repo / "README").unlink()
+    work = working_content(repo)
+    assert work.paths == {".gitignore", "servers/app/server.toml", "new.txt"}
+    assert work.id != head.id
+    (repo / "new.txt").unlink()
+    (repo / "README").write_text("base\n")
+    assert working_content(repo) == head  # what it ignores is not its content

@@ -229,11 +229,40 @@ def tree_id(repo: Path, commit: str) -> str:
     return _text(done)
 
 
+@dataclass(frozen=True)
+class Content:
+    """What git holds of a tree: its id (equal for two trees with the same content) and
+    its paths from the repository's top (files, links, and submodules as one path each).
+    Whatever else lies in the tree is not its content: a build's output, or a file git
+    ignores."""
+
+    id: str
+    paths: frozenset[str]
+
+
+def _paths(listing: subprocess.CompletedProcess[bytes]) -> frozenset[str]:
+    return frozenset(p for p in listing.stdout.decode(errors="surrogateescape").split("\0") if p)
+
+
+def commit_content(repo: Path, commit: str) -> Content:
+    """``commit``'s tree: what ``git archive`` of it writes (``extract``)."""
+    listing = _git(repo, "ls-tree", "-r", "-z", "--name-only", commit)
+    if listing.returncode != 0:
+        raise OptionError(f"git ls-tree {commit[:12]} failed: {_error(listing)}")
+    return Content(tree_id(repo, commit), _paths(listing))
+
+
 def working_tree_id(directory: Path) -> str:
     """The id git would give the work tree holding ``directory`` if every change in it
     were committed (tracked edits and untracked files that are not ignored, but the
-    caches ``differs`` never counts): equal for two trees with the same content.
-    Written through a copy of the index, so the user's own index is never touched."""
+    caches ``differs`` never counts): equal for two trees with the same content."""
+    return working_content(directory).id
+
+
+def working_content(directory: Path) -> Content:
+    """The work tree holding ``directory`` as git would commit it (``working_tree_id``),
+    with its paths. Written through a copy of the index, so the user's own index is never
+    touched."""
     repo = toplevel(directory)
     index = Path(_text(_git(repo, "rev-parse", "--path-format=absolute", "--git-path", "index")))
     with tempfile.TemporaryDirectory(prefix="webperf-index-") as scratch:
@@ -242,17 +271,20 @@ def working_tree_id(directory: Path) -> str:
             shutil.copyfile(index, copy)
         environ = {**os.environ, "GIT_INDEX_FILE": str(copy)}
         excluded = [f":(exclude,glob){glob}" for glob in DEFAULT_EXCLUDE_GLOBS]
-        for args in (("add", "-A", "--", ".", *excluded), ("write-tree",)):
-            done = subprocess.run(
-                ["git", "-C", str(repo), *args],
-                capture_output=True,
-                check=False,
-                timeout=300,
-                env=environ,
+        done = []
+        for args in (("add", "-A", "--", ".", *excluded), ("write-tree",), ("ls-files", "-z")):
+            done.append(
+                subprocess.run(
+                    ["git", "-C", str(repo), *args],
+                    capture_output=True,
+                    check=False,
+                    timeout=300,
+                    env=environ,
+                )
             )
-            if done.returncode != 0:
-                raise OptionError(f"git {args[0]} (a copy of the index) failed: {_error(done)}")
-        return _text(done)
+            if done[-1].returncode != 0:
+                raise OptionError(f"git {args[0]} (a copy of the index) failed: {_error(done[-1])}")
+        return Content(_text(done[1]), _paths(done[2]))
 
 
 def map_command(tree: BaseTree, argv: Sequence[str]) -> list[str]:

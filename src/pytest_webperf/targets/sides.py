@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_webperf.errors import TargetError
+from pytest_webperf.targets.build.made import Made
 from pytest_webperf.targets.gitref import BaseTree
 
 # a directory holding one of these is an environment (its files are not the code compared)
@@ -136,10 +137,11 @@ def check_directory(tree: BaseTree, change: Launch, base: Launch, *, side: str) 
     raise NewSinceBase(f"{rel}/ is new since {tree.ref}")
 
 
-def check(tree: BaseTree, change: Launch, base: Launch, *, built: bool, side: str) -> None:
+def check(tree: BaseTree, change: Launch, base: Launch, *, made: Made | None, side: str) -> None:
     """Refuse a base that cannot run what the change runs, or that would run the very
-    same files: a TargetError of one line naming the path and what to do. Raises
-    ``NewSinceBase`` for a file that is new since the base ref."""
+    same files: a TargetError of one line naming the path, how the base tree was made
+    (``made``: built there, restored from the build cache, None: not built) and what to
+    do. Raises ``NewSinceBase`` for a file that is new since the base ref."""
     check_directory(tree, change, base, side=side)
     for (text, path), (_, there) in zip(_paths(change), _paths(base), strict=True):
         if path is None or tree.relative(path) is None or there is not None:
@@ -147,12 +149,16 @@ def check(tree: BaseTree, change: Launch, base: Launch, *, built: bool, side: st
         rel = tree.relative(path)
         if not tree.ignored(path):
             raise NewSinceBase(f"{rel} is new since {tree.ref}")
-        made = "build= ran there and did not make it" if built else "git ignores it"
+        if made is None:
+            raise TargetError(
+                f"{side} has no {rel}, which the command names ({text!r}): it is in the "
+                f"working tree, and git ignores it, so the base tree (a git archive of "
+                f"{tree.ref}) has none. Build it on both sides: webperf.process(..., "
+                "build=[...]) runs in each side's tree before it starts"
+            )
         raise TargetError(
-            f"{side} has no {rel}, which the command names ({text!r}): it is in the "
-            f"working tree, and {made}, so the base tree (a git archive of "
-            f"{tree.ref}) has none. Build it on both sides: webperf.process(..., "
-            "build=[...]) runs in each side's tree before it starts"
+            f"{side} has no {rel}, which the command names ({text!r}): the base tree is "
+            f"a git archive of {tree.ref}, and {made.account()}. To fix: {made.fix()}"
         )
     if base.cwd.resolve() != change.cwd.resolve():
         return
