@@ -11,16 +11,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psutil
 import pytest
 from local_http import LocalServer
 from tests.e2e.hello_server import HELLO_SERVER
+from tests.e2e.remote import WEBPERF, free_port, start_worker, stop
 
 from pytest_webperf.errors import SwarmError
 from pytest_webperf.models.workload import Workload
@@ -30,34 +29,7 @@ from pytest_webperf.swarm.spec import Remote, SwarmSpec
 pytestmark = pytest.mark.e2e
 pytest_plugins = ["pytester"]
 
-WEBPERF = str(Path(sys.executable).with_name("webperf"))
 BODY = b"<p>" + b"z" * 200 + b"</p>"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_worker(address: str, idle_exit: str = "20s") -> subprocess.Popen[str]:
-    """``webperf worker`` in its own session: not a child of any swarm."""
-    return subprocess.Popen(
-        [WEBPERF, "worker", "--master", address, "--idle-exit", idle_exit],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def stop(worker: subprocess.Popen[str]) -> str:
-    if worker.poll() is None:
-        os.killpg(worker.pid, signal.SIGKILL)
-    out, _ = worker.communicate(timeout=30)
-    return out
 
 
 @pytest.fixture
@@ -240,37 +212,43 @@ def test_bound_catalogue_server(webperf):
 
 
 def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
-    pytester: pytest.Pytester, address: str, worker: subprocess.Popen[str]
+    pytester: pytest.Pytester,
 ) -> None:
     """Through pytest's options: the run waits for the remote worker at every
     repetition, the targets (a process, a catalogue server) listen on the bind address
-    (127.0.0.2: loopback, but not the default), and the session's end sends the worker
-    home."""
-    pytester.makepyfile(server=HELLO_SERVER, test_bound=TEST_ON_BIND)
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:locust",
-        "--webperf-concurrency=6",
-        "--webperf-duration=1s",
-        "--webperf-warmup=0.5s",
-        "--webperf-repeat=2",
-        "--webperf-remote-workers=1",
-        f"--webperf-master-bind={address}",
-        "--webperf-remote-wait=30s",
-        "--webperf-target-bind=127.0.0.2",
-        "--webperf-json=out.json",
-    )
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*end of session: 1 remote worker(s) told*"])
-    tests = json.loads((pytester.path / "out.json").read_text())["tests"]
-    assert len(tests) == 2
-    for run in (run for test in tests for run in test["repetitions"]):
-        roles = sorted(p["role"] for p in run["generator_processes"])
-        assert roles == ["master", f"remote1@{os.uname().nodename}", "worker0"]
-        assert sum(s["requests"] for s in run["series"]) == run["requests"]
-    out, _ = worker.communicate(timeout=30)
-    assert worker.returncode == 0
-    assert "the master ended the session after 4 run(s)" in out
+    (127.0.0.2: loopback, but not the default), the master's address too (the worker
+    loads that address only), and the session's end sends the worker home."""
+    address = f"127.0.0.2:{free_port()}"
+    worker = start_worker(address)
+    try:
+        pytester.makepyfile(server=HELLO_SERVER, test_bound=TEST_ON_BIND)
+        result = pytester.runpytest_subprocess(
+            "-p",
+            "no:locust",
+            "--webperf-concurrency=6",
+            "--webperf-duration=1s",
+            "--webperf-warmup=0.5s",
+            "--webperf-repeat=2",
+            "--webperf-remote-workers=1",
+            f"--webperf-master-bind={address}",
+            "--webperf-remote-wait=30s",
+            "--webperf-target-bind=127.0.0.2",
+            "--webperf-json=out.json",
+        )
+        result.assert_outcomes(passed=2)
+        result.stdout.fnmatch_lines(["*end of session: 1 remote worker(s) told*"])
+        tests = json.loads((pytester.path / "out.json").read_text())["tests"]
+        assert len(tests) == 2
+        for run in (run for test in tests for run in test["repetitions"]):
+            roles = sorted(p["role"] for p in run["generator_processes"])
+            assert roles == ["master", f"remote1@{os.uname().nodename}", "worker0"]
+            assert sum(s["requests"] for s in run["series"]) == run["requests"]
+        out, _ = worker.communicate(timeout=30)
+        assert worker.returncode == 0, out
+        assert "the master ended the session after 4 run(s)" in out
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
 
 
 def test_the_worker_container_with_host_networking_joins(address: str) -> None:
