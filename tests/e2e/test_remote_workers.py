@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -251,24 +252,38 @@ def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
             os.killpg(worker.pid, signal.SIGKILL)
 
 
-def test_the_worker_container_with_host_networking_joins(address: str) -> None:
+def test_the_worker_container_with_host_networking_joins(address: str, tmp_path: Path) -> None:
     """``webperf build worker``'s image, run as another machine would (host network),
-    with the native loop it compiled for its own Python (the wheel it installs is pure)."""
+    with the native loop it compiled for its own Python (the wheel it installs is pure),
+    and the run's secret in a file as deploy/kubernetes mounts it (mode 0440, the group
+    of the image's user, nobody)."""
     from pytest_webperf.commands.worker_image import ensure_worker_image
+    from pytest_webperf.swarm.trust.secret import secret_from
     from pytest_webperf.targets.container import MANAGED, OWNER, SESSION, SESSION_ID, _owner
     from pytest_webperf.targets.engine import docker_client
 
+    secret = tmp_path / "secret"
+    secret.write_text("k" * 64 + "\n")
+    if os.geteuid() == 0:
+        os.chown(secret, 0, 65534)  # nogroup, as fsGroup: 65534 makes it in the pod
+        secret.chmod(0o440)
+    else:
+        secret.chmod(0o444)
     tag = ensure_worker_image()
     container = docker_client().containers.run(
         tag,
-        ["--master", address, "--idle-exit", "60s"],
+        ["--master", address, "--idle-exit", "60s", "--secret-file", "/var/run/webperf/secret"],
         network_mode="host",
         detach=True,
+        volumes={str(secret): {"bind": "/var/run/webperf/secret", "mode": "ro"}},
         labels={MANAGED: "1", SESSION: SESSION_ID, OWNER: _owner(), "webperf.part": "worker"},
     )
     try:
         with LocalServer("length", body=BODY) as server:
-            outcome = run_swarm(spec(server.url, address, user="native"))
+            remote = Remote(1, address, wait_s=30, secret=secret_from("k" * 64, "test"))
+            outcome = run_swarm(
+                dataclasses.replace(spec(server.url, address, user="native"), remote=remote)
+            )
         total = outcome.total
         assert total.requests > 0 and total.errors == 0
         assert sum(s.requests for s in outcome.series) == total.requests

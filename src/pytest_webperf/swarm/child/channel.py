@@ -56,7 +56,9 @@ from pytest_webperf.swarm.trust.secret import (
     worker_key,
 )
 
-MAX_MESSAGE = 64 << 20  # bytes: a worker's ledger of 100,000 MQTT clients is far below
+# bytes: a worker's largest message, its ledger at the end, holds a few tens of bytes per
+# connection or MQTT client (its intervals are kilobytes): 100,000 of them is some MB
+MAX_MESSAGE = 64 << 20
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 DOMAIN = b"webperf"
 SAID_AT_MOST = 100  # distinct refusals and drops said per master, then silence
