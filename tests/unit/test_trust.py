@@ -380,8 +380,11 @@ def test_a_master_beyond_loopback_needs_a_secret(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "says"),
     [
-        ({"WEBPERF_SECRET": "short"}, "WEBPERF_SECRET: the secret from WEBPERF_SECRET has 5"),
-        ({"WEBPERF_SECRET_FILE": "/nonexistent"}, "cannot read the secret file '/nonexistent'"),
+        ({"WEBPERF_SECRET": "short"}, "^the secret from WEBPERF_SECRET has 5 characters"),
+        (
+            {"WEBPERF_SECRET_FILE": "/nonexistent"},
+            "^WEBPERF_SECRET_FILE: cannot read the secret file '/nonexistent'",
+        ),
     ],
 )
 def test_a_secret_that_cannot_be_used_is_a_usage_error(env: dict[str, str], says: str) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from pytest_webperf.errors import OptionError
 from pytest_webperf.swarm.runner import child_environment
 from pytest_webperf.swarm.spec import Remote, split_address
-from pytest_webperf.swarm.trust.secret import SECRET_ENV, secret_of
+from pytest_webperf.swarm.trust.secret import secret_of
 
 FAREWELL_S = 10.0  # how long the session's end listens for the workers to say goodbye to
 
@@ -57,9 +57,9 @@ def remote_of(config: Any, environ: Mapping[str, str] = os.environ) -> Remote | 
         return None
     try:
         secret = secret_of(config.secret_file, environ)
-    except ValueError as exc:
-        where = "--webperf-secret-file" if config.secret_file else SECRET_ENV
-        raise OptionError(f"{where}: {exc}") from None
+    except ValueError as exc:  # it names the file, or WEBPERF_SECRET
+        where = config.sources.get("secret_file", "--webperf-secret-file")
+        raise OptionError(f"{where}: {exc}" if config.secret_file else str(exc)) from None
     remote = Remote(
         config.remote_workers,
         config.master_bind,

@@ -117,16 +117,19 @@ def install(secret: Secret | None, *, gate: Gate | None = None, say: Say = print
 
 
 class _Sayer:
-    """Says each distinct line once (at most ``SAID_AT_MOST`` of them)."""
+    """Says each distinct line once (at most ``SAID_AT_MOST`` of them, then that it stops)."""
 
     def __init__(self, say: Say) -> None:
         self.say = say
         self.said: set[Any] = set()
 
     def once(self, key: Any, line: str) -> None:
-        if key not in self.said and len(self.said) < SAID_AT_MOST:
-            self.said.add(key)
-            self.say(line)
+        if key in self.said or len(self.said) > SAID_AT_MOST:
+            return
+        self.said.add(key)
+        if len(self.said) > SAID_AT_MOST:
+            line = f"{SAID_AT_MOST} refusals and drops said: any more are not"
+        self.say(line)
 
 
 class Gatekeeper:

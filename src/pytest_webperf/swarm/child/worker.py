@@ -29,25 +29,9 @@ from pytest_webperf.swarm.child.generator import (
 from pytest_webperf.swarm.child.master import WORKER_READY_S
 from pytest_webperf.swarm.recorder import Recorder
 from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.trust import messages
 from pytest_webperf.swarm.trust.allowance import Allowance
 from pytest_webperf.swarm.trust.gate import Gate
-from pytest_webperf.swarm.trust.messages import (
-    BYE,
-    FAILED,
-    GO,
-    HALT,
-    HALTED,
-    HELLO,
-    INTERVAL,
-    NO_SPEC,
-    OPEN,
-    READY,
-    ROLL,
-    RUN_DONE,
-    SESSION_OVER,
-    SPEC,
-    TARGET_REFUSED,
-)
 from pytest_webperf.swarm.trust.secret import Secret, secret_of
 from pytest_webperf.swarm.userspec import user_failure
 
@@ -68,11 +52,13 @@ def serve(
                 continue
             if spawning.exception is not None:
                 what = f"starting a user of {user_class!r}"
-                runner.send_message(FAILED, {"message": user_failure(what, spawning.exception)})
+                runner.send_message(
+                    messages.FAILED, {"message": user_failure(what, spawning.exception)}
+                )
             elif waits_for_open(runner):
                 while not users_ready(runner):  # the master bounds the wait
                     gevent.sleep(0.02)
-                runner.send_message(OPEN)
+                runner.send_message(messages.OPEN)
             told = spawning
 
     runner.greenlet.spawn(watch_spawning)
@@ -82,7 +68,7 @@ def serve(
             stop_sending(runner)
         interval = recorder.roll()
         runner.send_message(
-            INTERVAL,
+            messages.INTERVAL,
             {
                 "at": time.monotonic(),
                 "seq": msg.data["seq"],
@@ -102,11 +88,13 @@ def serve(
             runner.stop()  # the MQTT user: waits for its acknowledgements, writes its ledger
         runner._send_stats()  # Locust's stats now, not at its next 3 s report: before HALTED
         ledger = getattr(environment, "webperf_ledger", None)
-        runner.send_message(HALTED, {"ledger": ledger.report if ledger is not None else None})
+        runner.send_message(
+            messages.HALTED, {"ledger": ledger.report if ledger is not None else None}
+        )
 
-    runner.register_message(ROLL, on_roll)
-    runner.register_message(HALT, on_halt)
-    runner.register_message(GO, lambda environment, msg: go(runner))
+    runner.register_message(messages.ROLL, on_roll)
+    runner.register_message(messages.HALT, on_halt)
+    runner.register_message(messages.GO, lambda environment, msg: go(runner))
 
 
 def run_worker(spec: SwarmSpec, index: int, master_host: str, master_port: int) -> None:
@@ -117,7 +105,7 @@ def run_worker(spec: SwarmSpec, index: int, master_host: str, master_port: int) 
     channel.install(secret_of(None, os.environ))  # the master's, in this environment
     runner = environment.create_worker_runner(master_host, master_port)
     serve(runner, index, cpus, recorder, spec.user_class)
-    runner.send_message(READY, {"index": index, "pid": os.getpid()})
+    runner.send_message(messages.READY, {"index": index, "pid": os.getpid()})
     runner.greenlet.join()  # until the master says quit
 
 
@@ -154,27 +142,27 @@ def run_remote(
         if refusal is not None:
             print(f"webperf worker: {refusal}", flush=True)
             where = f"the remote worker at {socket.gethostname()}"
-            runner.send_message(FAILED, {"message": f"{where}: {refusal}"})
+            runner.send_message(messages.FAILED, {"message": f"{where}: {refusal}"})
             refused.append(refusal)
             got_spec.set()
             return
         raise_open_files(users_of(spec, index), lambda kind, message: print(message, flush=True))
         recorder = equip(environment, spec, index)
         serve(runner, index, sorted(os.sched_getaffinity(0)), recorder, spec.user_class)
-        runner.send_message(READY, {"index": index, "pid": os.getpid()})
+        runner.send_message(messages.READY, {"index": index, "pid": os.getpid()})
         got_spec.set()
 
     def on_bye(environment: Any, msg: Any) -> None:
-        gate.leave(SESSION_OVER)
+        gate.leave(messages.SESSION_OVER)
 
-    runner.register_message(SPEC, on_spec)
-    runner.register_message(BYE, on_bye)
+    runner.register_message(messages.SPEC, on_spec)
+    runner.register_message(messages.BYE, on_bye)
     hello = {"host": socket.gethostname(), "pid": os.getpid(), "nonce": gate.nonce}
-    runner.send_message(HELLO, hello)
+    runner.send_message(messages.HELLO, hello)
     if not got_spec.wait(timeout=WORKER_READY_S):
-        return NO_SPEC
+        return messages.NO_SPEC
     if refused:
         gevent.sleep(1.0)  # the master hears why before this process goes
-        return TARGET_REFUSED
+        return messages.TARGET_REFUSED
     runner.greenlet.join()  # until the master says quit
-    return RUN_DONE
+    return messages.RUN_DONE
