@@ -249,6 +249,13 @@ def test_a_worker_s_message_of_any_shape_is_checked(kind: str, data: Any) -> Non
     assert refusal(FROM_WORKER, [kind, data, "w2"], "w1") == f"{kind!r} in another worker's name"
 
 
+@given(kind=st.text(min_size=41))
+def test_a_stranger_s_words_are_quoted_short(kind: str) -> None:
+    for sender in ("w1", "w2"):
+        why = refusal(FROM_WORKER, [kind, None, "w1"], sender) or ""
+        assert repr(kind[:40]) in why and kind not in why
+
+
 def _interval() -> dict[str, Any]:
     """What a worker adds to its interval (``swarm/child/worker.py``)."""
     return {"seq": 3, "index": 0, "pid": 9, "host": "h", "cpus": [0], "cpu_s": 1.5, "users": 4}

@@ -205,11 +205,14 @@ def _read(frames: list[Any]) -> tuple[str, str, Message | None]:
         return "", f"{len(frames)} frames, not 2", None
     try:
         sender = frames[0].bytes.decode()
+    except UnicodeDecodeError:
+        return "", "a connection id that is not text", None
+    try:
         decoded = msgpack.loads(
             frames[1].bytes, raw=False, strict_map_key=False, object_hook=protocol.decode
         )
     except Exception:  # whatever bytes do to a decoder
-        return "", "not a MessagePack message", None
+        return sender, "not a MessagePack message", None
     why = refusal(FROM_WORKER, decoded, sender)
     return sender, why or "", None if why else _message(decoded)
 

@@ -158,11 +158,12 @@ def refusal(checks: Mapping[str, Check], message: Any, sender: str | None = None
     kind, data, node = message
     if not isinstance(kind, str) or not isinstance(node, str | None):
         return "not a (type, data, node) message"
+    named = repr(kind[:40])  # a stranger's text: quoted, and short
     if sender is not None and node != sender:
-        return f"{kind!r} in another worker's name"
+        return f"{named} in another worker's name"
     check = checks.get(kind)
     if check is None:
-        return f"unknown message {kind[:40]!r}"
+        return f"unknown message {named}"
     if not check(data):
-        return f"{kind!r} with data of the wrong shape"
+        return f"{named} with data of the wrong shape"
     return None
