@@ -20,7 +20,7 @@ from pytest_webperf.models.samples import Snapshot
 from pytest_webperf.stats.histogram import Histogram
 from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval
 from pytest_webperf.swarm.spec import Remote, SwarmSpec
-from pytest_webperf.swarm.trust.secret import SECRET_ENV
+from pytest_webperf.swarm.trust.secret import environment_with
 
 Event = dict[str, Any]
 
@@ -96,12 +96,8 @@ def snapshot(interval: Interval, t: float, elapsed: float, users: int) -> Snapsh
 
 
 def child_environment(remote: Remote | None) -> dict[str, str]:
-    """A swarm child's environment: the run's secret in it only if the run has one
-    (never on a command line, where ``ps`` shows it)."""
-    env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
-    if remote is not None and remote.secret is not None:
-        env[SECRET_ENV] = remote.secret.value.decode()
-    return env
+    """A swarm child's environment: the run's secret in it only if the run has one."""
+    return environment_with(remote.secret if remote is not None else None)
 
 
 class SwarmProcess:

@@ -17,7 +17,6 @@ this worker may not load is refused (the process says so) and the next one await
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -35,7 +34,7 @@ from pytest_webperf.swarm.trust.messages import (
     SESSION_OVER,
     UNPROVEN,
 )
-from pytest_webperf.swarm.trust.secret import SECRET_ENV, Secret
+from pytest_webperf.swarm.trust.secret import SECRET_ENV, Secret, environment_with
 
 PROBE_S = 0.2  # how often the address is tried while no master listens
 CLOSE_WAIT_S = 5.0  # after a run, how long to wait for that master to stop listening
@@ -121,9 +120,7 @@ def supervise(
             f"secret in {SECRET_ENV} or --secret-file PATH, or --trusted-network if every "
             "host on that network is trusted"
         )
-    env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
-    if secret is not None:
-        env[SECRET_ENV] = secret.value.decode()
+    env = environment_with(secret)
     child: list[subprocess.Popen[bytes]] = []
 
     def on_term(signum: int, frame: FrameType | None) -> None:

@@ -64,7 +64,7 @@ from pytest_webperf.swarm.trust.messages import (
     ROLL,
     SPEC,
 )
-from pytest_webperf.swarm.trust.secret import SECRET_ENV, prove, secret_of
+from pytest_webperf.swarm.trust.secret import environment_with, prove, secret_of
 
 WORKER_READY_S = 60.0  # starting a worker (python + locust import) takes ~1-2 s, more under load
 ROLL_REPLY_S = 5.0  # how long the master waits for the workers' intervals at each tick
@@ -142,9 +142,7 @@ class MasterSwarm:
         if host in ("0.0.0.0", "*", "::"):
             host = "127.0.0.1"
         spec_json = json.dumps(self.spec.to_dict()).encode()
-        env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
-        if self.secret is not None:
-            env[SECRET_ENV] = self.secret.value.decode()
+        env = environment_with(self.secret)
         for index in range(self.spec.local_workers):
             command = [sys.executable, "-m", "pytest_webperf.swarm", "--worker", str(index)]
             command += ["--master-port", str(port), "--master-host", host]

@@ -83,6 +83,15 @@ def secret_of(path: str | Path | None, environ: Mapping[str, str]) -> Secret | N
     return secret_from(text, SECRET_ENV) if text else None
 
 
+def environment_with(secret: Secret | None) -> dict[str, str]:
+    """This process's environment for a child: the secret in ``WEBPERF_SECRET`` if there
+    is one, and none inherited otherwise (never on a command line, where ``ps`` shows it)."""
+    env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
+    if secret is not None:
+        env[SECRET_ENV] = secret.value.decode()
+    return env
+
+
 def _derive(secret: Secret, purpose: bytes) -> bytes:
     return hmac.new(secret.value, b"pytest-webperf " + purpose, hashlib.sha256).digest()
 
