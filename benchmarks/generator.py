@@ -55,6 +55,7 @@ import json
 import os
 import re
 import resource
+import secrets
 import shutil
 import signal
 import socket
@@ -71,6 +72,7 @@ from pytest_webperf.fixture.grpc import grpc_request
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm.runner import run_swarm
 from pytest_webperf.swarm.spec import Remote, SwarmSpec
+from pytest_webperf.swarm.trust.secret import SECRET_ENV, secret_from
 from pytest_webperf.targets import start_target
 from pytest_webperf.targets.catalog import Catalog, default_directories
 
@@ -318,11 +320,15 @@ def remote_worker() -> Iterator[Remote]:
         probe.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{probe.getsockname()[1]}"
     command = [sys.executable, "-m", "pytest_webperf.cli", "worker", "--master", address]
+    secret = secrets.token_hex(32)  # the channel as it runs between machines: secured
     worker = subprocess.Popen(
-        [*command, "--idle-exit", "60s"], stdout=subprocess.DEVNULL, start_new_session=True
+        [*command, "--idle-exit", "60s"],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, SECRET_ENV: secret},
     )
     try:
-        yield Remote(1, address, 60.0)
+        yield Remote(1, address, 60.0, secret=secret_from(secret, "the benchmark"))
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import docker
 
@@ -157,9 +159,20 @@ def cmd_noise(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     """A long-lived generator worker for the master at --master (another machine's swarm)."""
     from pytest_webperf.swarm.supervisor import BadMaster, supervise
+    from pytest_webperf.swarm.trust.secret import secret_of
 
     try:
-        return supervise(args.master, args.idle_exit)
+        try:
+            secret = secret_of(args.secret_file, os.environ)
+        except ValueError as exc:
+            raise BadMaster(str(exc)) from None
+        return supervise(
+            args.master,
+            args.idle_exit,
+            secret=secret,
+            allow=args.allow_target,
+            trusted_network=args.trusted_network,
+        )
     except BadMaster as exc:
         print(f"webperf worker: error: {exc}", file=sys.stderr)
         return 2
@@ -197,6 +210,43 @@ def cmd_history(args: argparse.Namespace) -> int:
     history.write_html(Path(args.output), path, analyses)
     print(f"webperf: history written to {args.output}")
     return 0
+
+
+def _worker_parser(sub: Any) -> None:
+    """``webperf worker``'s arguments."""
+    worker = sub.add_parser(
+        "worker",
+        help="generate load for a run's master elsewhere (--webperf-remote-workers): one "
+        "worker per run, every run of a session, until the master ends it or goes away",
+    )
+    worker.add_argument("--master", required=True, metavar="HOST:PORT", help="its address")
+    worker.add_argument(
+        "--idle-exit",
+        type=parse_positive_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="exit when no master has listened this long (default 300s; exit 2 if none ever)",
+    )
+    worker.add_argument(
+        "--secret-file",
+        metavar="PATH",
+        help="the run's secret (else $WEBPERF_SECRET): the master must prove it holds it, "
+        "and admits this worker by it",
+    )
+    worker.add_argument(
+        "--allow-target",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a target this worker may load besides the master's own address (repeatable; "
+        "e.g. http://10.0.0.9:8080)",
+    )
+    worker.add_argument(
+        "--trusted-network",
+        action="store_true",
+        help="join a master beyond loopback without a secret (every host there is trusted)",
+    )
+    worker.set_defaults(func=cmd_worker)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -269,20 +319,7 @@ def parser() -> argparse.ArgumentParser:
         "--min-pairs", type=parse_positive_int, default=3, help="the gate's --webperf-repeat"
     )
     aa.set_defaults(func=cmd_noise)
-    worker = sub.add_parser(
-        "worker",
-        help="generate load for a run's master elsewhere (--webperf-remote-workers): one "
-        "worker per run, every run of a session, until the master ends it or goes away",
-    )
-    worker.add_argument("--master", required=True, metavar="HOST:PORT", help="its address")
-    worker.add_argument(
-        "--idle-exit",
-        type=parse_positive_duration,
-        default=300.0,
-        metavar="DURATION",
-        help="exit when no master has listened this long (default 300s; exit 2 if none ever)",
-    )
-    worker.set_defaults(func=cmd_worker)
+    _worker_parser(sub)
     bisect = sub.add_parser(
         "bisect",
         usage="webperf bisect [--budget DURATION] GOOD BAD [-- PYTEST ARGS]",

@@ -41,7 +41,9 @@ def free_port() -> int:
     ids=["2-local", "1-local-1-remote-native"],
 )
 def test_forty_paced_qos2_clients_over_two_processes_lose_nothing(remote: bool, user: str) -> None:
-    address = f"127.0.0.1:{free_port()}"
+    # the remote case as across machines: the master and the broker listen on one address
+    # (127.0.0.2, loopback but not the default), the one address the worker loads
+    address = f"127.0.0.2:{free_port()}" if remote else f"127.0.0.1:{free_port()}"
     worker = None
     if remote:
         worker = subprocess.Popen(
@@ -57,8 +59,7 @@ def test_forty_paced_qos2_clients_over_two_processes_lose_nothing(remote: bool, 
         remote=Remote(1, address, 30) if remote else None,
     )
     try:
-        # the remote case as across machines: the broker also listens on the bind address
-        # (127.0.0.2, loopback but not the default), and every process publishes there
+        # every process publishes to the broker's bind address
         with start_target(CATALOG, "mosquitto", bind="127.0.0.2" if remote else None) as target:
             measurement = measure_mqtt(
                 target,

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import psutil
 import pytest
 from local_http import LocalServer
 from tests.e2e.hello_server import HELLO_SERVER
+from tests.e2e.remote import WEBPERF, free_port, start_worker, stop
 
 from pytest_webperf.errors import SwarmError
 from pytest_webperf.models.workload import Workload
@@ -30,34 +30,7 @@ from pytest_webperf.swarm.spec import Remote, SwarmSpec
 pytestmark = pytest.mark.e2e
 pytest_plugins = ["pytester"]
 
-WEBPERF = str(Path(sys.executable).with_name("webperf"))
 BODY = b"<p>" + b"z" * 200 + b"</p>"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_worker(address: str, idle_exit: str = "20s") -> subprocess.Popen[str]:
-    """``webperf worker`` in its own session: not a child of any swarm."""
-    return subprocess.Popen(
-        [WEBPERF, "worker", "--master", address, "--idle-exit", idle_exit],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def stop(worker: subprocess.Popen[str]) -> str:
-    if worker.poll() is None:
-        os.killpg(worker.pid, signal.SIGKILL)
-    out, _ = worker.communicate(timeout=30)
-    return out
 
 
 @pytest.fixture
@@ -240,57 +213,77 @@ def test_bound_catalogue_server(webperf):
 
 
 def test_the_plugin_waits_for_a_remote_worker_and_binds_the_target(
-    pytester: pytest.Pytester, address: str, worker: subprocess.Popen[str]
+    pytester: pytest.Pytester,
 ) -> None:
     """Through pytest's options: the run waits for the remote worker at every
     repetition, the targets (a process, a catalogue server) listen on the bind address
-    (127.0.0.2: loopback, but not the default), and the session's end sends the worker
-    home."""
-    pytester.makepyfile(server=HELLO_SERVER, test_bound=TEST_ON_BIND)
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:locust",
-        "--webperf-concurrency=6",
-        "--webperf-duration=1s",
-        "--webperf-warmup=0.5s",
-        "--webperf-repeat=2",
-        "--webperf-remote-workers=1",
-        f"--webperf-master-bind={address}",
-        "--webperf-remote-wait=30s",
-        "--webperf-target-bind=127.0.0.2",
-        "--webperf-json=out.json",
-    )
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*end of session: 1 remote worker(s) told*"])
-    tests = json.loads((pytester.path / "out.json").read_text())["tests"]
-    assert len(tests) == 2
-    for run in (run for test in tests for run in test["repetitions"]):
-        roles = sorted(p["role"] for p in run["generator_processes"])
-        assert roles == ["master", f"remote1@{os.uname().nodename}", "worker0"]
-        assert sum(s["requests"] for s in run["series"]) == run["requests"]
-    out, _ = worker.communicate(timeout=30)
-    assert worker.returncode == 0
-    assert "the master ended the session after 4 run(s)" in out
+    (127.0.0.2: loopback, but not the default), the master's address too (the worker
+    loads that address only), and the session's end sends the worker home."""
+    address = f"127.0.0.2:{free_port()}"
+    worker = start_worker(address)
+    try:
+        pytester.makepyfile(server=HELLO_SERVER, test_bound=TEST_ON_BIND)
+        result = pytester.runpytest_subprocess(
+            "-p",
+            "no:locust",
+            "--webperf-concurrency=6",
+            "--webperf-duration=1s",
+            "--webperf-warmup=0.5s",
+            "--webperf-repeat=2",
+            "--webperf-remote-workers=1",
+            f"--webperf-master-bind={address}",
+            "--webperf-remote-wait=30s",
+            "--webperf-target-bind=127.0.0.2",
+            "--webperf-json=out.json",
+        )
+        result.assert_outcomes(passed=2)
+        result.stdout.fnmatch_lines(["*end of session: 1 remote worker(s) told*"])
+        tests = json.loads((pytester.path / "out.json").read_text())["tests"]
+        assert len(tests) == 2
+        for run in (run for test in tests for run in test["repetitions"]):
+            roles = sorted(p["role"] for p in run["generator_processes"])
+            assert roles == ["master", f"remote1@{os.uname().nodename}", "worker0"]
+            assert sum(s["requests"] for s in run["series"]) == run["requests"]
+        out, _ = worker.communicate(timeout=30)
+        assert worker.returncode == 0, out
+        assert "the master ended the session after 4 run(s)" in out
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
 
 
-def test_the_worker_container_with_host_networking_joins(address: str) -> None:
+def test_the_worker_container_with_host_networking_joins(address: str, tmp_path: Path) -> None:
     """``webperf build worker``'s image, run as another machine would (host network),
-    with the native loop it compiled for its own Python (the wheel it installs is pure)."""
+    with the native loop it compiled for its own Python (the wheel it installs is pure),
+    and the run's secret in a file as deploy/kubernetes mounts it (mode 0440, the group
+    of the image's user, nobody)."""
     from pytest_webperf.commands.worker_image import ensure_worker_image
+    from pytest_webperf.swarm.trust.secret import secret_from
     from pytest_webperf.targets.container import MANAGED, OWNER, SESSION, SESSION_ID, _owner
     from pytest_webperf.targets.engine import docker_client
 
+    secret = tmp_path / "secret"
+    secret.write_text("k" * 64 + "\n")
+    if os.geteuid() == 0:
+        os.chown(secret, 0, 65534)  # nogroup, as fsGroup: 65534 makes it in the pod
+        secret.chmod(0o440)
+    else:
+        secret.chmod(0o444)
     tag = ensure_worker_image()
     container = docker_client().containers.run(
         tag,
-        ["--master", address, "--idle-exit", "60s"],
+        ["--master", address, "--idle-exit", "60s", "--secret-file", "/var/run/webperf/secret"],
         network_mode="host",
         detach=True,
+        volumes={str(secret): {"bind": "/var/run/webperf/secret", "mode": "ro"}},
         labels={MANAGED: "1", SESSION: SESSION_ID, OWNER: _owner(), "webperf.part": "worker"},
     )
     try:
         with LocalServer("length", body=BODY) as server:
-            outcome = run_swarm(spec(server.url, address, user="native"))
+            remote = Remote(1, address, wait_s=30, secret=secret_from("k" * 64, "test"))
+            outcome = run_swarm(
+                dataclasses.replace(spec(server.url, address, user="native"), remote=remote)
+            )
         total = outcome.total
         assert total.requests > 0 and total.errors == 0
         assert sum(s.requests for s in outcome.series) == total.requests

@@ -60,6 +60,17 @@ CONTRACT: dict[str, tuple[str, str]] = {
         "workers whose users are spawned",
         "master.MasterSwarm, worker.run_remote",
     ),
+    "rpc_sockets": (
+        "runners make their sockets as locust.rpc.zmqrpc.Server(host, port) and "
+        ".Client(host, port, identity), looked up on that module at each connection; "
+        "BaseSocket.__init__(self, sock_type, ipv4_only) makes .socket (zmq.green) in a "
+        "context of its own, ipv4_only(host, port); the master reads recv_from_client() -> "
+        "(client id, Message), the worker recv() -> Message, both close(linger=); "
+        "Message(type, data, node_id); locust.rpc.protocol.decode; locust.exception.RPCError; "
+        "the master's listener calls self.handle_message(client_id, msg), so an instance's "
+        "own wins; runner.client / runner.server are the sockets",
+        "channel.install, channel.MasterSocket, channel.WorkerSocket, master.MasterSwarm",
+    ),
     "stats_entry_fields": (
         "locust_stats.log_interval leaves a StatsEntry as StatsEntry.log and log_error "
         "would, request by request (every field they update, with the same values)",
@@ -263,6 +274,33 @@ def check_remote_join() -> None:
     master.quit()
     with gevent.Timeout(10, AssertionError("the worker did not end on the master's quit")):
         remote.greenlet.join()
+
+
+def check_rpc_sockets() -> None:
+    import gevent
+    from locust.env import Environment
+    from locust.rpc import zmqrpc
+
+    from pytest_webperf.swarm.child import channel
+    from pytest_webperf.swarm.trust.secret import secret_from
+
+    server, client = zmqrpc.Server, zmqrpc.Client
+    channel.install(secret_from("c" * 40, "probe"))
+    try:
+        master = Environment(user_classes=[]).create_master_runner("127.0.0.1", 0)
+        assert isinstance(master.server, channel.MasterSocket), type(master.server)
+        heard: list[str] = []
+        handle = master.handle_message
+        master.handle_message = lambda node, msg: (heard.append(msg.type), handle(node, msg))
+        worker = Environment(user_classes=[]).create_worker_runner("127.0.0.1", master.server.port)
+        assert isinstance(worker.client, channel.WorkerSocket), type(worker.client)
+        _wait_until(lambda: len(master.clients.ready) == 1)
+        assert heard[:1] == ["client_ready"], heard
+        master.quit()
+        with gevent.Timeout(10, AssertionError("the worker did not end on the master's quit")):
+            worker.greenlet.join()
+    finally:
+        zmqrpc.Server, zmqrpc.Client = server, client
 
 
 def check_stats_entry_fields() -> None:

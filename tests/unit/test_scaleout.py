@@ -46,11 +46,12 @@ def test_no_local_worker_needs_remote_ones() -> None:
 
 
 def test_remote_options_resolve_into_the_swarms_remote() -> None:
+    secret = {"WEBPERF_SECRET": "s" * 32}  # beyond loopback, the master needs one
     config = resolve(
-        {"remote_workers": 2, "master_bind": "10.0.0.5:6000", "remote_wait": 5.0}, {}, {}
+        {"remote_workers": 2, "master_bind": "10.0.0.5:6000", "remote_wait": 5.0}, secret, {}
     )
-    assert remote_of(config) == Remote(2, "10.0.0.5:6000", 5.0)
-    assert remote_of(resolve({}, {}, {})) is None  # none by default
+    assert remote_of(config, secret) == Remote(2, "10.0.0.5:6000", 5.0)
+    assert remote_of(resolve({}, {}, {}), {}) is None  # none by default
     assert resolve({}, {}, {}).master_bind == "127.0.0.1:5557"
     env = resolve({}, {"WEBPERF_REMOTE_WORKERS": "3", "WEBPERF_TARGET_BIND": "127.0.0.2"}, {})
     assert (env.remote_workers, env.target_bind) == (3, "127.0.0.2")

@@ -17,7 +17,7 @@ from typing import Any
 from pytest_webperf.errors import OptionError
 from pytest_webperf.gate.grammar import parse_checks as _parse_checks
 from pytest_webperf.models.machine import check_machine_id
-from pytest_webperf.settings.scaleout import parse_address, parse_bind_host
+from pytest_webperf.settings.scaleout import parse_address, parse_bind_host, remote_of
 from pytest_webperf.values import (
     parse_bool,
     parse_concurrency,
@@ -160,6 +160,19 @@ SETTINGS: tuple[Setting, ...] = (
         "with --webperf-remote-workers: how long a run waits for them to join (e.g. 60s)",
     ),
     Setting(
+        "secret_file",
+        Path,
+        "with --webperf-remote-workers: the file holding the secret that the workers must "
+        "hold and the master proves (else $WEBPERF_SECRET); needed beyond loopback",
+    ),
+    Setting(
+        "trusted_network",
+        parse_bool,
+        "with --webperf-remote-workers and no secret: listen beyond loopback all the same "
+        "(any host reaching the port can join the run, and read it)",
+        flag=True,
+    ),
+    Setting(
         "target_bind",
         parse_bind_host,
         "started targets listen on this address instead of loopback, where remote workers "
@@ -297,6 +310,8 @@ class RunConfig:
     remote_workers: int = 0
     master_bind: str = "127.0.0.1:5557"
     remote_wait: float = 60.0
+    secret_file: Path | None = None
+    trusted_network: bool = False
     target_bind: str | None = None
     user: str = "auto"
     spawn_rate: float = 0.0
@@ -385,6 +400,7 @@ def resolve(cli: Mapping[str, Any], env: Mapping[str, str], ini: Mapping[str, An
             )
             sources[setting.name] = setting.ini
     config = RunConfig(**values, sources=sources).at_least_min_repeat().with_a_generator()
+    remote_of(config, env)  # the secret readable, the master's address allowed without one
     if config.against and config.target_url:
         raise OptionError(
             f"{sources['against']} and {sources['target_url']} cannot go together: a server "

@@ -1,5 +1,6 @@
 """Generator workers on other machines, from the pytest side: the options' values,
-the ``Remote`` part of a run's swarm, the end-of-session farewell to the workers.
+the ``Remote`` part of a run's swarm with its secret (and the refusal to listen beyond
+loopback without one), the end-of-session farewell to the workers.
 
 The workers themselves: ``webperf worker`` (``swarm/supervisor.py``) and the
 master that waits for them (``swarm/child/master.py``).
@@ -8,11 +9,16 @@ master that waits for them (``swarm/child/master.py``).
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
+from pytest_webperf.errors import OptionError
+from pytest_webperf.swarm.runner import child_environment
 from pytest_webperf.swarm.spec import Remote, split_address
+from pytest_webperf.swarm.trust.secret import secret_of
 
 FAREWELL_S = 10.0  # how long the session's end listens for the workers to say goodbye to
 
@@ -43,11 +49,28 @@ def parse_bind_host(text: str) -> str:
     return str(address)
 
 
-def remote_of(config: Any) -> Remote | None:
-    """The run's remote workers (a ``RunConfig``), or None without any."""
+def remote_of(config: Any, environ: Mapping[str, str] = os.environ) -> Remote | None:
+    """The run's remote workers (a ``RunConfig``) with the secret they must hold (its
+    file, else ``WEBPERF_SECRET``), or None without any; OptionError if the secret
+    cannot be read or the master may not listen at its address without one."""
     if not config.remote_workers:
         return None
-    return Remote(config.remote_workers, config.master_bind, config.remote_wait)
+    try:
+        secret = secret_of(config.secret_file, environ)
+    except ValueError as exc:  # it names the file, or WEBPERF_SECRET
+        where = config.sources.get("secret_file", "--webperf-secret-file")
+        raise OptionError(f"{where}: {exc}" if config.secret_file else str(exc)) from None
+    remote = Remote(
+        config.remote_workers,
+        config.master_bind,
+        config.remote_wait,
+        config.trusted_network,
+        secret=secret,
+    )
+    unguarded = remote.unguarded(secret)
+    if unguarded is not None:
+        raise OptionError(unguarded)
+    return remote
 
 
 def farewell(remote: Remote, wait_s: float = FAREWELL_S) -> str:
@@ -57,7 +80,12 @@ def farewell(remote: Remote, wait_s: float = FAREWELL_S) -> str:
     command += ["--count", str(remote.workers), "--wait", str(wait_s)]
     try:
         done = subprocess.run(
-            command, check=False, capture_output=True, text=True, timeout=wait_s + 30
+            command,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=wait_s + 30,
+            env=child_environment(remote),
         )
     except subprocess.TimeoutExpired:
         return "the farewell to the remote workers did not end"

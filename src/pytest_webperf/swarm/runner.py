@@ -19,7 +19,8 @@ from pytest_webperf.errors import SwarmError
 from pytest_webperf.models.samples import Snapshot
 from pytest_webperf.stats.histogram import Histogram
 from pytest_webperf.swarm.recorder import CONNECT, TIMEOUT, Interval
-from pytest_webperf.swarm.spec import SwarmSpec
+from pytest_webperf.swarm.spec import Remote, SwarmSpec
+from pytest_webperf.swarm.trust.secret import environment_with
 
 Event = dict[str, Any]
 
@@ -94,6 +95,11 @@ def snapshot(interval: Interval, t: float, elapsed: float, users: int) -> Snapsh
     )
 
 
+def child_environment(remote: Remote | None) -> dict[str, str]:
+    """A swarm child's environment: the run's secret in it only if the run has one."""
+    return environment_with(remote.secret if remote is not None else None)
+
+
 class SwarmProcess:
     """``with SwarmProcess(spec) as swarm: for event in swarm.events(): ...``"""
 
@@ -109,7 +115,7 @@ class SwarmProcess:
 
     def __enter__(self) -> SwarmProcess:
         read_fd, write_fd = os.pipe()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**child_environment(self.spec.remote), "PYTHONUNBUFFERED": "1"}
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "pytest_webperf.swarm", "--events-fd", str(write_fd)],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,8 @@ from pytest_webperf.longlived.load import StreamLoad
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.mqtt.publish import MqttLoad
 from pytest_webperf.swarm.stamp import CpuProbe, probes_of
+from pytest_webperf.swarm.trust.allowance import Endpoint, endpoint_of
+from pytest_webperf.swarm.trust.secret import SECRET_ENV, Secret
 
 
 def split_address(text: str) -> tuple[str, int]:
@@ -21,26 +24,60 @@ def split_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def on_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is this machine's loopback only."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name, or * (every interface)
+        return False
+
+
 @dataclass(frozen=True)
 class Remote:
     """Remote generator workers: the master binds ``bind`` (HOST:PORT) and waits up to
-    ``wait_s`` for ``workers`` of them (``webperf worker --master HOST:PORT``)."""
+    ``wait_s`` for ``workers`` of them (``webperf worker --master HOST:PORT``).
+
+    ``secret`` (never sent anywhere: the swarm child gets it in its environment) is
+    the one the workers must hold; without it the master listens on loopback only,
+    unless ``trusted_network`` says the network is trusted."""
 
     workers: int
     bind: str = "127.0.0.1:5557"
     wait_s: float = 60.0
+    trusted_network: bool = False
+    secret: Secret | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError(f"remote generator workers: at least one, not {self.workers}")
         split_address(self.bind)
 
+    def unguarded(self, secret: Secret | None) -> str | None:
+        """Why the master may not listen at ``bind`` with ``secret`` (one line), or None."""
+        if secret is not None or self.trusted_network or on_loopback(split_address(self.bind)[0]):
+            return None
+        return (
+            f"the swarm's master would listen at {self.bind}, beyond loopback, with no "
+            f"secret, so any host could join the run: set {SECRET_ENV} or "
+            "--webperf-secret-file=PATH (and the same secret for every `webperf worker`: "
+            f"{SECRET_ENV} or --secret-file PATH), or --webperf-trusted-network if every "
+            "host on that network is trusted"
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        return {"workers": self.workers, "bind": self.bind, "wait_s": self.wait_s}
+        return {
+            "workers": self.workers,
+            "bind": self.bind,
+            "wait_s": self.wait_s,
+            "trusted_network": self.trusted_network,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Remote:
-        return cls(int(data["workers"]), str(data["bind"]), float(data["wait_s"]))
+        trusted = bool(data.get("trusted_network", False))
+        return cls(int(data["workers"]), str(data["bind"]), float(data["wait_s"]), trusted)
 
 
 @dataclass(frozen=True)
@@ -101,6 +138,14 @@ class SwarmSpec:
         (0-based over local and remote workers) may use: disjoint ranges of ``users``
         each, so no two processes ever share an id, however Locust splits the users."""
         return range(1 + index * self.users, 1 + (index + 1) * self.users)
+
+    @property
+    def endpoints(self) -> list[Endpoint]:
+        """Every (host, port) its users connect to: the target, an MQTT broker."""
+        endpoints = [endpoint_of(self.host)]
+        if self.mqtt is not None:
+            endpoints.append((self.mqtt.host.lower(), self.mqtt.port))
+        return endpoints
 
     @property
     def effective_spawn_rate(self) -> float:

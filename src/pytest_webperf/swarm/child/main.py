@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master-port", type=int)
     parser.add_argument("--master-host", default="127.0.0.1")
     parser.add_argument("--remote", metavar="HOST:PORT", help="join this master (no spec given)")
+    parser.add_argument("--allow-target", action="append", default=[], metavar="URL")
     parser.add_argument("--farewell", metavar="HOST:PORT", help="tell remote workers it is over")
     parser.add_argument("--count", type=int, default=1)
     parser.add_argument("--wait", type=float, default=10.0)
@@ -220,8 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.remote is not None:
         from pytest_webperf.swarm.child.worker import run_remote
         from pytest_webperf.swarm.spec import split_address
+        from pytest_webperf.swarm.trust.allowance import Allowance
+        from pytest_webperf.swarm.trust.secret import secret_of
 
-        return run_remote(*split_address(args.remote))
+        host, port = split_address(args.remote)
+        allowance = Allowance.of(host, args.allow_target)
+        return run_remote(host, port, allowance, secret_of(None, os.environ))
     spec = SwarmSpec.from_dict(json.loads(sys.stdin.read()))
     signal.alarm(int(spec.deadline_s) + 1)  # bounded no matter what happens below
     if args.worker is not None:

@@ -4,11 +4,14 @@ Messages beside Locust's own (``environment.runner.register_message``):
 
 - a local worker (started here with the spec on its stdin) says ``webperf_ready``
   once its handlers are in place;
-- a remote worker (``webperf worker --master HOST:PORT`` on another machine) says
-  ``webperf_hello``; the master answers ``webperf_spec`` (the spec and its worker
-  index, 0-based over all workers) to the first ``remote.workers`` of them and
-  tells any other to quit; the worker builds its user class from the spec and
-  says ``webperf_ready``;
+- a remote worker (``webperf worker --master HOST:PORT`` on another machine), once
+  the channel admitted it (``swarm/child/channel.py``: with a secret, only workers
+  holding it), says ``webperf_hello`` with its challenge; the master answers
+  ``webperf_spec`` (the spec, its worker index, 0-based over all workers, and the
+  proof that the master holds the secret) to the first ``remote.workers`` of them and
+  tells any other to quit; the worker checks the proof and that it may load the
+  spec's target, builds its user class from the spec and says ``webperf_ready`` (or
+  ``webperf_failed``, saying why it will not);
 - at every tick ``webperf_roll`` to all, ``webperf_interval`` back (the
   interval's exact histograms and the process's CPU seconds); ``webperf_halt``
   / ``webperf_halted`` at the end;
@@ -36,6 +39,7 @@ import sys
 import time
 from typing import Any
 
+from pytest_webperf.swarm.child import channel
 from pytest_webperf.swarm.child.generator import (
     Emit,
     Process,
@@ -46,19 +50,22 @@ from pytest_webperf.swarm.child.generator import (
 )
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.spec import SwarmSpec, split_address
+from pytest_webperf.swarm.trust.gate import spec_payload
+from pytest_webperf.swarm.trust.messages import (
+    BYE,
+    FAILED,
+    GO,
+    HALT,
+    HALTED,
+    HELLO,
+    INTERVAL,
+    OPEN,
+    READY,
+    ROLL,
+    SPEC,
+)
+from pytest_webperf.swarm.trust.secret import environment_with, prove, secret_of
 
-ROLL = "webperf_roll"
-INTERVAL = "webperf_interval"
-HALT = "webperf_halt"
-HALTED = "webperf_halted"
-READY = "webperf_ready"
-HELLO = "webperf_hello"
-SPEC = "webperf_spec"
-BYE = "webperf_bye"  # the session is over: a remote worker's supervisor exits
-FAILED = "webperf_failed"  # a worker's users could not start: its one-line reason
-OPEN = "webperf_open"  # a worker's connections have all tried to open (stream users)
-GO = "webperf_go"  # every worker's have: the publishers start
-SESSION_OVER = 10  # a remote worker process's exit status after BYE
 WORKER_READY_S = 60.0  # starting a worker (python + locust import) takes ~1-2 s, more under load
 ROLL_REPLY_S = 5.0  # how long the master waits for the workers' intervals at each tick
 FINAL_REPLY_S = 15.0  # ... and for the last one, which nothing later can make up for
@@ -80,6 +87,8 @@ class MasterSwarm:
         self.cpus = place(spec.cpus)
         self.environment, _ = environment_for(spec)
         host, port = split_address(spec.remote.bind) if spec.remote else ("127.0.0.1", 0)
+        self.secret = channel.master_secret(spec)
+        channel.install(self.secret, say=self._say)
         try:
             self.runner = self.environment.create_master_runner(host, port)
         except Exception as exc:  # locust.rpc RPCError: the address is taken or not ours
@@ -112,6 +121,16 @@ class MasterSwarm:
         self.rolled = 0
         self.failure: str | None = None  # a worker's users could not start
         self.opened: set[str] = set()  # workers whose connections have all tried to open
+        self.full = False  # the run has its workers: a later one gets no users
+        heard = self.runner.handle_message
+
+        def handle_message(node: str, msg: Any) -> None:
+            if msg.type == "client_ready" and self.full and node not in self.roles:
+                self._dismiss(node)  # else Locust would move users to it mid-run
+                return
+            heard(node, msg)
+
+        self.runner.handle_message = handle_message
 
     @property
     def expected(self) -> int:
@@ -123,15 +142,19 @@ class MasterSwarm:
         if host in ("0.0.0.0", "*", "::"):
             host = "127.0.0.1"
         spec_json = json.dumps(self.spec.to_dict()).encode()
+        env = environment_with(self.secret)
         for index in range(self.spec.local_workers):
             command = [sys.executable, "-m", "pytest_webperf.swarm", "--worker", str(index)]
             command += ["--master-port", str(port), "--master-host", host]
-            worker = subprocess.Popen(command, stdin=subprocess.PIPE)
+            worker = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
             assert worker.stdin is not None
             worker.stdin.write(spec_json)
             worker.stdin.close()
             self.workers.append(worker)
         self._await_workers()
+        self.full = True
+        for node in [n for n in self.runner.clients if n not in self.roles]:
+            self._dismiss(node)  # joined Locust but never became one of ours: no users
         self.runner.start(self.spec.users, spawn_rate=self.spec.effective_spawn_rate)
         self._await_spawned()
         if self.spec.stream is not None:
@@ -152,6 +175,8 @@ class MasterSwarm:
             local, remote = self._joined(False), self._joined(True)
             if local >= spec.local_workers and remote >= spec.remote_workers:
                 return
+            if self.failure is not None:
+                raise RuntimeError(self.failure)
             dead = [w.args for w in self.workers if w.poll() is not None]
             if dead:
                 raise RuntimeError(f"a generator worker exited before it was ready: {dead[0]!r}")
@@ -218,9 +243,19 @@ class MasterSwarm:
             self._dismiss(node)
             return
         number = joined + 1
-        self.invited[node] = f"remote{number}@{msg.data.get('host', '?')}"
+        self.invited[node] = f"remote{number}@{msg.data['host']}"
         index = self.spec.local_workers + number - 1
-        self.runner.send_message(SPEC, {"spec": self.spec.to_dict(), "index": index}, node)
+        spec = json.dumps(self.spec.to_dict())
+        proof = None
+        if self.secret is not None:
+            payload = spec_payload(index, spec)
+            proof = prove(self.secret, "spec", node, msg.data["nonce"], payload=payload)
+        self.runner.send_message(SPEC, {"spec": spec, "index": index, "proof": proof}, node)
+
+    def _say(self, line: str) -> None:
+        """A line from the channel (a worker refused, a message dropped): a note."""
+        print(f"webperf master: {line}", flush=True)
+        self.emit("note", message=line)
 
     def _dismiss(self, node: str) -> None:
         """A worker this run has no place for: out of Locust's clients before it gets users."""
@@ -324,7 +359,7 @@ class MasterSwarm:
 
     def _on_failed(self, environment: Any, msg: Any) -> None:
         if self.failure is None:
-            role = self.roles.get(msg.node_id, "a generator worker")
+            role = self.roles.get(msg.node_id) or self.invited.get(msg.node_id, "a worker")
             self.failure = f"{msg.data['message']} (in {role})"
 
     def _on_halted(self, environment: Any, msg: Any) -> None:
@@ -373,12 +408,16 @@ def farewell(bind: str, count: int, wait_s: float) -> int:
     import gevent
     from locust.env import Environment
 
+    secret = secret_of(None, os.environ)
+    channel.install(secret)
     runner = Environment(user_classes=[]).create_master_runner(*split_address(bind))
     told: set[str] = set()
 
     def on_hello(environment: Any, msg: Any) -> None:
-        runner.send_message(BYE, None, msg.node_id)
-        told.add(msg.node_id)
+        node = msg.node_id
+        proof = prove(secret, "bye", node, msg.data["nonce"]) if secret is not None else None
+        runner.send_message(BYE, {"proof": proof}, node)
+        told.add(node)
 
     runner.register_message(HELLO, on_hello)
     deadline = time.monotonic() + wait_s
