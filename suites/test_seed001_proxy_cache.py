@@ -10,10 +10,11 @@ each repetition sends what lasts at least 5 s on the machine at hand (a short pr
 each server times it; never fewer than the seed's 2,000), or half of
 ``--webperf-duration`` where that is shorter (the repetition then carries the short-count
 note); a repetition's time limit is ``--webperf-duration``, raised to twice what the
-probe says the count takes where the seed's 2,000 outlast it, so that it never cuts it. With the default 5
-repetitions (a fresh proxy each) the studies' line judges the study's "28-40 % better"
-(``holds``, ``reversed`` or ``not separated``) and, when not separated, says how many
-repetitions a gap of 28 % needs here. Re-run it with ``--webperf-concurrency=200``.
+probe says the count takes where the seed's 2,000 outlast it, so that it never cuts it.
+With the default 5 repetitions (a fresh proxy each) the studies' line judges the study's
+"28-40 % better" (``holds``, ``reversed`` or ``not separated``) and, when not
+separated, says how many repetitions a gap of 28 % needs here. Re-run it with
+``--webperf-concurrency=200``.
 """
 
 import pytest
