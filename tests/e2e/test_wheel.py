@@ -77,7 +77,9 @@ def installed_in(base: Path) -> Installed:
 def build_and_install(base: Path) -> None:
     source = base / "source"
     source.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    # not "build": the sources' own package targets/build/ would go with setuptools' dirs
+    # (which are at the root, not among SOURCES)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
     for name in SOURCES:
         path = ROOT / name
         if path.is_dir():
