@@ -1,0 +1,110 @@
+"""How many requests a counted window sends (pure: no I/O): enough that the window's own
+wandering is well under the threshold of the check it feeds, and no more, since every
+request under callgrind costs 20 to 100 times its native time.
+
+The probe before each window counts two halves of ``PROBE_REQUESTS`` each, back to back in
+the same process. Their instructions per request differ by what a window of that size
+catches by chance: a collection, a timer's wake-up, a cache that grows. Such events are
+whole, so their weight per request falls as the window grows; taken as independent per
+request (the cautious reading: it falls as the square root), a window of N requests
+wanders by about ``spread * sqrt(P / N)``. N is the smallest that brings it under
+``SHARE`` of the check's threshold, clamped to ``MIN_REQUESTS..MAX_REQUESTS``.
+
+A deterministic server (C, nginx) has halves that agree to a few instructions, so it gets
+``MIN_REQUESTS``; CPython's halves 0.1-0.5 % apart get a few hundred for a 1 % check.
+What is left between fresh processes (memory layout, a hash seed) does not shrink with N:
+more repetitions see it, not longer windows (``pairs_needed``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pytest_webperf.models.measurement import Measurement
+from pytest_webperf.stats.distributions import t_ppf
+
+PROBE_REQUESTS = 25  # each of the probe's two halves
+MIN_REQUESTS, MAX_REQUESTS = 100, 2000
+SHARE = 0.25  # a window may wander by this share of the check's threshold
+DEFAULT_THRESHOLD = 0.01  # instructions_per_req:1%, when the run gives no counted check
+MIN_LIMIT_S = 60.0  # a window's time limit: at least this, else 20 times the probe's pace
+GIVEN_LIMIT_S = 0.25  # ... or, with N given (no probe), this much per request
+ALPHA, POWER = 0.025, 0.8  # as the gate's "could detect" (gate/outcome.py)
+
+
+def halves_spread(first: float, second: float) -> float:
+    """The relative difference of the probe's halves (instructions per request each)."""
+    middle = (first + second) / 2
+    return abs(first - second) / middle if middle > 0 else 0.0
+
+
+def sized(spread: float, threshold: float = DEFAULT_THRESHOLD, probe: int = PROBE_REQUESTS) -> int:
+    """N for a window whose probe halves of ``probe`` requests were ``spread`` apart
+    (relative), feeding a check of ``threshold`` (relative: 0.01 for 1 %)."""
+    if not threshold > 0:
+        threshold = DEFAULT_THRESHOLD
+    wanted = SHARE * threshold
+    needed = probe * (spread / wanted) ** 2 if spread > 0 else 0.0
+    return max(MIN_REQUESTS, min(MAX_REQUESTS, math.ceil(needed)))
+
+
+def time_limit(pace_s: float, requests: int) -> float:
+    """A window's time limit from the probe's seconds per request."""
+    return max(MIN_LIMIT_S, 20 * pace_s * requests)
+
+
+def given_limit(requests: int) -> float:
+    """A window's time limit when the test gave N (no probe timed the server)."""
+    return max(MIN_LIMIT_S, GIVEN_LIMIT_S * requests)
+
+
+def pairs_needed(detectable: float, pairs: int, threshold: float, *, most: int = 64) -> int | None:
+    """About how many pairs would bring a check that could detect ``detectable`` after
+    ``pairs`` pairs (``pairs - 1`` degrees of freedom) down to its ``threshold`` (both
+    relative), its spread staying what it was: the standard error shrinks as the square
+    root of the pairs and the t quantiles with the degrees of freedom (from 2 pairs to 3,
+    their sum falls from 14.1 to 5.2). None when it is there already, nothing is known,
+    or more than ``most`` would be needed."""
+    if pairs < 2 or not detectable > threshold or not threshold > 0:
+        return None
+
+    def quantiles(n: int) -> float:
+        return t_ppf(1 - ALPHA, n - 1) + t_ppf(POWER, n - 1)
+
+    spread = math.log1p(detectable) / quantiles(pairs) * math.sqrt(pairs)
+    for n in range(pairs + 1, most + 1):
+        if quantiles(n) * spread / math.sqrt(n) <= math.log1p(threshold):
+            return n
+    return None
+
+
+def largest_spread(values: Sequence[tuple[float, float]]) -> float:
+    """The largest ``halves_spread`` over several figures' probe halves."""
+    return max((halves_spread(a, b) for a, b in values), default=0.0)
+
+
+def what_it_would_take(measurement: Measurement, pairs: int, budget_s: float) -> Measurement:
+    """A counted A/B run whose check could not detect its threshold within the budget:
+    its verdict says about how many pairs (and seconds, at this run's pace) would."""
+    verdict = measurement.verdict
+    if verdict is None or pairs < 2:
+        return measurement
+    spent = sum(r.counts.run_s for r in measurement.runs if r.counts is not None)
+    notes = []
+    for check in verdict.checks:
+        detectable, threshold = check.get("detectable"), check.get("threshold")
+        if detectable is None or threshold is None or check.get("outcome") == "fail":
+            continue
+        needed = pairs_needed(detectable, pairs, threshold)
+        if needed is not None:
+            seconds = spent / pairs * needed
+            notes.append(
+                f"{check['metric']}: {pairs} pairs could detect {detectable:.2%}, over its "
+                f"{threshold:.2%}; about {needed} pairs would reach it (about {seconds:.0f} s "
+                f"at this run's pace; --webperf-against-budget={budget_s:g}s allowed {pairs})"
+            )
+    if not notes:
+        return measurement
+    return replace(measurement, verdict=replace(verdict, notes=(*verdict.notes, *notes)))
