@@ -66,9 +66,10 @@ def test_n_is_sized_by_the_probes_spread_against_the_threshold() -> None:
     assert halves_spread(100.0, 100.0) == 0 and halves_spread(99.0, 101.0) == pytest.approx(0.02)
     assert sized(0.0) == MIN_REQUESTS  # a deterministic server: the least
     assert sized(1.0) == MAX_REQUESTS  # wildly apart: the most
-    # halves 1 % apart against 1 %: a window must wander less than a quarter of it
-    assert sized(0.01, 0.01) == round(PROBE_REQUESTS * (0.01 / (SHARE * 0.01)) ** 2) == 400
-    assert sized(0.01, 0.01) > sized(0.01, 0.03) >= MIN_REQUESTS  # a looser check: fewer
+    # halves 2.5 % apart (a collection in one of them) against 1 %: a window must wander
+    # less than a quarter of it, and such an event weighs 1/N
+    assert sized(0.025, 0.01) == round(PROBE_REQUESTS * 0.025 / (SHARE * 0.01)) == 250
+    assert sized(0.025, 0.01) > sized(0.025, 0.03) >= MIN_REQUESTS  # a looser check: fewer
     assert sized(0.005, 0.0) == sized(0.005, 0.01)  # no threshold: 1 %
 
 

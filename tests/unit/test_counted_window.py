@@ -1,7 +1,8 @@
 """The pieces of a counted window: callgrind's command line, the vgdb monitor (its listing
 read, a failure and a hang named with the fix, dumps waited for whole), the system call
-counters' outputs read, the threads' context switches stamped, N sized by the probe, a
-target that cannot be counted refused in one line, and a repetition per instance."""
+counters' outputs read, the threads' context switches stamped, a target that cannot be
+counted refused in one line, and a repetition per instance (N's size:
+test_counted_sizing.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_webperf.errors import TargetError
-from pytest_webperf.measurement.count import MAX_REQUESTS, MIN_REQUESTS, refusal, sized
+from pytest_webperf.measurement.count import refusal
 from pytest_webperf.models.workload import Request
 from pytest_webperf.profiling.valgrind import Callgrind, Monitor
 from pytest_webperf.sampling.syscalls import (
@@ -148,14 +149,6 @@ def test_every_threads_switches_are_stamped() -> None:
     assert switches_between({"1": 5, "2": 9}, {"1": 7, "3": 4}) == 2 + 4  # born, gone
     stamped = stamp([CpuProbe("me", os.getpid())])
     assert stamped["parts"]["me"]["switches"]
-
-
-@pytest.mark.parametrize(
-    ("per_request", "requests"),
-    [(14_312.0, MAX_REQUESTS), (2_724_269.0, 918), (50e6, MIN_REQUESTS), (0.0, MAX_REQUESTS)],
-)
-def test_n_is_sized_by_the_probes_instructions(per_request: float, requests: int) -> None:
-    assert sized(per_request) == requests
 
 
 def test_a_target_that_cannot_be_counted_is_refused_in_one_line(tmp_path: Path) -> None:

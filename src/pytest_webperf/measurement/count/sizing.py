@@ -3,15 +3,17 @@ wandering is well under the threshold of the check it feeds, and no more, since 
 request under callgrind costs 20 to 100 times its native time.
 
 The probe before each window counts two halves of ``PROBE_REQUESTS`` each, back to back in
-the same process. Their instructions per request differ by what a window of that size
-catches by chance: a collection, a timer's wake-up, a cache that grows. Such events are
-whole, so their weight per request falls as the window grows; taken as independent per
-request (the cautious reading: it falls as the square root), a window of N requests
-wanders by about ``spread * sqrt(P / N)``. N is the smallest that brings it under
-``SHARE`` of the check's threshold, clamped to ``MIN_REQUESTS..MAX_REQUESTS``.
+the same process. Their instructions per request differ by what falls in one half and not
+the other: a collection (CPython's every 700 allocations), a table that grows, a timer's
+wake-up. A program that does the same work per request has such events at a steady
+rate, so a window of any size holds its share of them give or take one: their weight per
+request falls as 1/N, and a window of N requests wanders by about ``spread * P / N``.
+N is the smallest that brings that under ``SHARE`` of the check's threshold, clamped to
+``MIN_REQUESTS..MAX_REQUESTS``.
 
 A deterministic server (C, nginx) has halves that agree to a few instructions, so it gets
-``MIN_REQUESTS``; CPython's halves 0.1-0.5 % apart get a few hundred for a 1 % check.
+``MIN_REQUESTS``; a CPython server whose collector runs once in a half 2.5 % apart gets
+250 for a 1 % check.
 What is left between fresh processes (memory layout, a hash seed) does not shrink with N:
 more repetitions see it, not longer windows (``pairs_needed``).
 """
@@ -46,7 +48,7 @@ def sized(spread: float, threshold: float = DEFAULT_THRESHOLD, probe: int = PROB
     if not threshold > 0:
         threshold = DEFAULT_THRESHOLD
     wanted = SHARE * threshold
-    needed = probe * (spread / wanted) ** 2 if spread > 0 else 0.0
+    needed = probe * spread / wanted
     return max(MIN_REQUESTS, min(MAX_REQUESTS, math.ceil(needed)))
 
 

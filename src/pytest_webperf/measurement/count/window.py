@@ -137,7 +137,7 @@ class Repetition:
         monitor = valgrind.Monitor(directory, seen, target.beside, target.name)
         sender = self._sender()
         try:
-            self._check(sender.send(WARMUP_REQUESTS)[0], "warm-up")
+            self._check(sender.send(WARMUP_REQUESTS)[0], "warm-up", WARMUP_REQUESTS)
             self._phase("warm-up")
             pids = monitor.pids()
             monitor.every(pids, "instrumentation on")
@@ -187,7 +187,7 @@ class Repetition:
         began = time.monotonic()
         monitor.every(pids, "zero")
         for _ in range(2):
-            self._check(sender.send(PROBE_REQUESTS)[0], "probe")
+            self._check(sender.send(PROBE_REQUESTS)[0], "probe", PROBE_REQUESTS)
             dumps = monitor.dump(pids)
             halves.append(window_of(valgrind.read_dumps(dumps, self.target.name), PROBE_REQUESTS))
         pace = (time.monotonic() - began) / (2 * PROBE_REQUESTS)
@@ -198,8 +198,15 @@ class Repetition:
             pace,
         )
 
-    def _check(self, interval: Interval, phase: str) -> None:
-        """A phase before the window whose requests failed: the target is not counted."""
+    def _check(self, interval: Interval, phase: str, asked: int) -> None:
+        """A phase before the window whose requests failed or did not all complete: the
+        target is not counted."""
+        if interval.requests < asked:
+            raise TargetError(
+                f"{self.target.name}: {interval.requests:,} of the {asked:,} requests of the "
+                f"{phase} before the counted window completed",
+                self.target.logs(),
+            )
         if interval.errors:
             kinds = ", ".join(f"{k} {n}" for k, n in sorted(interval.error_kinds.items()))
             example = next(iter(interval.error_examples.values()), "")
