@@ -23,7 +23,7 @@ from pytest_webperf.errors import OptionError
 from pytest_webperf.measurement.count.kind import CountedRequests
 from pytest_webperf.measurement.count.window import Probe, Repetition, Sizing
 from pytest_webperf.measurement.loop import Label, TargetDied
-from pytest_webperf.measurement.pairs import PairBudget, Pairs, Settled
+from pytest_webperf.measurement.pairs import PairBudget, Pairs, Settled, look
 from pytest_webperf.measurement.plan import RunPlan
 from pytest_webperf.models.measurement import RunResult
 from pytest_webperf.models.progress import NoProgress, Progress, RepetitionDone
@@ -149,6 +149,7 @@ def run_counted_pairs(
     pins = {"A": (free[0],), "B": (free[1],)} if together else {"A": (), "B": ()}
     pairs = Pairs()
     started = clock()
+    minimum_done: float | None = None  # when the minimum of pairs was done
     next_look = budget.min_pairs
     while True:
         index = len(pairs.order)
@@ -163,20 +164,13 @@ def run_counted_pairs(
             runs.append(replace(results[letter], instance=index))
             _done(progress, label, letter, results[letter], max(next_look, index + 1))
         pairs.order.append("AB")
-        done = len(pairs.order)
-        if done == next_look:
-            pairs.looks += 1
-            if settled(pairs):
-                pairs.stopped = f"every check decided after {done} pairs"
-                return pairs
-            next_look *= 2
-        spent = clock() - started
-        if done >= budget.min_pairs and spent + spent / done > budget.budget_s:
-            if done != next_look // 2:  # pairs since the last look: the end is a look too
-                pairs.looks += 1
-            pairs.stopped = (
-                f"budget of {budget.budget_s:g}s spent after {done} pairs with checks undecided"
-            )
+        now = clock()
+        pairs.seconds = now - started
+        if len(pairs.order) == budget.min_pairs:
+            minimum_done = now
+        beyond = 0.0 if minimum_done is None else now - minimum_done
+        next_look = look(pairs, budget, settled, next_look, now - started, beyond)
+        if pairs.stopped:
             return pairs
 
 
