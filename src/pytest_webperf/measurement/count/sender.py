@@ -14,6 +14,7 @@ counted repetition's result is built as a timed one's is.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from pytest_webperf.errors import OptionError, TargetError
@@ -25,6 +26,8 @@ from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.client import Client
 
 POLL_S = 0.01  # how often a phase's end is looked for
+STEP_S = 0.0005  # ... one request's end, or the target at rest, one request at a time
+SETTLED = 2  # looks in a row that find every thread of the target asleep
 
 
 def unsendable(workload: Workload, concurrency: int) -> str | None:
@@ -59,11 +62,14 @@ class Sender:
         timeout_s: float = 60.0,
         tls_ca: str | None = None,
         tls_resume: bool = False,
+        idle: Callable[[], bool] | None = None,
     ) -> None:
         why = unsendable(workload, concurrency)
         if why is not None:
             raise OptionError(f"{target.name}: count=True: {why}")
         self.target, self.timeout_s = target, timeout_s
+        # at concurrency 1: each request sent only once the target is at rest (``idle``)
+        self.idle = idle if concurrency == 1 else None
         self.entries = workload.entries()
         self.mix = bool(workload.mix)  # each entry an endpoint
         self.order = workload.sequence(max(1, workload.requests)) if workload.ordered else ()
@@ -80,21 +86,32 @@ class Sender:
         else:
             self.client = Client(target, tls_ca)
 
-    def send(self, count: int, limit_s: float | None = None) -> tuple[Interval, float]:
+    def send(
+        self, count: int, limit_s: float | None = None, *, paced: bool = True
+    ) -> tuple[Interval, float]:
         """``count`` requests; what they did (each entry of a mix an endpoint) and how
         long they took. Past ``limit_s`` the rest are not sent (the interval says how many
-        completed)."""
+        completed). ``paced``: each only once the target is at rest (when it can tell)."""
         started = time.monotonic()
         limit = self.timeout_s * count if limit_s is None else limit_s
         if self.loop is not None:
-            total = self._native(count, started + limit)
+            total = self._native(count, started + limit, paced)
         else:
             total = self._python(count, started + limit)
         return total, time.monotonic() - started
 
-    def _native(self, count: int, deadline: float) -> Interval:
+    def _native(self, count: int, deadline: float, paced: bool) -> Interval:
         assert self.loop is not None
         self.loop.take()  # what an earlier phase left is not this one's
+        if paced and self.idle is not None:  # one request at a time, each to a server at rest
+            for _ in range(count):
+                self._settle(deadline)
+                self.loop.open(1)
+                while not self.loop.finished and time.monotonic() < deadline:
+                    time.sleep(STEP_S)
+                if time.monotonic() >= deadline:
+                    break
+            return self._merged(self.loop.take())
         self.loop.open(count)
         while not self.loop.finished and time.monotonic() < deadline:
             time.sleep(POLL_S)
@@ -103,6 +120,15 @@ class Sender:
             while not self.loop.finished and time.monotonic() < deadline + self.timeout_s:
                 time.sleep(POLL_S)
         return self._merged(self.loop.take())
+
+    def _settle(self, deadline: float) -> None:
+        """Wait until the target is at rest (every thread asleep, twice in a row)."""
+        assert self.idle is not None
+        calm = 0
+        while calm < SETTLED and time.monotonic() < deadline:
+            calm = calm + 1 if self.idle() else 0
+            if calm < SETTLED:
+                time.sleep(STEP_S)
 
     def _python(self, count: int, deadline: float) -> Interval:
         assert self.client is not None

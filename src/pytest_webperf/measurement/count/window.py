@@ -21,6 +21,7 @@ Every phase's wall time is kept (``Counts.phases``): where a counted test's time
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -178,7 +179,14 @@ class Repetition:
         return requests, interval, seconds, cpu_s
 
     def _sender(self) -> Sender:
+        """What sends this repetition's requests: at concurrency 1, each request only once
+        the target is at rest (``at_rest``): an event loop that found the next request
+        already there before it slept takes another path than one woken by it, and the
+        share of each moved with the machine's load (the catalogue's asyncio server: its
+        windows 0.8 % apart back to back, 0.4 % paced; its system calls 7.46 to 7.68 a
+        request back to back, 8.00 in every window paced)."""
         settings = self.settings
+        pids = [pid for root in self.target.parts().values() for pid in _tree(root)]
         return Sender(
             self.target,
             settings.workload,
@@ -186,6 +194,7 @@ class Repetition:
             timeout_s=settings.timeout_s,
             tls_ca=settings.tls_ca,
             tls_resume=settings.tls_resume,
+            idle=lambda: at_rest(pids),
         )
 
     def _probe(self, monitor: valgrind.Monitor, pids: list[int], sender: Sender) -> Probe:
@@ -319,6 +328,26 @@ class _Native:
     syscalls: int | None
     tool: str | None
     why: str
+
+
+def at_rest(pids: list[int]) -> bool:
+    """Whether every thread of ``pids`` is asleep (``S`` in ``/proc/PID/task/TID/stat``):
+    under Valgrind, blocked in a system call or waiting for the thread that runs. A
+    process that is gone is at rest."""
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as file:
+                    state = file.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state != b"S":
+                return False
+    return True
 
 
 def _tree(root: int) -> list[int]:
