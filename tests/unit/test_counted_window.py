@@ -18,6 +18,7 @@ import pytest
 
 from pytest_webperf.errors import TargetError
 from pytest_webperf.measurement.count import refusal
+from pytest_webperf.measurement.count.window import at_rest
 from pytest_webperf.models.workload import Request
 from pytest_webperf.profiling.valgrind import Callgrind, Monitor
 from pytest_webperf.sampling.syscalls import (
@@ -214,3 +215,17 @@ def test_a_kept_alive_connection_the_server_closed_is_opened_again() -> None:
     finally:
         listener.close()
     assert len(answered) == 3
+
+
+def test_a_target_is_at_rest_when_every_thread_sleeps() -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while not at_rest([sleeper.pid]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert at_rest([sleeper.pid])  # asleep in a system call
+        assert not at_rest([os.getpid()])  # this thread runs while it reads
+        assert at_rest([2**22 + 7])  # gone: nothing to wait for
+    finally:
+        sleeper.kill()
+        sleeper.wait()
