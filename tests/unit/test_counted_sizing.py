@@ -1,6 +1,6 @@
 """A counted mix's fixed order and a counted window's size: the order gives every entry
 its share within one request in every prefix, the same on every call; N grows with the
-probe's own spread against the check's threshold; the pairs a too-noisy check would need."""
+probe's own spread against the check's threshold."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pytest_webperf.measurement.count.sizing import (
     PROBE_REQUESTS,
     SHARE,
     halves_spread,
-    pairs_needed,
     sized,
 )
 from pytest_webperf.models.workload import InOrder, Request, Workload, interleaved
@@ -80,12 +79,3 @@ def test_n_stays_within_its_bounds_and_grows_with_the_spread(
     n = sized(spread, threshold)
     assert MIN_REQUESTS <= n <= MAX_REQUESTS
     assert sized(spread * 2, threshold) >= n
-
-
-def test_the_pairs_a_too_noisy_check_would_need() -> None:
-    # the issue's A/A: 2 pairs could detect 1.68 % against a 1 % check
-    needed = pairs_needed(0.0168, 2, 0.01)
-    assert needed == 3  # the t quantiles of one degree of freedom were most of it
-    assert pairs_needed(0.005, 2, 0.01) is None  # there already
-    assert pairs_needed(0.5, 2, 0.01) is None  # more than is worth saying
-    assert pairs_needed(0.0168, 1, 0.01) is None  # one pair: nothing is known

@@ -163,7 +163,7 @@ def run_pairs(
         if len(pairs.order) == budget.min_pairs:
             minimum_done = now
         beyond = 0.0 if minimum_done is None else now - minimum_done
-        next_look = look(pairs, budget, settled, next_look, now - started, beyond)
+        next_look = look(pairs, budget, settled, next_look, spent=now - started, beyond=beyond)
         if pairs.stopped:
             pairs.profile = profile_of(pairs, profiler)
             return pairs
@@ -174,6 +174,7 @@ def look(
     budget: PairBudget,
     settled: Settled,
     next_look: int,
+    *,
     spent: float,
     beyond: float,
 ) -> int:

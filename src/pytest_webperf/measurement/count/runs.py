@@ -169,7 +169,7 @@ def run_counted_pairs(
         if len(pairs.order) == budget.min_pairs:
             minimum_done = now
         beyond = 0.0 if minimum_done is None else now - minimum_done
-        next_look = look(pairs, budget, settled, next_look, now - started, beyond)
+        next_look = look(pairs, budget, settled, next_look, spent=now - started, beyond=beyond)
         if pairs.stopped:
             return pairs
 

@@ -15,17 +15,14 @@ A deterministic server (C, nginx) has halves that agree to a few instructions, s
 ``MIN_REQUESTS``; a CPython server whose collector runs once in a half 2.5 % apart gets
 250 for a 1 % check.
 What is left between fresh processes (memory layout, a hash seed) does not shrink with N:
-more repetitions see it, not longer windows (``pairs_needed``).
+more repetitions see it, not longer windows (an undecided check says how many would:
+``gate/undecided.py``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
-
-from pytest_webperf.models.measurement import Measurement
-from pytest_webperf.stats.distributions import t_ppf
 
 PROBE_REQUESTS = 25  # each of the probe's two halves
 MIN_REQUESTS, MAX_REQUESTS = 100, 2000
@@ -33,7 +30,6 @@ SHARE = 0.25  # a window may wander by this share of the check's threshold
 DEFAULT_THRESHOLD = 0.01  # instructions_per_req:1%, when the run gives no counted check
 MIN_LIMIT_S = 60.0  # a window's time limit: at least this, else 20 times the probe's pace
 GIVEN_LIMIT_S = 0.25  # ... or, with N given (no probe), this much per request
-ALPHA, POWER = 0.025, 0.8  # as the gate's "could detect" (gate/outcome.py)
 
 
 def halves_spread(first: float, second: float) -> float:
@@ -62,51 +58,6 @@ def given_limit(requests: int) -> float:
     return max(MIN_LIMIT_S, GIVEN_LIMIT_S * requests)
 
 
-def pairs_needed(detectable: float, pairs: int, threshold: float, *, most: int = 64) -> int | None:
-    """About how many pairs would bring a check that could detect ``detectable`` after
-    ``pairs`` pairs (``pairs - 1`` degrees of freedom) down to its ``threshold`` (both
-    relative), its spread staying what it was: the standard error shrinks as the square
-    root of the pairs and the t quantiles with the degrees of freedom (from 2 pairs to 3,
-    their sum falls from 14.1 to 5.2). None when it is there already, nothing is known,
-    or more than ``most`` would be needed."""
-    if pairs < 2 or not detectable > threshold or not threshold > 0:
-        return None
-
-    def quantiles(n: int) -> float:
-        return t_ppf(1 - ALPHA, n - 1) + t_ppf(POWER, n - 1)
-
-    spread = math.log1p(detectable) / quantiles(pairs) * math.sqrt(pairs)
-    for n in range(pairs + 1, most + 1):
-        if quantiles(n) * spread / math.sqrt(n) <= math.log1p(threshold):
-            return n
-    return None
-
-
 def largest_spread(values: Sequence[tuple[float, float]]) -> float:
     """The largest ``halves_spread`` over several figures' probe halves."""
     return max((halves_spread(a, b) for a, b in values), default=0.0)
-
-
-def what_it_would_take(measurement: Measurement, pairs: int, budget_s: float) -> Measurement:
-    """A counted A/B run whose check could not detect its threshold within the budget:
-    its verdict says about how many pairs (and seconds, at this run's pace) would."""
-    verdict = measurement.verdict
-    if verdict is None or pairs < 2:
-        return measurement
-    spent = sum(r.counts.run_s for r in measurement.runs if r.counts is not None)
-    notes = []
-    for check in verdict.checks:
-        detectable, threshold = check.get("detectable"), check.get("threshold")
-        if detectable is None or threshold is None or check.get("outcome") == "fail":
-            continue
-        needed = pairs_needed(detectable, pairs, threshold)
-        if needed is not None:
-            seconds = spent / pairs * needed
-            notes.append(
-                f"{check['metric']}: {pairs} pairs could detect {detectable:.2%}, over its "
-                f"{threshold:.2%}; about {needed} pairs would reach it (about {seconds:.0f} s "
-                f"at this run's pace; --webperf-against-budget={budget_s:g}s allowed {pairs})"
-            )
-    if not notes:
-        return measurement
-    return replace(measurement, verdict=replace(verdict, notes=(*verdict.notes, *notes)))
