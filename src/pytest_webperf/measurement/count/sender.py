@@ -28,6 +28,7 @@ from pytest_webperf.targets.client import Client
 POLL_S = 0.01  # how often a phase's end is looked for
 STEP_S = 0.0005  # ... one request's end, or the target at rest, one request at a time
 SETTLED = 2  # looks in a row that find every thread of the target asleep
+REST_WAIT_S = 2.0  # a target not at rest within this never is (a thread that polls)
 
 
 def unsendable(workload: Workload, concurrency: int) -> str | None:
@@ -70,6 +71,7 @@ class Sender:
         self.target, self.timeout_s = target, timeout_s
         # at concurrency 1: each request sent only once the target is at rest (``idle``)
         self.idle = idle if concurrency == 1 else None
+        self.restless = False  # the target was not at rest in time once: no more waiting
         self.entries = workload.entries()
         self.mix = bool(workload.mix)  # each entry an endpoint
         self.order = workload.sequence(max(1, workload.requests)) if workload.ordered else ()
@@ -103,9 +105,13 @@ class Sender:
     def _native(self, count: int, deadline: float, paced: bool) -> Interval:
         assert self.loop is not None
         self.loop.take()  # what an earlier phase left is not this one's
-        if paced and self.idle is not None:  # one request at a time, each to a server at rest
-            for _ in range(count):
-                self._settle(deadline)
+        if paced and self.idle is not None and not self.restless:  # each to a server at rest
+            for sent in range(count):
+                if not self._settle(deadline):  # the rest back to back
+                    self.loop.open(count - sent)
+                    while not self.loop.finished and time.monotonic() < deadline:
+                        time.sleep(POLL_S)
+                    break
                 self.loop.open(1)
                 while not self.loop.finished and time.monotonic() < deadline:
                     time.sleep(STEP_S)
@@ -121,14 +127,21 @@ class Sender:
                 time.sleep(POLL_S)
         return self._merged(self.loop.take())
 
-    def _settle(self, deadline: float) -> None:
-        """Wait until the target is at rest (every thread asleep, twice in a row)."""
+    def _settle(self, deadline: float) -> bool:
+        """Wait until the target is at rest (every thread asleep, twice in a row); a
+        target that is not within ``REST_WAIT_S`` never is (a thread of its own that
+        polls): the rest of its requests go back to back, and ``restless`` says so.
+        Whether it came to rest."""
         assert self.idle is not None
-        calm = 0
-        while calm < SETTLED and time.monotonic() < deadline:
+        calm, gives_up = 0, min(deadline, time.monotonic() + REST_WAIT_S)
+        while calm < SETTLED:
+            if time.monotonic() >= gives_up:
+                self.restless = True
+                return False
             calm = calm + 1 if self.idle() else 0
             if calm < SETTLED:
                 time.sleep(STEP_S)
+        return True
 
     def _python(self, count: int, deadline: float) -> Interval:
         assert self.client is not None

@@ -95,6 +95,7 @@ class Repetition:
     phases: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     window: Window | None = None
+    restless: bool = False  # a sender found the target never at rest
     _last: float = 0.0
 
     def _phase(self, name: str) -> None:
@@ -151,7 +152,7 @@ class Repetition:
             # a stdlib CPython server's windows read +1.4 % or +2.8 % in 6 of 8 (whole
             # events of 38,000 instructions a request), on new ones 5 of 5 agreed within
             # 0.02 %; the accept is counted in the window, alike on both sides
-            sender.close()
+            self._done_with(sender)
             monitor.every(pids, "zero")
             sender = self._sender()
             with RunMonitor.for_target(target) as cpu:
@@ -171,7 +172,7 @@ class Repetition:
             dumps = monitor.dump(pids)
             self._phase("dump")
         finally:
-            sender.close()
+            self._done_with(sender)
         self.window = window_of(
             valgrind.read_dumps(dumps, target.name), interval.requests, callers=tool.callers
         )
@@ -196,6 +197,10 @@ class Repetition:
             tls_resume=settings.tls_resume,
             idle=lambda: at_rest(pids),
         )
+
+    def _done_with(self, sender: Sender) -> None:
+        self.restless = self.restless or sender.restless
+        sender.close()
 
     def _probe(self, monitor: valgrind.Monitor, pids: list[int], sender: Sender) -> Probe:
         """Two halves of ``PROBE_REQUESTS``, each zeroed and dumped."""
@@ -249,7 +254,7 @@ class Repetition:
                 interval, seconds = sender.send(count)
                 monitor.mark_end(stamp(monitor.cpu_probes()))
         finally:
-            sender.close()
+            self._done_with(sender)
         result = replace(
             run_result(SwarmOutcome(seconds, interval), self.index, self.plan, monitor),
             requests_asked=count,
@@ -288,6 +293,11 @@ class Repetition:
             )
         if result.requests < asked:
             extra.append(f"the counted window completed {result.requests:,} of {asked:,}")
+        if self.restless:
+            extra.append(
+                "not paced: a thread of the target never slept (it polls), so requests went "
+                "back to back and an event loop's path per request moved with timing"
+            )
         nat_result = native.result if native is not None else None
         return Counts(
             requests=result.requests,
