@@ -28,7 +28,10 @@ from pytest_webperf.targets.client import Client
 POLL_S = 0.01  # how often a phase's end is looked for
 STEP_S = 0.0005  # ... one request's end, or the target at rest, one request at a time
 SETTLED = 2  # looks in a row that find every thread of the target asleep
-REST_WAIT_S = 2.0  # a target not at rest within this never is (a thread that polls)
+# a target that used this much CPU without coming to rest never does (a thread that
+# polls); a thread only waiting for a core (a loaded machine) uses none, and is waited for
+REST_CPU_S = 1.0
+REST_WAIT_S = 120.0  # ... and however loaded the machine, no request waits longer
 
 
 def unsendable(workload: Workload, concurrency: int) -> str | None:
@@ -63,7 +66,7 @@ class Sender:
         timeout_s: float = 60.0,
         tls_ca: str | None = None,
         tls_resume: bool = False,
-        idle: Callable[[], bool] | None = None,
+        idle: Callable[[], tuple[bool, float]] | None = None,
     ) -> None:
         why = unsendable(workload, concurrency)
         if why is not None:
@@ -128,17 +131,20 @@ class Sender:
         return self._merged(self.loop.take())
 
     def _settle(self, deadline: float) -> bool:
-        """Wait until the target is at rest (every thread asleep, twice in a row); a
-        target that is not within ``REST_WAIT_S`` never is (a thread of its own that
-        polls): the rest of its requests go back to back, and ``restless`` says so.
+        """Wait until the target is at rest (every thread asleep, twice in a row). One
+        that uses ``REST_CPU_S`` of CPU without resting never will (a thread of its own
+        that polls): the rest of its requests go back to back, and ``restless`` says so.
         Whether it came to rest."""
         assert self.idle is not None
-        calm, gives_up = 0, min(deadline, time.monotonic() + REST_WAIT_S)
+        calm, began = 0, None
+        gives_up = min(deadline, time.monotonic() + REST_WAIT_S)
         while calm < SETTLED:
-            if time.monotonic() >= gives_up:
+            rest, cpu_s = self.idle()
+            began = cpu_s if began is None else began
+            if cpu_s - began > REST_CPU_S or time.monotonic() >= gives_up:
                 self.restless = True
                 return False
-            calm = calm + 1 if self.idle() else 0
+            calm = calm + 1 if rest else 0
             if calm < SETTLED:
                 time.sleep(STEP_S)
         return True

@@ -53,6 +53,7 @@ SLOWDOWN = 10.0  # a target under callgrind gets this many times its health chec
 # the native window's requests at least: a runtime's timer wake-ups (CPython's server polls
 # every 0.5 s) are a system call or two per window, so per request they shrink with N
 NATIVE_MIN = 1000
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -340,10 +341,11 @@ class _Native:
     why: str
 
 
-def at_rest(pids: list[int]) -> bool:
-    """Whether every thread of ``pids`` is asleep (``S`` in ``/proc/PID/task/TID/stat``):
-    under Valgrind, blocked in a system call or waiting for the thread that runs. A
-    process that is gone is at rest."""
+def at_rest(pids: list[int]) -> tuple[bool, float]:
+    """Whether every thread of ``pids`` is asleep (``S`` in ``/proc/PID/task/TID/stat``:
+    under Valgrind, blocked in a system call or waiting for the thread that runs), and
+    the CPU seconds they have used. A process that is gone is at rest."""
+    rest, ticks = True, 0
     for pid in pids:
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
@@ -352,12 +354,14 @@ def at_rest(pids: list[int]) -> bool:
         for tid in tasks:
             try:
                 with open(f"/proc/{pid}/task/{tid}/stat", "rb") as file:
-                    state = file.read().rsplit(b")", 1)[1].split()[0]
-            except (OSError, IndexError):
+                    fields = file.read().rsplit(b")", 1)[1].split()
+            except OSError:
                 continue
-            if state != b"S":
-                return False
-    return True
+            if len(fields) < 13:
+                continue
+            rest = rest and fields[0] == b"S"
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return rest, ticks / CLOCK_TICKS
 
 
 def _tree(root: int) -> list[int]:
