@@ -146,7 +146,6 @@ def run_counted_pairs(
     progress, label = progress or NoProgress(), label or Label()
     free = cores()
     together = len(free) >= 2
-    pins = {"A": (free[0],), "B": (free[1],)} if together else {"A": (), "B": ()}
     pairs = Pairs()
     started = clock()
     minimum_done: float | None = None  # when the minimum of pairs was done
@@ -154,6 +153,10 @@ def run_counted_pairs(
     while True:
         index = len(pairs.order)
         sizer = _Sizer(kind, 2 if together else 1)
+        # each side on a core of its own, the cores swapped from pair to pair (as timed
+        # pairs alternate A B, B A): whatever one core does to a side, both sides get
+        first, second = ((free[0],), (free[1],)) if together else ((), ())
+        pins = {"A": first, "B": second} if index % 2 == 0 else {"A": second, "B": first}
         reps = {
             letter: _repetition(side, kind, plan, index + 1, pins[letter])
             for letter, side in sides.items()
@@ -163,7 +166,7 @@ def run_counted_pairs(
             runs = pairs.base if letter == "A" else pairs.change
             runs.append(replace(results[letter], instance=index))
             _done(progress, label, letter, results[letter], max(next_look, index + 1))
-        pairs.order.append("AB")
+        pairs.order.append("AB")  # at once, not in turn
         now = clock()
         pairs.seconds = now - started
         if len(pairs.order) == budget.min_pairs:
