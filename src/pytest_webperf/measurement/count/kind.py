@@ -80,6 +80,7 @@ class CountedRequests:
     fresh: bool = True  # each repetition starts its own instances
     threshold: float = sizing.DEFAULT_THRESHOLD  # the counted checks' smallest, relative
     native: bool = True  # a native window: a check reads system calls or switches
+    paced: bool = True  # each request once the target is at rest; False once one never was
     # each side's windows (by the side target's id): the differential profile's input
     windows: dict[int, list[Window]] = field(default_factory=dict)
     requests: int = 0  # N, once known
@@ -119,6 +120,7 @@ class CountedRequests:
             tls_ca=self.tls_ca,
             tls_resume=self.tls_resume,
             native=self.native,
+            paced=self.paced,
         )
 
     def size(self, probes: Sequence[Probe]) -> tuple[int, float]:

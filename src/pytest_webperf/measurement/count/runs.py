@@ -82,6 +82,8 @@ def _run(repetition: Repetition, kind: CountedRequests, sizer: Sizing) -> RunRes
         raise
     if repetition.window is not None:
         kind.keep(target, repetition.window)
+    if repetition.restless:  # both sides of every later pair alike: back to back
+        kind.paced = False
     notes = kind.notes(target, pinning, tool)
     assert result.counts is not None
     counts = replace(result.counts, notes=tuple(dict.fromkeys((*notes, *result.counts.notes))))
