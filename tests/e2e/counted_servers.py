@@ -11,9 +11,15 @@ knob is a change to a file of the repository, as a user's would be.
 ``python_server(work_file)``: the stdlib's threaded ``http.server`` whose ``GET /work``
 runs a pure-Python hash loop, as many rounds as ``work_file`` says, and whose accept loop
 sleeps until a connection comes (no timer: its counts are the requests' alone).
+
+``entries`` and ``check``: what the counted tests read of a JSON report.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 C_SERVER = r"""
 #define _GNU_SOURCE
@@ -163,3 +169,14 @@ class Handler(BaseHTTPRequestHandler):
 # it brings forward runs in some windows and not others (+1.4 % in 1 of 4 windows)
 ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever(3600)
 """
+
+
+def entries(path: Path) -> dict[str, dict[str, Any]]:
+    """A JSON report's tests by the test function's name."""
+    tests = json.loads(path.read_text())["tests"]
+    return {t["nodeid"].split("::")[-1].split("[")[0]: t for t in tests}
+
+
+def check(entry: dict[str, Any], metric: str) -> dict[str, Any]:
+    """A test's check of ``metric``, as its verdict holds it."""
+    return next(c for c in entry["verdict"]["checks"] if c["metric"] == metric)

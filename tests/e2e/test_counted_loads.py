@@ -5,14 +5,12 @@ from the argument, the marker and the option, never measured timed in silence.""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from tests.e2e import h2_server
-from tests.e2e.counted_servers import C_SERVER
+from tests.e2e.counted_servers import C_SERVER, check, entries
 from tests.e2e.gitrepo import commit_base, git
 from tests.e2e.hello_server import HELLO_SERVER
 from tests.e2e.options import SHORT
@@ -24,8 +22,6 @@ pytestmark = pytest.mark.skipif(valgrind.problem() is not None, reason=str(valgr
 
 MIX_TESTS = """
 import pytest
-
-MIX = None
 
 
 def mix(webperf):
@@ -51,15 +47,6 @@ def test_same(webperf):
 def test_work(webperf):
     webperf.http(c_server(webperf, "work"), mix=mix(webperf), count=True, requests=100)
 """
-
-
-def entries(path: Path) -> dict[str, dict[str, Any]]:
-    tests = json.loads(path.read_text())["tests"]
-    return {t["nodeid"].split("::")[-1].split("[")[0]: t for t in tests}
-
-
-def check(entry: dict[str, Any], metric: str) -> dict[str, Any]:
-    return next(c for c in entry["verdict"]["checks"] if c["metric"] == metric)
 
 
 def test_a_mix_is_counted_in_the_same_order_on_both_sides(
