@@ -113,6 +113,7 @@ def run_counted(
     *,
     progress: Progress | None = None,
     label: Label | None = None,
+    **_: object,  # what the loop's runs take beside (sampling, restarts): none here
 ) -> list[RunResult]:
     """Every repetition of one side, in turn, each on fresh instances."""
     kind.check(target)
@@ -139,6 +140,7 @@ def run_counted_pairs(
     progress: Progress | None = None,
     label: Label | None = None,
     clock: Callable[[], float] = time.monotonic,
+    **_: object,  # what the timed pairs take beside (sampling): none here
 ) -> Pairs:
     """Pairs of both sides counted at once, until every check is decided or the budget is
     spent (at least ``budget.min_pairs``), looking at N, 2N, 4N... pairs."""
