@@ -216,8 +216,8 @@ def test_the_exclusive_changes_add_up_to_the_totals_change(
     assert math.fsum(every.values()) == pytest.approx(
         found.change_total - found.base_total, abs=1e-6 * max(1.0, found.base_total)
     )
-    for change in found.changes:  # the listed ones are those changes
-        assert change.change == pytest.approx(every[change.function])
+    for change in found.changes:  # the listed ones are those changes (sums of floats: 1e-9)
+        assert change.change == pytest.approx(every[change.function], abs=1e-9)
 
 
 def test_the_function_that_grew_is_named_first() -> None:
