@@ -1,10 +1,23 @@
-"""Counted measurements (``count=True``): how repeatable their figures are, and what
-counting costs. Measured through pytest, as a user's run measures.
+"""Counted measurements (``count=True``): what one counted A/B test costs, how repeatable
+their figures are, and what counting costs. Measured through pytest, as a user's run
+measures.
 
-    .venv/bin/python benchmarks/counted.py [--servers nginx,python-async,go,node]
+    .venv/bin/python benchmarks/counted.py [--ab c,python-async,node]
+                                           [--servers nginx,python-async,go,node]
                                            [--repeat 5] [--requests 0]
                                            [--counter-requests 2000] [--out FILE.json]
 
+0. **One counted A/B test, per server** (``--ab``; ``c`` is the C server of the counted
+   end-to-end tests, built by ``build=``, the others the catalogue's): a one-test project
+   in a temporary git repository, ``webperf.http(target, "/hello", count=True)`` (the C
+   server's ``/work``) with ``--webperf-against=HEAD --webperf-against-always``: an A/A
+   run, both sides the same code, as CI runs it. Reported: the test's wall time, the
+   pairs run, N, the A/A change and what it could detect for ``instructions_per_req``,
+   and where a repetition's time went (each phase's median over the repetitions). Then,
+   for the C server, the same test counted alone (one side, its repetitions in turn, no
+   core pinned): its instructions per request beside those of the A/A run, whose sides
+   ran at once, each on its own core (one side's counts do not move when the other runs
+   beside it).
 1. **Repeatability and cost, per catalogue server.** One ``pytest`` run per server, of a
    one-test project in a temporary directory: ``webperf.server(NAME)`` and
    ``webperf.http(target, "/hello", count=True)`` with ``--webperf-repeat=K``: K
@@ -41,6 +54,23 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# the counted end-to-end tests' C server (not part of the plugin)
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from counted_servers import C_SERVER  # noqa: E402
+
+AB_TEST = """
+import pytest
+
+
+@pytest.mark.webperf(compare_fail="instructions_per_req:1%,syscalls_per_req:5%")
+def test_ab(webperf):
+    target = {target}
+    webperf.http(target, path={path!r}, count=True)
+"""
+C_TARGET = (
+    'webperf.process(["build/server"], name="c", health="/health", '
+    'build="mkdir -p build && cc -O2 -o build/server server.c", watch=["server.c"])'
+)
 
 TEST = """
 def test_counted(webperf):
@@ -126,6 +156,109 @@ def counted_run(server: str, repeat: int, requests: int, directory: Path) -> dic
     figures["pinning"] = counts[0]["pinning"]
     figures["syscall_tool"] = counts[0].get("syscall_tool")
     return figures
+
+
+def git(project: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=bench@example", "-c", "user.name=bench", *args],
+        cwd=project,
+        check=True,
+        capture_output=True,
+    )
+
+
+def ab_run(server: str, directory: Path, *, alone: bool = False) -> dict[str, Any]:
+    """One counted A/A test of ``server`` against its base (or, ``alone``, one side in
+    turn); its wall time and figures."""
+    project = directory / f"{'alone' if alone else 'ab'}-{server}"
+    project.mkdir()
+    if server == "c":
+        (project / "server.c").write_text(C_SERVER)
+        target, path = C_TARGET, "/work"
+    else:
+        target, path = f"webperf.server({server!r})", "/hello"
+    (project / "test_ab.py").write_text(AB_TEST.format(target=target, path=path))
+    (project / ".gitignore").write_text("build/\n*.json\n__pycache__/\n")
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "base")
+    report = project / "report.json"
+    ab = [] if alone else ["--webperf-against=HEAD", "--webperf-against-always"]
+    command = [sys.executable, "-m", "pytest", "-p", "no:locust", "-p", "no:cacheprovider"]
+    command += ["-q", *ab, f"--webperf-json={report}", "test_ab.py"]
+    env = {**os.environ, "WEBPERF_BUILD_CACHE": str(project / "builds")}
+    started = time.monotonic()
+    done = subprocess.run(
+        command, cwd=project, capture_output=True, text=True, env=env, check=False
+    )
+    wall = time.monotonic() - started
+    if not report.exists():
+        tail = (done.stdout + done.stderr)[-3000:]
+        raise SystemExit(f"{server}: no report (exit {done.returncode}):\n{tail}")
+    (entry,) = json.loads(report.read_text())["tests"]
+    reps = entry["repetitions"] + entry.get("base_repetitions", [])
+    counts = [r["counts"] for r in reps]
+    check = next(
+        (c for c in entry["verdict"]["checks"] if c["metric"] == "instructions_per_req"), {}
+    )
+    phases: dict[str, list[float]] = {}
+    for c in counts:
+        for phase, seconds in c.get("phases", {}).items():
+            phases.setdefault(phase, []).append(seconds)
+    return {
+        "server": server,
+        "alone": alone,
+        "exit": done.returncode,
+        "test_s": wall,
+        "pairs": (entry.get("against") or {}).get("pairs"),
+        "requests": sorted({int(c["requests"]) for c in counts}),
+        "instructions_per_req": {
+            "A": [r["counts"]["instructions_per_req"] for r in entry.get("base_repetitions", [])],
+            "B": [r["counts"]["instructions_per_req"] for r in entry["repetitions"]],
+        },
+        "change": check.get("change"),
+        "detectable": check.get("detectable"),
+        "outcome": check.get("outcome"),
+        "notes": entry["verdict"].get("notes", []),
+        "phases": {k: statistics.median(v) for k, v in phases.items()},
+        "run_s": [c["run_s"] for c in counts],
+    }
+
+
+def print_ab(rows: Sequence[dict[str, Any]]) -> None:
+    print(
+        "| server | test s | pairs | N | A/A change | could detect | outcome | a repetition's "
+        "phases, median s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        if row["alone"]:
+            continue
+        change = "-" if row["change"] is None else f"{row['change']:+.3%}"
+        could = "-" if row["detectable"] is None else f"{row['detectable']:.3%}"
+        phases = ", ".join(f"{k} {v:.1f}" for k, v in row["phases"].items())
+        print(
+            f"| {row['server']} | {row['test_s']:.0f} | {row['pairs']} "
+            f"| {'/'.join(map(str, row['requests']))} | {change} | {could} "
+            f"| {row['outcome']} | {phases} |"
+        )
+
+
+def print_beside(rows: Sequence[dict[str, Any]]) -> None:
+    alone = {r["server"]: r for r in rows if r["alone"]}
+    for row in rows:
+        if row["alone"] or row["server"] not in alone:
+            continue
+        ir = row["instructions_per_req"]
+        solo = alone[row["server"]]["instructions_per_req"]["B"]
+
+        def shown(values: Sequence[float]) -> str:
+            return ", ".join(f"{x:,.2f}" for x in values)
+
+        print(
+            f"{row['server']}: instructions/req alone, one side in turn: {shown(solo)}; both "
+            f"sides at once, each on its core: A {shown(ir['A'])}, B {shown(ir['B'])}"
+        )
 
 
 def print_counted(rows: Sequence[dict[str, Any]]) -> None:
@@ -221,7 +354,8 @@ def print_costs(rows: Sequence[dict[str, Any]], requests: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--servers", default="nginx,python-async,go,node")
+    parser.add_argument("--ab", default="c,python-async,node", help="'' for none")
+    parser.add_argument("--servers", default="nginx,python-async,go,node", help="'' for none")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--requests", type=int, default=0, help="N; 0: sized by the probe")
     parser.add_argument("--counter-requests", type=int, default=2000)
@@ -234,9 +368,26 @@ def main() -> int:
         check=False,
     ).stdout.strip()
     print(f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}", flush=True)
-    results: dict[str, Any] = {"commit": commit, "servers": [], "counters": []}
+    results: dict[str, Any] = {"commit": commit, "ab": [], "servers": [], "counters": []}
     with tempfile.TemporaryDirectory(prefix="webperf-counted-bench-") as tmp:
-        for server in args.servers.split(","):
+        for server in [s for s in args.ab.split(",") if s]:
+            for alone in (False, True) if server == "c" else (False,):
+                before = load()
+                row = ab_run(server, Path(tmp), alone=alone)
+                row.update(load_before=before, load_after=load())
+                results["ab"].append(row)
+                print(
+                    f"{server}{' alone' if alone else ' A/A'}: {row['test_s']:.0f} s, "
+                    f"could detect {row['detectable']}, {row['outcome']}; "
+                    f"{before} -> {row['load_after']}",
+                    flush=True,
+                )
+        if results["ab"]:
+            print()
+            print_ab(results["ab"])
+            print_beside(results["ab"])
+            print(flush=True)
+        for server in [s for s in args.servers.split(",") if s]:
             before = load()
             row = counted_run(server, args.repeat, args.requests, Path(tmp))
             row.update(load_before=before, load_after=load())
@@ -251,8 +402,9 @@ def main() -> int:
         results["counters"] = counter_costs(args.counter_requests, Path(tmp))
         results["counters_load"] = [before, load()]
     print()
-    print_counted(results["servers"])
-    print()
+    if results["servers"]:
+        print_counted(results["servers"])
+        print()
     print_costs(results["counters"], args.counter_requests)
     print(
         f"\n(system call counters: {results['counters_load'][0]} -> {results['counters_load'][1]})"

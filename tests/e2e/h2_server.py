@@ -5,7 +5,8 @@ a thread per connection on ``$PORT`` (h2c, prior knowledge).
     python h2_server.py grpc   gRPC: /test.Svc/Echo (the request message back),
                                /test.Svc/Slow (the same after SLOW_MS milliseconds),
                                /test.Svc/Down (UNAVAILABLE, "back soon"), and
-                               grpc.health.v1.Health/Check (SERVING)
+                               grpc.health.v1.Health/Check (SERVING); any /plain path
+                               a plain 200 "ok" (an HTTP/2 request that is not gRPC)
 
 Copied into a pytester directory (``source()``) and started as ``webperf.process``
 targets (``health="grpc"`` for the gRPC one), so an A/B run can make Slow slower in its
@@ -78,8 +79,11 @@ def serve(sock: socket.socket, mode: str) -> None:
                     stream = event.stream_id
                     path, body = paths.pop(stream), bodies.pop(stream)
                     streams += 1
-                    if mode == "grpc":
+                    if mode == "grpc" and not path.startswith("/plain"):
                         grpc_answer(conn, stream, path, body)
+                    elif mode == "grpc":  # a plain HTTP/2 request beside the gRPC methods
+                        conn.send_headers(stream, [(":status", "200"), ("content-length", "3")])
+                        conn.send_data(stream, b"ok\n", end_stream=True)
                     elif streams % 3 == 0:
                         conn.reset_stream(stream, h2.errors.ErrorCodes.INTERNAL_ERROR)
                     else:

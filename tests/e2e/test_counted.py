@@ -10,14 +10,12 @@ work. Every figure the tests assert on was counted in that run: nothing is assum
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests.e2e.counted_servers import C_SERVER, python_server
+from tests.e2e.counted_servers import C_SERVER, check, entries, python_server
 from tests.e2e.gitrepo import commit_base, git
 from tests.e2e.options import SHORT
 
@@ -59,15 +57,6 @@ def test_alloc(webperf):
 def test_write(webperf):
     webperf.http(c_server(webperf, "write"), path="/work", count=True, requests=500)
 """
-
-
-def entries(path: Path) -> dict[str, dict[str, Any]]:
-    tests = json.loads(path.read_text())["tests"]
-    return {t["nodeid"].split("::")[-1].split("[")[0]: t for t in tests}
-
-
-def check(entry: dict[str, Any], metric: str) -> dict[str, Any]:
-    return next(c for c in entry["verdict"]["checks"] if c["metric"] == metric)
 
 
 def test_a_c_server_counted_against_its_base(
@@ -166,6 +155,7 @@ def test_a_python_server_counted_against_its_base(pytester: pytest.Pytester) -> 
     found = entries(repo / "ab.json")
     same = check(found["test_same"], "instructions_per_req")
     assert same["outcome"] == "pass" and same["detectable"] < 0.01, same
+    assert same["low"] <= 0 <= same["high"], same  # an A/A centres on zero
     work = check(found["test_work"], "instructions_per_req")
     assert work["outcome"] == "fail" and 0.01 < work["change"] < 0.02, work
     named = [c for c in found["test_work"]["profile"]["changes"] if c["credible"]]

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.fixture.handle import Webperf
-from pytest_webperf.fixture.loads import counted_load, http_load
+from pytest_webperf.fixture.loads import counted_load, grpc_load, http_load
 from pytest_webperf.measurement.count import CountedRequests
 from pytest_webperf.profiling import valgrind
 from pytest_webperf.report import counts, markdown, terminal, verdicts
@@ -116,7 +116,6 @@ def test_the_runs_count_option_counts_and_the_call_wins() -> None:
     [
         ({"interval": "1s"}, "leave out interval="),
         ({"rate": 10.0}, "leave out rate="),
-        ({"mix": []}, "a mix picks its requests at random"),
         ({"user": "fast"}, "not by 'fast'"),
     ],
 )
@@ -126,6 +125,40 @@ def test_what_a_counted_measurement_cannot_send_is_refused(
     measurer = handle(RunConfig())._measurer
     with pytest.raises(OptionError, match=said):
         counted_load(measurer, TARGET, call(count=True, **given))
+
+
+def test_a_mix_is_counted_in_its_fixed_order_and_a_grpc_call_over_http2() -> None:
+    measurer = handle(RunConfig())._measurer
+    mix = [Webperf.request("/a", weight=9), Webperf.request("/b", method="POST", weight=1)]
+    kind, _, _ = counted_load(measurer, TARGET, call(count=True, mix=mix, path=None))
+    assert kind.workload.ordered and kind.workload.sent(100) == {
+        ("GET", "/a"): 90,
+        ("POST", "/b"): 10,
+    }
+    grpc = {**call(), "method": "/test.Svc/Echo", "message": b"", "metadata": None}
+    grpc.update(deadline=None, streams=None, count=True)
+    for key in ("path", "body", "headers", "expect_status", "keepalive", "tls_resume"):
+        grpc.pop(key)
+    kind, _, name = grpc_load(measurer, TARGET, {**grpc, "user": None})
+    assert isinstance(kind, CountedRequests) and kind.workload.http2, kind
+    assert kind.workload.entries()[0].grpc and name.endswith("counted")
+
+
+@pytest.mark.parametrize("source", ["--webperf-count", "t.py::test: @pytest.mark.webperf"])
+@pytest.mark.parametrize(
+    ("method", "said"),
+    [("websocket", "the stream loop sends messages for a duration"), ("sse", "no N requests")],
+)
+def test_what_cannot_be_counted_is_refused_in_one_line_naming_where_count_came_from(
+    source: str, method: str, said: str
+) -> None:
+    config = RunConfig(count=True, sources={"count": source})
+    with pytest.raises(OptionError) as raised:
+        getattr(handle(config), method)(TARGET)
+    message = str(raised.value)
+    assert "\n" not in message and said in message, message
+    where = "@pytest.mark.webperf" if "mark" in source else "--webperf-count"
+    assert f"webperf.{method} cannot be counted (count=True from {where})" in message
 
 
 def test_a_running_server_cannot_be_counted() -> None:

@@ -1,7 +1,8 @@
 """The pieces of a counted window: callgrind's command line, the vgdb monitor (its listing
 read, a failure and a hang named with the fix, dumps waited for whole), the system call
-counters' outputs read, the threads' context switches stamped, N sized by the probe, a
-target that cannot be counted refused in one line, and a repetition per instance."""
+counters' outputs read, the threads' context switches stamped, a target that cannot be
+counted refused in one line, and a repetition per instance (N's size:
+test_counted_sizing.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from pytest_webperf.errors import TargetError
-from pytest_webperf.measurement.count import MAX_REQUESTS, MIN_REQUESTS, refusal, sized
+from pytest_webperf.measurement.count import refusal
+from pytest_webperf.measurement.count.window import at_rest
 from pytest_webperf.models.workload import Request
 from pytest_webperf.profiling.valgrind import Callgrind, Monitor
 from pytest_webperf.sampling.syscalls import (
@@ -150,14 +152,6 @@ def test_every_threads_switches_are_stamped() -> None:
     assert stamped["parts"]["me"]["switches"]
 
 
-@pytest.mark.parametrize(
-    ("per_request", "requests"),
-    [(14_312.0, MAX_REQUESTS), (2_724_269.0, 918), (50e6, MIN_REQUESTS), (0.0, MAX_REQUESTS)],
-)
-def test_n_is_sized_by_the_probes_instructions(per_request: float, requests: int) -> None:
-    assert sized(per_request) == requests
-
-
 def test_a_target_that_cannot_be_counted_is_refused_in_one_line(tmp_path: Path) -> None:
     external = ExternalTarget("http://127.0.0.1:9")
     assert "--webperf-target-url" in (refusal(external) or "")
@@ -221,3 +215,18 @@ def test_a_kept_alive_connection_the_server_closed_is_opened_again() -> None:
     finally:
         listener.close()
     assert len(answered) == 3
+
+
+def test_a_target_is_at_rest_when_every_thread_sleeps() -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while not at_rest([sleeper.pid])[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert at_rest([sleeper.pid])[0]  # asleep in a system call
+        rest, cpu_s = at_rest([os.getpid()])
+        assert not rest and cpu_s > 0  # this thread runs while it reads, and has run
+        assert at_rest([2**22 + 7]) == (True, 0.0)  # gone: nothing to wait for
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.targets.gitref import (
+    as_long_as,
     base_tree,
     git_commit,
     map_command,
@@ -150,3 +154,16 @@ def test_a_trees_content_is_what_git_holds_of_it_not_what_it_ignores(repo: Path)
     (repo / "new.txt").unlink()
     (repo / "README").write_text("base\n")
     assert working_content(repo) == head  # what it ignores is not its content
+
+
+@settings(max_examples=40)
+@given(st.integers(1, 700))
+def test_the_base_runs_from_a_path_as_long_as_the_working_trees(length: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="webperf-base-") as scratch:
+        repo = Path("/" + "r" * (length - 1))
+        root = as_long_as(repo, Path(scratch))
+        assert root.is_dir()
+        if length > len(scratch) + 1:
+            assert len(str(root)) == length and root != Path(scratch)
+        else:  # a shorter working tree: the temporary directory itself, as long as it is
+            assert root == Path(scratch)

@@ -160,27 +160,44 @@ def run_pairs(
         pairs.seconds = now - started
         if profiler is not None:
             profiler.replan({"A": pairs.base, "B": pairs.change})
-        done = len(pairs.order)
-        if done == next_look:
-            pairs.looks += 1
-            if settled(pairs):
-                pairs.stopped = f"every check decided after {done} pairs"
-                pairs.profile = profile_of(pairs, profiler)
-                return pairs
-            next_look *= 2
-        if done == budget.min_pairs:
+        if len(pairs.order) == budget.min_pairs:
             minimum_done = now
         beyond = 0.0 if minimum_done is None else now - minimum_done
-        if done >= budget.min_pairs and beyond + (now - started) / done > budget.budget_s:
-            if done != next_look // 2:  # pairs since the last look: the end is a look too
-                pairs.looks += 1
-            pairs.stopped = (
-                f"budget of {budget.budget_s:g}s spent: {done - budget.min_pairs} pairs added "
-                f"beyond the {budget.min_pairs} asked (a pair took "
-                f"{(now - started) / done:.0f} s), checks still undecided"
-            )
+        next_look = look(pairs, budget, settled, next_look, spent=now - started, beyond=beyond)
+        if pairs.stopped:
             pairs.profile = profile_of(pairs, profiler)
             return pairs
+
+
+def look(
+    pairs: Pairs,
+    budget: PairBudget,
+    settled: Settled,
+    next_look: int,
+    *,
+    spent: float,
+    beyond: float,
+) -> int:
+    """After a pair (``spent`` seconds of pairs so far, ``beyond`` of them since the
+    minimum was done): at a look (N, 2N, 4N... pairs), stop if every check is decided;
+    else stop if the next pair would overrun the budget for pairs beyond the minimum (the
+    end is a look too). Sets ``pairs.stopped`` when it stops; the next look's pair count."""
+    done = len(pairs.order)
+    if done == next_look:
+        pairs.looks += 1
+        if settled(pairs):
+            pairs.stopped = f"every check decided after {done} pairs"
+            return next_look
+        next_look *= 2
+    if done >= budget.min_pairs and beyond + spent / done > budget.budget_s:
+        if done != next_look // 2:  # pairs since the last look: the end is a look too
+            pairs.looks += 1
+        pairs.stopped = (
+            f"budget of {budget.budget_s:g}s spent: {done - budget.min_pairs} pairs added "
+            f"beyond the {budget.min_pairs} asked (a pair took {spent / done:.0f} s), "
+            "checks still undecided"
+        )
+    return next_look
 
 
 def profile_of(pairs: Pairs, profiler: Profiler | None) -> dict[str, Any] | None:

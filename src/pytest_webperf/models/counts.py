@@ -19,13 +19,48 @@ def _per(total: float | None, requests: int) -> float | None:
 
 
 @dataclass(frozen=True)
+class EndpointCounts:
+    """One endpoint of a counted mix in one window: its requests, and its instructions
+    and allocations when the window was counted per endpoint (None: the mix's whole only)."""
+
+    requests: int
+    instructions: int | None = None
+    allocations: int | None = None
+
+    @property
+    def instructions_per_req(self) -> float | None:
+        return _per(self.instructions, self.requests)
+
+    @property
+    def allocs_per_req(self) -> float | None:
+        return _per(self.allocations, self.requests)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "instructions": self.instructions,
+            "instructions_per_req": self.instructions_per_req,
+            "allocations": self.allocations,
+            "allocs_per_req": self.allocs_per_req,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EndpointCounts:
+        def optional(key: str) -> int | None:
+            value = data.get(key)
+            return None if value is None else int(value)
+
+        return cls(int(data["requests"]), optional("instructions"), optional("allocations"))
+
+
+@dataclass(frozen=True)
 class Counts:
     """One counted repetition: the counted window (``requests`` under callgrind, every
     process and thread summed) and the native window (``native_requests`` without it)."""
 
     requests: int
     instructions: int
-    allocations: int  # calls into libc's allocators and operator new
+    allocations: int  # every allocation once: libc's allocators, operator new, the runtime's
     processes: int  # processes under callgrind in the window
     window_s: float  # the counted window's wall time
     native_requests: int
@@ -42,6 +77,15 @@ class Counts:
     ctx_switches: int | None = None  # of the target's threads, in the native window
     run_s: float = 0.0  # the whole repetition: both starts, warm-ups, windows and dumps
     notes: tuple[str, ...] = ()
+    # where ``run_s`` went: seconds per phase (start under callgrind, warm-up, probe, window,
+    # dump, reading the dumps, native window), in the order they ran
+    phases: Mapping[str, float] = field(default_factory=dict)
+    cpus: tuple[int, ...] = ()  # the cores the side's instances were pinned to; (): none
+    # an ordered mix's window, per endpoint: its requests and, where the window was cut
+    # per endpoint, its instructions and allocations (``EndpointCounts``)
+    endpoints: Mapping[str, EndpointCounts] = field(default_factory=dict)
+    # libc's allocators and operator new alone (all that ``allocations`` counted before)
+    libc_allocations: int | None = None
 
     @property
     def instructions_per_req(self) -> float | None:
@@ -82,6 +126,7 @@ class Counts:
             "allocations": self.allocations,
             "allocs_per_req": self.allocs_per_req,
             "runtime_allocations": dict(self.runtime_allocations),
+            "libc_allocations": self.libc_allocations,
             "processes": self.processes,
             "window_s": self.window_s,
             "cpu_s": self.cpu_s,
@@ -101,6 +146,9 @@ class Counts:
             "runtime": self.runtime,
             "pinning": self.pinning,
             "notes": list(self.notes),
+            "phases": dict(self.phases),
+            "cpus": list(self.cpus),
+            "endpoints": {k: v.to_dict() for k, v in self.endpoints.items()},
         }
 
     @classmethod
@@ -131,4 +179,11 @@ class Counts:
             ctx_switches=optional("ctx_switches", int),
             run_s=float(data.get("run_s", 0.0)),
             notes=tuple(str(n) for n in data.get("notes", ())),
+            phases={str(k): float(v) for k, v in (data.get("phases") or {}).items()},
+            cpus=tuple(int(c) for c in data.get("cpus", ())),
+            libc_allocations=optional("libc_allocations", int),
+            endpoints={
+                str(k): EndpointCounts.from_dict(v)
+                for k, v in (data.get("endpoints") or {}).items()
+            },
         )

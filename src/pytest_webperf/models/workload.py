@@ -10,6 +10,7 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 BodyExpectation = bytes | re.Pattern[str] | re.Pattern[bytes]  # a substring, or a regex searched
@@ -136,6 +137,46 @@ class WeightedChoice:
         return self.items[min(index, len(self.items) - 1)]
 
 
+def interleaved(weights: Sequence[float], count: int) -> tuple[int, ...]:
+    """``count`` indices of ``weights``' entries in a fixed order by weight (Balinski and
+    Young's quota method, exact in fractions): after any first k, entry i has been taken
+    within one of its share, k * w_i / sum(w), so a counted mix sends every endpoint its
+    share in every stretch of its window, and the same weights give the same order on
+    both sides of a comparison. Among the entries still under their upper quota, the one
+    whose next request is least ahead of its weight (lowest index on a tie)."""
+    exact = [Fraction(w) for w in weights]
+    if not exact or any(w <= 0 for w in exact):
+        raise ValueError("a sequence by weight needs entries with weights > 0")
+    total = sum(exact)
+    taken = [0] * len(exact)
+    order = []
+    for k in range(1, count + 1):
+        # the upper quota after this request: ceil(k * w / total)
+        open_ = [i for i, w in enumerate(exact) if taken[i] < -(-k * w // total)]
+        pick = min(open_, key=lambda i: ((taken[i] + 1) / exact[i], i))
+        taken[pick] += 1
+        order.append(pick)
+    return tuple(order)
+
+
+class InOrder(WeightedChoice):
+    """Picks items in a fixed order (``interleaved``'s), cycled: an ordered mix's pick,
+    where a ``WeightedChoice`` would pick at random."""
+
+    __slots__ = ("at", "order")
+
+    def __init__(self, items: Sequence[Any], order: Sequence[int]) -> None:
+        if not order:
+            raise ValueError("an order needs one index at least")
+        super().__init__(items, [1.0] * len(items))
+        self.order, self.at = list(order), 0
+
+    def pick(self, uniform: Callable[[], float] = random.random) -> Any:
+        item = self.items[self.order[self.at]]
+        self.at = (self.at + 1) % len(self.order)
+        return item
+
+
 @dataclass(frozen=True)
 class Workload:
     """What the swarm does: one HTTP request shape, in a closed loop or, with
@@ -163,6 +204,9 @@ class Workload:
     http2: bool = False
     streams: int = 1
     grpc: bool = False  # the one shape is a unary gRPC call (a mix: each entry says)
+    # a mix sent as its fixed sequence by weight (``interleaved``), not picked at random:
+    # a counted measurement's, the same requests in the same order on both sides
+    ordered: bool = False
 
     def entries(self) -> tuple[Request, ...]:
         """What the users send: the mix, or the one request shape as a mix of one."""
@@ -184,6 +228,19 @@ class Workload:
         """A mix's entries, (method, name) -> share of the requests asked (empty: no mix)."""
         total = sum(r.weight for r in self.mix)
         return {(r.method, r.name): r.weight / total for r in self.mix}
+
+    def sequence(self, count: int) -> tuple[int, ...]:
+        """The entries of the first ``count`` requests of an ordered mix, by index."""
+        return interleaved([e.weight for e in self.entries()], count)
+
+    def sent(self, count: int) -> dict[tuple[str, str], int]:
+        """How many of the first ``count`` requests of an ordered mix each entry (method,
+        name) gets."""
+        entries = self.entries()
+        found = dict.fromkeys(((e.method, e.name) for e in entries), 0)
+        for index in self.sequence(count):
+            found[(entries[index].method, entries[index].name)] += 1
+        return found
 
     @property
     def regex(self) -> bool:
@@ -225,6 +282,7 @@ class Workload:
             **({"arrival_rate": self.arrival_rate} if self.arrival_rate else {}),
             **({"users": self.users} if self.users else {}),
             **({"http2": True, "streams": self.streams} if self.http2 else {}),
+            **({"ordered": True} if self.ordered else {}),
         }
 
     @classmethod
@@ -245,6 +303,7 @@ class Workload:
             http2=bool(data.get("http2", False)),
             streams=int(data.get("streams", 1)),
             grpc=bool(data.get("grpc", False)),
+            ordered=bool(data.get("ordered", False)),
         )
 
 

@@ -6,12 +6,18 @@ exactly N requests (``valgrind.py``). From it, per request:
 * **instructions** (``Ir``): the sum of every cost line of every part (every process,
   every thread), which is what ``totals:`` says. Not ``summary:``: a dump taken while a
   thread sits in a system call has a ``summary`` a few dozen instructions lower.
-* **allocations**: calls into libc's allocators (``malloc calloc realloc reallocarray
-  aligned_alloc memalign posix_memalign valloc pvalloc``) and every ``operator new``
-  overload, from callers that are not allocators themselves (``realloc`` calling
-  ``malloc`` is one allocation). A runtime's own allocator is not libc's: Go allocates in
-  ``runtime.mallocgc``, CPython small objects in ``PyObject_Malloc``; their calls are
-  counted beside (``runtime_allocations``), never in the figure.
+* **allocations**: every allocation the program asked for, once, whichever allocator took
+  it: calls into libc's allocators (``malloc calloc realloc reallocarray aligned_alloc
+  memalign posix_memalign valloc pvalloc``) and every ``operator new`` overload, from
+  callers that are not allocators themselves (``realloc`` calling ``malloc`` is one
+  allocation), plus calls into the runtime's own allocator: CPython's object and memory
+  allocators (``PyObject_Malloc``, ``PyMem_Malloc`` and their ``Calloc``/``Realloc``), Go's
+  heap (``runtime.mallocgc``), less the libc calls CPython's allocator makes for them
+  (a large object's ``_PyObject_Malloc`` -> ``PyMem_RawMalloc`` -> ``malloc`` is one
+  allocation): allocations moved from CPython's allocator to malloc read as what happened.
+  libc's alone are kept beside (``libc_allocations``), and each runtime entry point's
+  (``runtime_allocations``). Not counted: V8's heap (its JIT code bumps a pointer, with
+  no call to count), and calls a build inlined (Debian's libpython inlines many).
 * **per function**: exclusive instructions (exact: the deltas of all functions add up to
   the total's), and inclusive ones: exact from the stacks when the run kept its callers
   (``--separate-callers=K``: every cost under its chain of K callers, the function named
@@ -79,21 +85,22 @@ LIBC_ALLOCATORS = frozenset(
     }
 )
 _OPERATOR_NEW = re.compile(r"^operator new(\[\])?\(")
-# runtimes' own allocators, counted beside (Go's heap; CPython's object allocator)
+# runtimes' own allocators' entry points (Go's heap; CPython's object and memory allocators)
 RUNTIME_ALLOCATORS = frozenset(
     {
         "runtime.mallocgc",
         "PyObject_Malloc",
         "PyObject_Calloc",
         "PyObject_Realloc",
-        "_PyObject_Malloc",
-        "_PyObject_Calloc",
-        "_PyObject_Realloc",
         "PyMem_Malloc",
         "PyMem_Calloc",
         "PyMem_Realloc",
     }
 )
+# inside CPython's allocator: what its entry points call, and where it asks libc (through
+# PyMem_Raw*) for a large object: those libc calls are the entry point's allocation
+_CPYTHON_INSIDE = frozenset({"_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc"})
+_CPYTHON_RAW = frozenset({"PyMem_RawMalloc", "PyMem_RawCalloc", "PyMem_RawRealloc"})
 
 
 # --- names ---------------------------------------------------------------------------------
@@ -149,6 +156,18 @@ def label(function: Function) -> str:
     return f"{name} ({obj})" if obj else name
 
 
+def on_behalf(profile: Profile) -> int:
+    """Calls CPython's allocator makes to libc (through ``PyMem_Raw*``) for an allocation
+    its entry point was already counted for."""
+    inside, raw = _CPYTHON_INSIDE, _CPYTHON_RAW
+    arcs = (item for part in profile.parts for item in part.calls.items())
+    return sum(
+        arc.count
+        for (caller, callee), arc in arcs
+        if function_of(caller.name) in inside and function_of(callee.name) in raw
+    )
+
+
 def calls_into(profile: Profile, wanted: Callable[[str], bool]) -> dict[str, int]:
     """Calls into each function ``wanted`` accepts (by ``function_of`` name), from callers
     it does not accept, summed over the parts: ``realloc`` into ``malloc`` or ``operator
@@ -172,12 +191,13 @@ class Window:
 
     requests: int
     instructions: int
-    allocations: int
+    allocations: int  # every allocation once, libc's and the runtime's own
     runtime_allocations: Mapping[str, int]
     processes: int
     exclusive: Mapping[Function, int]
     inclusive: Mapping[Function, int]
     stacks: Mapping[str, int] = field(default_factory=dict)  # with the callers kept
+    libc_allocations: int = 0  # libc's allocators and operator new alone
 
     def per_request(self, total: int | float) -> float:
         return total / self.requests if self.requests else 0.0
@@ -208,13 +228,14 @@ def window_of(profile: Profile, requests: int, *, callers: int = 0) -> Window:
     inclusive = (
         inclusive_of(stacks, objects_of(profile)) if stacks else arc_inclusive(profile, exclusive)
     )
-    libc = calls_into(profile, is_allocator)
+    libc = sum(calls_into(profile, is_allocator).values())
     runtime = calls_into(profile, lambda name: name in RUNTIME_ALLOCATORS)
     pids = {part.pid for part in profile.parts}
     return Window(
         requests=requests,
         instructions=total,
-        allocations=sum(libc.values()),
+        allocations=libc + sum(runtime.values()) - on_behalf(profile),
+        libc_allocations=libc,
         runtime_allocations=runtime,
         processes=len(pids),
         exclusive=dict(exclusive),

@@ -703,6 +703,10 @@ static void h2_read(Engine *e, conn_t *c, uint64_t now, int hup) {
     if (h->phase != H_OPEN) return;
     now = now_ns(); /* the next requests start, and the window updates leave, now */
     h2_refill(e, c, now);
+    if (!h->busy && e->mode == MODE_COUNTED) { /* no ticket left: as h2_start, parked */
+        h2_park(e, c); /* open_tickets() wakes it on its open connection (a phase after */
+        return;        /* another, as a counted measurement's warm-up, probe and window) */
+    }
     h2_send(e, c, now);
 }
 

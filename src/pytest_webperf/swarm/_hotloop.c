@@ -24,7 +24,9 @@
  * completed).
  *
  * A request mix (set_mix, before the first add): several payloads by weight, each
- * request of a connection picks one (cumulative weights, the thread's xorshift RNG);
+ * request of a connection picks one (cumulative weights, the thread's xorshift RNG), or,
+ * after set_sequence, takes the next entry of a fixed sequence (a counted mix: the same
+ * requests in the same order on both sides of a comparison);
  * each entry has its own statistics (take() returns them by entry), its accepted
  * statuses (a bitmap; none given: any below 400) and a body substring it must contain
  * (searched across reads, the last needle-length - 1 bytes kept between them).
@@ -229,6 +231,8 @@ typedef struct {
     entry_t entries[MAX_ENTRIES];
     int nentries;
     uint64_t rng; /* the loop thread's xorshift state */
+    int *sequence; /* set_sequence(): the entries in this order, cycled; NULL: by weight */
+    size_t nsequence, sequence_at;
     /* arrival rate: slot s is due at s * arrival_ns / arrival_num ns (pacing.ArrivalSchedule);
        this process takes the slots s = index (mod processes) */
     uint64_t arrival_num, arrival_ns;
@@ -649,6 +653,11 @@ static void begin_response(conn_t *c) {
 
 /* the entry of a connection's next request: by weight (one entry: the one) */
 static int pick_entry(Engine *e) {
+    if (e->sequence) { /* a fixed sequence: the loop thread alone moves along it */
+        int next = e->sequence[e->sequence_at];
+        e->sequence_at = (e->sequence_at + 1) % e->nsequence;
+        return next;
+    }
     if (e->nentries <= 1) return 0;
     uint64_t x = e->rng;
     x ^= x << 13;
@@ -1386,6 +1395,7 @@ static void Engine_dealloc(Engine *e) {
         free(e->entries[i].needle);
     }
     free(e->payload);
+    free(e->sequence);
     free(e->cur);
     free(e->spare);
     free(e->rbuf);
@@ -1668,6 +1678,41 @@ fail:
     return NULL;
 }
 
+/* set_sequence([i, ...]): each request takes the next entry of this sequence (cycled)
+   instead of one by weight; after set_mix, before the first add() */
+static PyObject *Engine_set_sequence(Engine *e, PyObject *arg) {
+    if (e->started || e->closed) {
+        PyErr_SetString(PyExc_RuntimeError, "set_sequence comes before the first add()");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(arg, "set_sequence takes a list of entry indices");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int *order = n > 0 ? malloc((size_t)n * sizeof(int)) : NULL;
+    if (n < 1 || !order) {
+        Py_DECREF(seq);
+        if (n < 1) PyErr_SetString(PyExc_ValueError, "a sequence has one entry at least");
+        else PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long index = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (index < 0 || index >= e->nentries) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an index of the mix's entries");
+            free(order);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        order[i] = (int)index;
+    }
+    Py_DECREF(seq);
+    free(e->sequence);
+    e->sequence = order;
+    e->nsequence = (size_t)n;
+    e->sequence_at = 0;
+    Py_RETURN_NONE;
+}
+
 /* use_tls(server_name, ca_file=None): every connection speaks TLS (before the first add) */
 static PyObject *Engine_use_tls(Engine *e, PyObject *args) {
     const char *server_name, *ca_file = NULL;
@@ -1774,6 +1819,9 @@ static PyMethodDef Engine_methods[] = {
     {"set_mix", (PyCFunction)Engine_set_mix, METH_O,
      "set_mix([(payload, head_only, weight, statuses or None, needle or None), ...]): the "
      "request mix (before the first add)"},
+    {"set_sequence", (PyCFunction)Engine_set_sequence, METH_O,
+     "set_sequence([index, ...]): requests take the mix's entries in this order, cycled, "
+     "instead of by weight (after set_mix, before the first add)"},
     {"close", (PyCFunction)Engine_close, METH_NOARGS, "stop the thread, close every connection"},
     {"close_each", (PyCFunction)Engine_close_each, METH_NOARGS,
      "a new connection per request (they say Connection: close); before the first add()"},

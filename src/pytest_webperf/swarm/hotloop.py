@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.models.http2 import NO_WINDOW, Http2Figures
-from pytest_webperf.models.workload import Request
+from pytest_webperf.models.workload import Request, Workload
 from pytest_webperf.swarm import grpcwire, http2, wire
 from pytest_webperf.swarm.extension import Tally, extension, histogram_from, socket_error
 from pytest_webperf.swarm.pacing import ArrivalSchedule
@@ -316,6 +316,61 @@ class NativeLoop:
         )
         if mix:
             self.engine.set_mix(list(mix))
+
+    @classmethod
+    def for_workload(
+        cls,
+        workload: Workload,
+        url: str,
+        *,
+        timeout_s: float,
+        tls_ca: str | None = None,
+        tls_resume: bool = False,
+        arrivals: ArrivalSchedule | None = None,
+    ) -> NativeLoop:
+        """The loop that sends ``workload`` to ``url``: its entries (a mix, or the one
+        shape with its checks), HTTP/2 header lists, a new connection per request when
+        every entry says ``Connection: close``, TLS for https://, a counted one's tickets,
+        an ordered mix's sequence."""
+        host, port, host_header = wire.split_host(url)
+        entries = workload.entries()
+        payloads = [
+            wire.encode_request(e.method, e.path, host_header, body=e.body, headers=e.headers)
+            for e in entries
+        ]
+        checked = any(e.expect_status is not None or e.expect_body is not None for e in entries)
+        checked = checked or workload.http2  # HTTP/2 takes its entries' checks from the mix
+        mix = [mix_entry(e, p) for e, p in zip(entries, payloads, strict=True)]
+        loop = cls(
+            host,
+            port,
+            payloads[0],
+            head_only=entries[0].method == "HEAD",
+            timeout_s=timeout_s,
+            interval_s=workload.interval_s,
+            counted=workload.requests > 0,
+            arrivals=arrivals,
+            mix=mix if workload.mix or checked else (),
+        )
+        if workload.ordered and workload.mix:  # a counted mix: its fixed sequence
+            loop.in_order(workload.sequence(max(1, workload.requests)))
+        if workload.http2:  # each entry as HTTP/2 header fields (the payloads are HTTP/1.1's)
+            scheme = "https" if wire.uses_tls(url) else "http"
+            requests = [
+                (http2.header_list(e, host_header, scheme), http2.request_body(e), e.grpc)
+                for e in entries
+            ]
+            loop.use_http2(workload.streams, requests)
+        elif all(wire.says_close(e.headers) for e in entries):  # keepalive=False
+            loop.close_each()
+        if wire.uses_tls(url):  # the C loop's own OpenSSL client (user_for_url)
+            loop.use_tls(host, tls_ca, tls_resume)
+        return loop
+
+    def in_order(self, sequence: Sequence[int]) -> None:
+        """Requests take the mix's entries in this order, cycled, instead of by weight
+        (``Workload.sequence``: a counted mix); after the mix, before the first ``add``."""
+        self.engine.set_sequence(list(sequence))
 
     def use_tls(self, server_name: str, ca_file: str | None = None, resume: bool = False) -> None:
         """Every connection speaks TLS (SNI ``server_name``, ALPN http/1.1), verified

@@ -39,15 +39,18 @@ class Wrap:
     slowdown: float = 1.0
     what: str = "natively"
     notes: tuple[str, ...] = field(default=(), compare=False)
+    cpus: tuple[int, ...] = ()  # pinned to these cores (``taskset -c``); (): wherever
 
     def argv(self, command: Sequence[str], seen: str | None, *, aslr: bool = True) -> list[str]:
-        """The full command: ``setarch ARCH -R`` (when ``aslr`` may be turned off here),
-        the prefix with ``{dir}`` as ``seen``, the command with the runtime's flags."""
+        """The full command: ``taskset -c CPUS`` (when pinned), ``setarch ARCH -R`` (when
+        ``aslr`` may be turned off here), the prefix with ``{dir}`` as ``seen``, the command
+        with the runtime's flags."""
         flags = [f for f in self.pinning.flags if f not in command[1:]]
         program = [command[0], *flags, *command[1:]] if command else []
         prefix = [p.replace(DIR, seen or "") for p in self.prefix]
         setarch = ["setarch", platform.machine(), "-R"] if self.aslr_off and aslr else []
-        return [*setarch, *prefix, *program]
+        taskset = ["taskset", "-c", ",".join(map(str, self.cpus))] if self.cpus else []
+        return [*taskset, *setarch, *prefix, *program]
 
 
 @runtime_checkable

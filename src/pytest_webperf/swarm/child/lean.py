@@ -36,7 +36,7 @@ import gevent
 from locust import User, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from pytest_webperf.models.workload import Request, WeightedChoice
+from pytest_webperf.models.workload import InOrder, Request, WeightedChoice
 from pytest_webperf.swarm.child.arrival import Arrivals, arrivals_for
 from pytest_webperf.swarm.child.connection import (
     Connection,
@@ -381,7 +381,11 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[LeanHttpUser]:
             prepared, mix = prepared_all[0], None
             if workload.mix:
                 self.recorder.split = True  # every entry an endpoint, even a mix of one
-                mix = WeightedChoice(prepared_all, [e.weight for e in entries])
+                mix = (
+                    InOrder(prepared_all, workload.sequence(max(1, workload.requests)))
+                    if workload.ordered
+                    else WeightedChoice(prepared_all, [e.weight for e in entries])
+                )
             if workload.requests > 0:
                 self.counted_loop(prepared, TICKETS, mix)
             elif workload.arrival_rate > 0:

@@ -28,17 +28,10 @@ from gevent.event import Event
 from locust import User, constant, task
 
 from pytest_webperf.swarm.child.locust_stats import recorder_for
-from pytest_webperf.swarm.hotloop import (
-    EntryParts,
-    NativeLoop,
-    h2_unavailable,
-    mix_entry,
-    tls_built,
-)
-from pytest_webperf.swarm.http2 import header_list, request_body
+from pytest_webperf.swarm.hotloop import EntryParts, NativeLoop, h2_unavailable, tls_built
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.swarm.wire import encode_request, says_close, split_host, uses_tls
+from pytest_webperf.swarm.wire import uses_tls
 
 
 class NativeHttpUser(User):
@@ -99,37 +92,18 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
         )
         return lean.make_user(spec, index)
     workload = spec.workload
-    host, port, host_header = split_host(spec.host)
     entries = workload.entries()
-    payloads = [
-        encode_request(e.method, e.path, host_header, body=e.body, headers=e.headers)
-        for e in entries
-    ]
-    checked = any(e.expect_status is not None or e.expect_body is not None for e in entries)
-    checked = checked or workload.http2  # HTTP/2 takes its entries' checks from the mix
-    mix = [mix_entry(e, p) for e, p in zip(entries, payloads, strict=True)]
     arrivals = None
     if workload.arrival_rate > 0:  # this process's share: as the lean user's (arrival.py)
         arrivals = ArrivalSchedule(workload.arrival_rate, spec.processes, index)
-    loop = NativeLoop(
-        host,
-        port,
-        payloads[0],
-        head_only=entries[0].method == "HEAD",
+    loop = NativeLoop.for_workload(
+        workload,
+        spec.host,
         timeout_s=spec.timeout_s,
-        interval_s=workload.interval_s,
-        counted=workload.requests > 0,
+        tls_ca=spec.tls_ca,
+        tls_resume=spec.tls_resume,
         arrivals=arrivals,
-        mix=mix if workload.mix or checked else (),
     )
-    if workload.http2:  # each entry as HTTP/2 header fields (the payloads are HTTP/1.1's)
-        scheme = "https" if uses_tls(spec.host) else "http"
-        requests = [(header_list(e, host_header, scheme), request_body(e), e.grpc) for e in entries]
-        loop.use_http2(workload.streams, requests)
-    elif all(says_close(e.headers) for e in entries):  # keepalive=False
-        loop.close_each()
-    if uses_tls(spec.host):  # the C loop's own OpenSSL client (hotloop.user_for_url)
-        loop.use_tls(host, spec.tls_ca, spec.tls_resume)
     atexit.register(loop.close)
 
     class WebperfNativeHttpUser(NativeHttpUser):
