@@ -116,16 +116,19 @@ def test_savings_and_the_streams_the_server_allowed() -> None:
     assert f.streams_allowed == 128
 
 
-def serve_once(answer: bytes) -> Iterator[str]:
-    """A listener that reads what comes, answers ``answer`` and closes; its URL."""
+def serve_once(answer: bytes, *, first_read: int = 1024, linger: bool = False) -> Iterator[str]:
+    """A listener that reads what comes (up to ``first_read`` bytes), answers ``answer``
+    and closes, or with ``linger`` waits for the client to go first; its URL."""
     listener = socket.create_server(("127.0.0.1", 0))
 
     def run() -> None:
         conn, _ = listener.accept()
-        with conn:
-            conn.recv(1024)
+        with conn, contextlib.suppress(OSError):  # a reset: the client left bytes unread
+            conn.recv(first_read)
             if answer:
                 conn.sendall(answer)
+            if linger:
+                conn.recv(1024)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -160,21 +163,7 @@ def greet(first: bytes) -> Iterator[str]:
     """A listener that answers the first byte it reads with ``first`` (nginx's h2c
     listener sends its SETTINGS so), nothing when it is empty (an HTTP/1.1 server waiting
     for the rest of the request), then waits for the client to go; its URL."""
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def run() -> None:
-        conn, _ = listener.accept()
-        with conn, contextlib.suppress(OSError):  # a reset: the client left bytes unread
-            conn.recv(1)
-            if first:
-                conn.sendall(first)
-            conn.recv(1024)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    thread.join(5)
-    listener.close()
+    yield from serve_once(first, first_read=1, linger=True)
 
 
 @pytest.fixture

@@ -118,12 +118,16 @@ def request_body(entry: Request) -> bytes | None:
 # ---- does it speak HTTP/2?
 
 
-def probe(url: str, timeout_s: float = 3.0) -> str | None:
-    """None if the server at ``url`` speaks HTTP/2 (h2 by ALPN, or h2c), else why not."""
+def _address(url: str) -> tuple[bool, str, int]:
+    """(TLS, host, port) of ``url``."""
     parts = urlsplit(url)
     tls = parts.scheme == "https"
-    host = parts.hostname or "127.0.0.1"
-    port = parts.port or (443 if tls else 80)
+    return tls, parts.hostname or "127.0.0.1", parts.port or (443 if tls else 80)
+
+
+def probe(url: str, timeout_s: float = 3.0) -> str | None:
+    """None if the server at ``url`` speaks HTTP/2 (h2 by ALPN, or h2c), else why not."""
+    tls, host, port = _address(url)
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as raw:
             if not tls:
@@ -159,10 +163,7 @@ def http1_refusal(url: str, timeout_s: float = 3.0, quiet_s: float = 0.2) -> str
     answers the first byte it reads with its SETTINGS frame (its connection preface:
     nginx sends nothing before), an HTTP/1.1 one waits for the rest of the request, so
     ``quiet_s`` of silence says HTTP/1.1 (a server counting its requests sees none)."""
-    parts = urlsplit(url)
-    tls = parts.scheme == "https"
-    host = parts.hostname or "127.0.0.1"
-    port = parts.port or (443 if tls else 80)
+    tls, host, port = _address(url)
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as raw:
             if tls:
