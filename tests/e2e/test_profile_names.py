@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 from tests.e2e.gitrepo import commit_base, git
-from tests.e2e.test_profile_jit import CATALOGUE
+from tests.e2e.options import PROFILED
+from tests.e2e.profiled_server import CHECKSUM_JS
+from tests.e2e.profiled_server import node_server as catalogue_node
 
 from pytest_webperf.profiling import valgrind
 from pytest_webperf.profiling.capture import perf_problem
@@ -27,7 +29,8 @@ needs_tools = pytest.mark.skipif(
     reason=f"perf and valgrind: {perf_problem() or valgrind.problem()}",
 )
 
-APP = """\
+APP = (
+    """\
 "use strict";
 // checksum() walks ?kb= KiB of the page ROUNDS times per request; the handler is anonymous.
 const http = require("http");
@@ -35,16 +38,9 @@ const http = require("http");
 const ROUNDS = {rounds};
 const PAGE = Buffer.alloc(1 << 17, 7);
 
-function checksum(data) {{
-  let value = 0;
-  for (let round = 0; round < ROUNDS; round++) {{
-    for (let i = 0; i < data.length; i++) {{
-      value = (value * 31 + data[i]) >>> 0;
-    }}
-  }}
-  return value;
-}}
-
+"""
+    + CHECKSUM_JS
+    + """
 http
   .createServer((req, res) => {{
     const kb = Number(req.url.split("kb=")[1] || 128);
@@ -54,6 +50,7 @@ http
   }})
   .listen(Number(process.env.PORT), "127.0.0.1");
 """
+)
 HANDLER_LINE = 1 + APP.splitlines().index("  .createServer((req, res) => {{")
 
 TOML = """\
@@ -77,32 +74,12 @@ def test_timed(webperf):
     webperf.http(webperf.server("nodenames"), path="/work?kb=128", interval="10ms")
 """
 
-RUN = [
-    "-p",
-    "no:locust",
-    "-W",
-    "error",
-    "--webperf-concurrency=2",
-    "--webperf-duration=3s",
-    "--webperf-warmup=1s",
-    "--webperf-against-budget=1s",  # the minimum pairs only
-    "--webperf-against=HEAD~1",
-    "--webperf-json=names.json",
-    "-rA",
-]
+RUN = [*PROFILED, "--webperf-warmup=1s", "--webperf-against=HEAD~1", "--webperf-json=names.json"]
 
 
 def node_server(repo: Path, rounds: int) -> None:
-    """The catalogue's Node image (its packages: the build is cached), this app."""
-    directory = repo / "servers" / "nodenames"
-    directory.mkdir(parents=True, exist_ok=True)
-    dockerfile = (CATALOGUE / "node" / "Dockerfile").read_text()
-    dockerfile = dockerfile.replace("COPY assets/ /srv/www/\n", "").replace(
-        "COPY app.js store.js /srv/app/", "COPY app.js /srv/app/"
-    )
-    (directory / "Dockerfile").write_text(dockerfile)
-    (directory / "server.toml").write_text(TOML)
-    (directory / "app.js").write_text(APP.format(rounds=rounds))
+    """The catalogue's Node image, this app."""
+    catalogue_node(repo, "nodenames", APP.format(rounds=rounds), TOML)
 
 
 def profile(pytester: pytest.Pytester, tests: str, *options: str) -> tuple[Any, Any]:
