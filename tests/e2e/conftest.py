@@ -135,8 +135,8 @@ SLOW_FIRST: dict[str, dict[str, float]] = {
         "test_the_wheel_ships_the_catalogue": 73,  # the wheel built (session)
     },
     "test_profile_names.py": {
-        "test_a_javascript_function_is_named_and_counted": 236,  # Node under Valgrind
-        "test_a_javascript_function_is_named_timed_and_an_anonymous_one_by_its_line": 70,
+        "test_a_javascript_function_is_named_and_counted": 103,  # Node under Valgrind
+        "test_a_javascript_function_is_named_timed_and_an_anonymous_one_by_its_line": 72,
     },
     "test_suites.py": {  # a quarter of the catalogue each, at load average 7
         "test_every_catalogue_server_answers_in_each_of_its_protocols": 72,
