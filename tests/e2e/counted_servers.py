@@ -2,11 +2,13 @@
 
 ``C_SERVER``: a single-threaded epoll HTTP/1.1 server (keep-alive) whose ``GET /work``
 runs ``WORK`` rounds of an FNV-1a loop in ``hash_work`` (kept out of line, so a profile
-can name it), ``GET /other`` ``OTHER`` rounds (a second endpoint of a mix), with two more
-knobs: ``EXTRA_MALLOC`` (one more ``malloc``/``free`` per
-request) and ``EXTRA_WRITE`` (one more ``write``, of a byte to /dev/null). The knobs are
-macros, given by a header the build includes (``cc -include knobs.h``): a change to a
-knob is a change to a file of the repository, as a user's would be.
+can name it), ``GET /other`` ``OTHER`` rounds (a second endpoint of a mix), with three more
+knobs: ``EXTRA_MALLOC`` (one more ``malloc``/``free`` per request), ``EXTRA_WRITE`` (one
+more ``write``, of a byte to /dev/null) and ``USE_LIB`` (``hash_work`` calls the hashing
+of ``LIB_WORK``, a shared library built without symbols: a static function reached
+through a pointer, as a callback or a table of functions would be). The knobs are macros,
+given by a header the build includes (``cc -include knobs.h``): a change to a knob is a
+change to a file of the repository, as a user's would be.
 
 ``python_server(work_file)``: the stdlib's threaded ``http.server`` whose ``GET /work``
 runs a pure-Python hash loop, as many rounds as ``work_file`` says, and whose accept loop
@@ -48,14 +50,25 @@ C_SERVER = r"""
 #ifndef EXTRA_WRITE
 #define EXTRA_WRITE 0
 #endif
+#ifndef USE_LIB
+#define USE_LIB 0
+#endif
+#if USE_LIB
+uint32_t (*lib_mixer(void))(long);
+static uint32_t (*mixer)(long);
+#endif
 
 struct conn { int fd; size_t used; char buf[8192]; };
 static int devnull = -1;
 
 __attribute__((noinline)) static uint32_t hash_work(long rounds) {
+#if USE_LIB
+    return mixer(rounds);
+#else
     uint32_t h = 2166136261u;
     for (long i = 0; i < rounds; i++) { h ^= (uint32_t)(i & 0xff); h *= 16777619u; }
     return h;
+#endif
 }
 
 static int send_all(int fd, const char *p, size_t n) {
@@ -97,6 +110,9 @@ int main(void) {
     const char *port = getenv("PORT");
     if (port == NULL) return 2;
     devnull = open("/dev/null", O_WRONLY);
+#if USE_LIB
+    mixer = lib_mixer();
+#endif
     signal(SIGPIPE, SIG_IGN);
     int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
     setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -129,6 +145,23 @@ int main(void) {
         }
     }
 }
+"""
+
+
+LIB_WORK = r"""
+#include <stdint.h>
+
+#ifndef LIB_EXTRA
+#define LIB_EXTRA 0
+#endif
+
+static uint32_t mix(long rounds) {
+    uint32_t h = 2166136261u;
+    for (long i = 0; i < rounds + LIB_EXTRA; i++) { h ^= (uint32_t)(i & 0xff); h *= 16777619u; }
+    return h;
+}
+
+uint32_t (*lib_mixer(void))(long) { return mix; }
 """
 
 

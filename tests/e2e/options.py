@@ -15,6 +15,18 @@ SHORT = [
     "--webperf-warmup=0.5s",
 ]
 
+# The differential profiles' A/B runs: 2 users (each test paces them), 3 s measured, the
+# minimum pairs only.
+PROFILED = [
+    "-p",
+    "no:locust",
+    "-W",
+    "error",
+    "--webperf-concurrency=2",
+    "--webperf-duration=3s",
+    "--webperf-against-budget=1s",
+]
+
 
 def assert_not_failed(result: Any, tests: int) -> None:
     """``tests`` tests ran and none failed: each passed, or was undecided (a comparison a

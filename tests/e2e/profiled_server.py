@@ -2,7 +2,40 @@
 one-test project around it: the differential profile's end-to-end tests
 (``test_profile_ab.py``) and its false-lead benchmark (``benchmarks/profile_false_leads.py``)
 run the same code. ``SERVER.format(rounds=3)`` makes ``checksum()`` three times costlier.
+``node_server``: a Node app in the catalogue's Node image (``test_profile_jit.py``,
+``test_profile_names.py``).
 """
+
+from pathlib import Path
+
+CATALOGUE = Path(__file__).resolve().parents[2] / "servers"
+# checksum() of the Node apps (a format template: ROUNDS walks of the page a request)
+CHECKSUM_JS = """\
+function checksum(data) {{
+  let value = 0;
+  for (let round = 0; round < ROUNDS; round++) {{
+    for (let i = 0; i < data.length; i++) {{
+      value = (value * 31 + data[i]) >>> 0;
+    }}
+  }}
+  return value;
+}}
+"""
+
+
+def node_server(repo: Path, name: str, app: str, toml: str) -> None:
+    """``servers/NAME`` in ``repo``: the catalogue's Node image (its packages: the build
+    is cached) running ``app``, described by ``toml``."""
+    directory = repo / "servers" / name
+    directory.mkdir(parents=True, exist_ok=True)
+    dockerfile = (CATALOGUE / "node" / "Dockerfile").read_text()
+    dockerfile = dockerfile.replace("COPY assets/ /srv/www/\n", "").replace(
+        "COPY app.js store.js /srv/app/", "COPY app.js /srv/app/"
+    )
+    (directory / "Dockerfile").write_text(dockerfile)
+    (directory / "server.toml").write_text(toml)
+    (directory / "app.js").write_text(app)
+
 
 SERVER = """
 import os

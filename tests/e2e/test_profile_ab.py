@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from tests.e2e.gitrepo import commit_base, git
+from tests.e2e.options import PROFILED
 from tests.e2e.profiled_server import SERVER, TEST
 
 from pytest_webperf.profiling.capture import py_spy_path
@@ -24,18 +25,7 @@ from pytest_webperf.profiling.capture import py_spy_path
 pytest_plugins = ["pytester"]
 
 
-RUN = [
-    "-p",
-    "no:locust",
-    "-W",
-    "error",
-    "--webperf-concurrency=2",
-    "--webperf-duration=3s",
-    "--webperf-warmup=0.5s",
-    "--webperf-repeat=3",
-    "--webperf-against-budget=1s",  # the minimum pairs only
-    "--webperf-json=p.json",
-]
+RUN = [*PROFILED, "--webperf-warmup=0.5s", "--webperf-repeat=3", "--webperf-json=p.json"]
 
 needs_py_spy = pytest.mark.skipif(
     py_spy_path() is None or os.geteuid() != 0, reason="py-spy (as root) profiles Python here"

@@ -19,28 +19,19 @@ from typing import Any
 
 import pytest
 from tests.e2e.gitrepo import commit_base, git
+from tests.e2e.options import PROFILED
+from tests.e2e.profiled_server import CATALOGUE, CHECKSUM_JS
+from tests.e2e.profiled_server import node_server as catalogue_node
 
 from pytest_webperf.profiling.capture import perf_problem
 
 pytest_plugins = ["pytester"]
 
-CATALOGUE = Path(__file__).resolve().parents[2] / "servers"
-
 needs_perf = pytest.mark.skipif(
     perf_problem() is not None, reason=f"perf cannot sample: {perf_problem()}"
 )
 
-RUN = [
-    "-p",
-    "no:locust",
-    "-W",
-    "error",
-    "--webperf-concurrency=2",
-    "--webperf-duration=3s",
-    "--webperf-repeat=3",
-    "--webperf-against-budget=1s",  # the minimum pairs only
-    "--webperf-json=p.json",
-]
+RUN = [*PROFILED, "--webperf-repeat=3", "--webperf-json=p.json"]
 
 TEST = """
 def test_work(webperf):
@@ -48,7 +39,8 @@ def test_work(webperf):
     webperf.http(target, path="/work", interval="{interval}")  # paced: lightly loaded
 """
 
-NODE_APP = """\
+NODE_APP = (
+    """\
 "use strict";
 // A small HTTP server whose work per request is in named functions.
 const http = require("http");
@@ -64,16 +56,9 @@ function work(n) {{
   return total;
 }}
 
-function checksum(data) {{
-  let value = 0;
-  for (let round = 0; round < ROUNDS; round++) {{
-    for (let i = 0; i < data.length; i++) {{
-      value = (value * 31 + data[i]) >>> 0;
-    }}
-  }}
-  return value;
-}}
-
+"""
+    + CHECKSUM_JS
+    + """
 function render(value, check) {{
   return JSON.stringify({{ value, check, at: Date.now() }});
 }}
@@ -86,6 +71,7 @@ http
   }})
   .listen(Number(process.env.PORT), "127.0.0.1");
 """
+)
 
 NODE_TOML = """\
 name = "nodework"
@@ -99,16 +85,8 @@ routes = ["/work"]
 
 
 def node_server(repo: Path, rounds: int) -> None:
-    """The catalogue's Node image (its packages, so the build is cached), this app."""
-    directory = repo / "servers" / "nodework"
-    directory.mkdir(parents=True, exist_ok=True)
-    dockerfile = (CATALOGUE / "node" / "Dockerfile").read_text()
-    dockerfile = dockerfile.replace("COPY assets/ /srv/www/\n", "").replace(
-        "COPY app.js store.js /srv/app/", "COPY app.js /srv/app/"
-    )
-    (directory / "Dockerfile").write_text(dockerfile)
-    (directory / "server.toml").write_text(NODE_TOML)
-    (directory / "app.js").write_text(NODE_APP.format(rounds=rounds))
+    """The catalogue's Node image, this app."""
+    catalogue_node(repo, "nodework", NODE_APP.format(rounds=rounds), NODE_TOML)
 
 
 SERVLET = """\

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_webperf.gate.attribution import attribute
+from pytest_webperf.gate.attribution import attribute, explains
 from pytest_webperf.gate.estimates import Estimate
 from pytest_webperf.profiling import digest
 
@@ -96,3 +96,19 @@ def test_a_stored_baseline_s_digest_is_side_a() -> None:
 def test_no_profile_stays_none() -> None:
     assert attribute(None, estimate(0.0, -0.1, 0.1)) is None
     assert attribute({"why": "no perf"}, "not measured") == {"why": "no perf"}
+
+
+@pytest.mark.parametrize(
+    ("explained", "total", "words"),
+    [
+        (0.85, 10.0, "the functions named account for 85% of the change of CPU per request"),
+        (1.54, -3.6, "changed by -5.5 µs/req in all, more than the CPU per request's -3.6"),
+        (-0.5, 4.0, "changed by -2.0 µs/req in all, against the CPU per request's +4.0"),
+    ],
+)
+def test_the_named_functions_part_of_the_change_reads_plainly(
+    explained: float, total: float, words: str
+) -> None:
+    sentence = explains(explained, total)
+    assert words in sentence and "%" not in sentence.replace("85%", "")
+    assert f"{total:+.1f} µs/req" in sentence

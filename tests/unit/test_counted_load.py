@@ -274,3 +274,27 @@ def test_markdown_and_html_show_the_counts_and_the_profile_in_instructions() -> 
         instructions=True,  # type: ignore[arg-type]
     )
     assert graph is not None and "instructions per request (+180.00)" in str(graph)
+
+
+def test_a_source_frame_reads_by_its_own_and_unnamed_code_by_its_caller_with_the_fix() -> None:
+    own = {"function": "render_work (app.py)", "change_ir": 2.0, "own_ir": 51193.3}
+    own["change_total_ir"] = 51193.3
+    assert counts.change_line(own) == (
+        "+51,193.3 Ir/req  render_work (app.py) (with the library, runtime and unnamed code "
+        "it calls; inclusive +51,193.3)"
+    )
+    held = {
+        "function": "deflate (libz.so.1.2.13) > [unknown] (libz.so.1.2.13)",
+        "change_ir": 568606.0,
+        "change_total_ir": 568598.0,
+        "unnamed": "libz.so.1.2.13",
+    }
+    line = counts.change_line(held, {"libz.so.1.2.13": "install zlib1g-dbgsym"})
+    assert line.endswith(
+        "(inclusive +568,598.0): libz.so.1.2.13 has no symbols; install zlib1g-dbgsym"
+    )
+    noted = {**PROFILE, "notes": ["Python functions are not named: CPython 3.11 ..."]}
+    assert (
+        counts.profile_lines(noted, 3)[-1]
+        == "  note: Python functions are not named: CPython 3.11 ..."
+    )

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_webperf.errors import CatalogError
 from pytest_webperf.targets.catalog import load_spec
+from pytest_webperf.targets.images import counted_layer
 from pytest_webperf.targets.process import ProcessTarget
 from pytest_webperf.targets.runtime import (
     JVM_REFUSED,
@@ -80,6 +81,11 @@ def test_each_runtime_gets_its_pinning_and_the_jvm_is_refused() -> None:
     assert PINNINGS["node"].smc_check == "all-non-file"
     assert PINNINGS["jvm"].refused == JVM_REFUSED and "timed checks" in JVM_REFUSED
     assert PINNINGS["python"].applied({"PYTHONHASHSEED": "7"}) == {"PYTHONHASHSEED": "7"}
+    # what names the functions, in the counted window only (the native one counts writes)
+    assert PINNINGS["python"].named().env == {"PYTHONHASHSEED": "0", "PYTHONPERFSUPPORT": "1"}
+    assert PINNINGS["node"].named().flags[-1] == "--perf-basic-prof"
+    assert "--perf-basic-prof" not in PINNINGS["node"].flags
+    assert PINNINGS["node"].named().named() == PINNINGS["node"].named()
     assert pinned_argv(["node", "--predictable", "app.js"], PINNINGS["node"]) == [
         "node",
         "--single-threaded",
@@ -133,16 +139,28 @@ def test_a_catalogue_servers_counted_start(tmp_path: Path) -> None:
     assert spec.count is not None
     assert (spec.count.runtime, spec.count.command, spec.count.env) == ("go", ("/srv",), {"A": "1"})
     assert load_spec(write_toml(tmp_path, "")).count is None
+    debug = load_spec(write_toml(tmp_path, '[count]\ndebug_symbols = ["zlib1g", "libssl3"]\n'))
+    assert debug.count is not None and debug.count.debug_symbols == ("zlib1g", "libssl3")
+
+
+def test_the_counted_layer_installs_the_debug_symbols_asked_for() -> None:
+    plain = counted_layer("webperf/nginx:1", "www")
+    assert "valgrind" in plain and "dbgsym" not in plain and plain.endswith("USER www\n")
+    layer = counted_layer("webperf/nginx:1", "", ["zlib1g", "libssl3", "zlib1g"])
+    assert "install -y --no-install-recommends libssl3-dbgsym zlib1g-dbgsym" in layer
+    assert "debian-debug $VERSION_CODENAME-debug main" in layer
 
 
 @pytest.mark.parametrize(
     ("table", "error"),
     [
         ('[count]\nruntime = "cobol"\n', "runtime = 'cobol': one of native, python"),
-        ("[count]\nrefuses = 'x'\n", "[count] takes runtime, command, env, refuse"),
+        ("[count]\nrefuses = 'x'\n", "[count] takes runtime, command, env, refuse, debug"),
         ('[count]\nrefuse = ""\n', "refuse is one line"),
         ("[count]\ncommand = 'nginx'\n", "'count.command' must be a list of strings"),
         ("[count]\nenv = 3\n", "[count] env must be a table"),
+        ('[count]\ndebug_symbols = ["zlib1g-dbgsym x"]\n', "Debian package names"),
+        ('[count]\ndebug_symbols = "zlib1g"\n', "must be a list of strings"),
     ],
 )
 def test_a_wrong_count_table_names_the_file_and_the_key(

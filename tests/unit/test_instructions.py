@@ -18,16 +18,14 @@ from pytest_webperf.profiling.instructions import (
     OTHER,
     Window,
     calls_into,
-    canonical_name,
-    context_frames,
     diff,
     exclusive_changes,
-    function_of,
     is_allocator,
     merged_stacks,
     named,
     window_of,
 )
+from pytest_webperf.profiling.naming import context_frames, function_of
 
 SAMPLES = Path(__file__).parent / "fixtures" / "callgrind"
 
@@ -50,8 +48,8 @@ def test_a_name_is_read_as_its_frames_root_first(name: str, frames: list[str]) -
 
 @given(st.text(alphabet="abc'2@_.", min_size=1, max_size=20))
 def test_canonical_names_are_idempotent(name: str) -> None:
-    once = canonical_name(name)
-    assert canonical_name(once) == once
+    once = function_of(name)
+    assert function_of(once) == once
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from pytest_webperf.profiling.perfmap import (
     PerfMap,
+    jit_function,
     jit_name,
     map_frame,
     map_of,
@@ -92,7 +93,21 @@ def test_a_name_perf_read_from_a_stale_host_map_is_replaced_from_the_copy() -> N
         ("JS:~quicksort /srv/app/app.js:9:19", "quicksort (app.js)"),  # tier, line: alike
         ("LazyCompile:*handle /a/node_modules/router/index.js:150:43", "handle (router/index.js)"),
         ("Function:^emit node:events:471:44", "emit (node:events)"),
-        ("JS:^ /srv/app/app.js:26:23", "(anonymous) (app.js)"),
+        ("JS:^ /srv/app/app.js:26:23", "(anonymous) app.js:26"),  # its line: no other name
+        (
+            "JS:*handle /a/node_modules/express/lib/router/index.js:9:3",
+            "handle (express/lib/router/index.js)",
+        ),
+        ("py::Handler.do_GET:/srv/app/server.py", "Handler.do_GET (server.py)"),
+        ("py::<lambda>:/srv/app/server.py", "<lambda> (server.py)"),
+        (
+            "py::route:/venv/lib/python3.12/site-packages/fastapi/routing.py",
+            "route (fastapi/routing.py)",
+        ),
+        (
+            "py::serve_forever:/usr/lib/python3.12/socketserver.py",
+            "serve_forever (socketserver.py)",
+        ),
         ("RegExp:^(?:\\/quicksort)(?:\\/$)?$", "[RegExp] (v8)"),
         ("Builtin:ArrayPrototypePush", "ArrayPrototypePush (v8)"),
         (
@@ -115,6 +130,29 @@ def test_a_name_perf_read_from_a_stale_host_map_is_replaced_from_the_copy() -> N
 )
 def test_jit_names_are_alike_across_tiers_and_lines(symbol: str, name: str | None) -> None:
     assert jit_name(symbol) == name
+
+
+@pytest.mark.parametrize(
+    ("symbol", "kind"),
+    [
+        ("JS:*quicksort /srv/app/app.js:6:19", "user"),
+        ("JS:*handle /a/node_modules/router/index.js:150:43", "library"),
+        ("Function:^emit node:events:471:44", "runtime"),
+        ("Builtin:ArrayPrototypePush", "runtime"),
+        ("py::render:/srv/app/app.py", "user"),
+        ("py::route:/venv/lib/python3.12/site-packages/fastapi/routing.py", "library"),
+        (
+            "py::serve_forever:/root/.pyenv/versions/3.12.1/lib/python3.12/socketserver.py",
+            "runtime",
+        ),
+        ("py::_find_and_load:<frozen importlib._bootstrap>", "runtime"),
+        ("java.util.List webperf.Server.quicksort(java.util.List)", "user"),
+        ("void java.lang.System.arraycopy(java.lang.Object)", "runtime"),
+    ],
+)
+def test_a_jit_function_is_the_users_a_librarys_or_the_runtimes(symbol: str, kind: str) -> None:
+    found = jit_function(symbol)
+    assert found is not None and found[2] == kind
 
 
 def test_a_map_frame_never_names_its_pid() -> None:

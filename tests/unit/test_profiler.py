@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_webperf.measurement.pairs import Pairs, profile_of
 from pytest_webperf.measurement.profiles import Profiler
@@ -24,6 +26,7 @@ from pytest_webperf.profiling.folding import (
     fold_perf_script,
     fold_py_spy,
     fold_window,
+    held_frames,
     unnamed_libraries,
 )
 from pytest_webperf.profiling.stacks import parse_folded
@@ -211,12 +214,42 @@ MAPPED = (
 
 def test_perf_map_frames_are_named_alike_whatever_the_pid() -> None:
     stacks, _ = fold_perf_script(MAPPED)
-    assert stacks == {
+    assert stacks == {  # an unnamed frame under its nearest named caller: never alone
         "start_thread (libc.so.6);Interpreter (jit);webperf.Servlet.doGet (java);"
-        "[unknown] (jit)": 1,
-        "quicksort (app.js);[unknown] (libz.so.1.2.13)": 1,
+        "webperf.Servlet.doGet (java) > [unknown] (jit)": 1,
+        "quicksort (app.js);quicksort (app.js) > [unknown] (libz.so.1.2.13)": 1,
     }
     assert unnamed_libraries(MAPPED) == {"/usr/lib/x86_64-linux-gnu/libz.so.1.2.13": 1}
+
+
+@pytest.mark.parametrize(
+    ("stack", "shown"),
+    [
+        (
+            ["main (srv)", "[unknown] (libz.so.1)"],
+            ["main (srv)", "main (srv) > [unknown] (libz.so.1)"],
+        ),
+        (  # one frame per object under one caller, however deep; a callback stays
+            ["a (srv)", "[unknown] (libz.so.1)", "[unknown] (libz.so.1)", "memcpy (libc.so.6)"],
+            ["a (srv)", "a (srv) > [unknown] (libz.so.1)", "memcpy (libc.so.6)"],
+        ),
+        (["[unknown] (libz.so.1)", "f (srv)"], ["[unknown] (libz.so.1)", "f (srv)"]),
+    ],
+)
+def test_an_unnamed_frame_is_shown_under_its_nearest_named_caller(
+    stack: list[str], shown: list[str]
+) -> None:
+    assert held_frames(stack) == shown
+
+
+@given(st.lists(st.sampled_from(["a (x)", "b (y)", "[unknown] (z)", "[unknown] (jit)"])))
+def test_a_held_stack_keeps_every_named_frame_and_no_bare_unknown_below_one(
+    stack: list[str],
+) -> None:
+    shown = held_frames(stack)
+    assert [f for f in shown if "[unknown]" not in f] == [f for f in stack if "[unknown]" not in f]
+    first = next((i for i, f in enumerate(stack) if "[unknown]" not in f), len(stack))
+    assert all(not f.startswith("[unknown]") for f in shown[first:])
 
 
 def test_the_runtimes_get_their_profiling_flags_once() -> None:
@@ -243,7 +276,10 @@ def test_a_library_is_traced_to_its_debian_package(tmp_path: Path) -> None:
     assert runtimes._package_in(root, "/usr/sbin/nginx") == "nginx-core"  # the path, whole
     assert runtimes._package_in(root, "/usr/lib/libnone.so") is None
     note = runtimes.library_note("libz.so.1.2.13", "zlib1g")
-    assert "install zlib1g-dbgsym" in note and "[unknown] (libz.so.1.2.13)" in note
+    assert "install zlib1g-dbgsym (Debian's debug archive) in the image" in note
+    assert "nearest named caller" in note
+    counted = runtimes.symbols_fix("zlib1g")
+    assert 'debug_symbols = ["zlib1g"]' in counted and "DEBUGINFOD_URLS" in counted
 
 
 def test_this_process_is_a_python_runtime() -> None:

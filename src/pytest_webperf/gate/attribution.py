@@ -12,7 +12,7 @@ What is added to the profile (the JSON report's ``profile``): ``changes`` (the n
 functions, ranked), ``tested``, ``pairs``, ``family_alpha`` and ``confidence``,
 ``dispersion`` (the repetitions' overdispersion factor), ``detectable_us``,
 ``explained`` (the part of the total's change, ``total_change_us`` on the diff's
-scale, that the named functions account for),
+scale, that the named functions account for) and ``explains`` (that, in words),
 ``unresolved`` (why nothing was named, in one sentence), ``cpu`` (the total's change),
 ``scale`` (what the functions were scaled by: the CPU measured, refined by the shares'
 own view of the total when they agree: ``profiling/diff.py``) and ``elsewhere`` (the
@@ -105,9 +105,28 @@ def attribute(
     )
     if result.explained is not None:
         found["explained"] = result.explained
+        found["explains"] = explains(result.explained, result.total.change_us)
     if result.why is not None:
         found["unresolved"] = result.why
     return found
+
+
+def explains(explained: float, total_us: float) -> str:
+    """The named functions' part of the change of CPU per request, in words: a share when
+    they add up to some of it; their sum when they moved more than the total did, or the
+    other way (other functions moved against them, each too little to be named)."""
+    named_us = explained * total_us
+    if 0 <= explained <= 1:
+        return (
+            f"the functions named account for {explained:.0%} of the change of CPU per "
+            f"request ({total_us:+.1f} µs/req)"
+        )
+    how = "more than" if explained > 1 else "against"
+    return (
+        f"the functions named changed by {named_us:+.1f} µs/req in all, {how} the CPU per "
+        f"request's {total_us:+.1f} µs/req: other functions moved the other way, each too "
+        "little to be named"
+    )
 
 
 def _stored_side(found: dict[str, Any], stored: Mapping[str, Any] | None) -> str | None:

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from pytest_webperf.profiling import perfmap
+from pytest_webperf.profiling import frames, perfmap
 from pytest_webperf.profiling.stacks import fold, parse_folded
 
 
@@ -73,21 +73,21 @@ def fold_window(text: str, window: Window | None) -> Folded:
     folded stacks (root first), only the samples in ``window`` when it is given."""
     stacks: list[list[str]] = []
     periods: list[int] = []
-    frames: list[str] | None = None
+    found: list[str] | None = None
     first: float | None = None
     outside = 0
     keep = True
     for line in [*text.splitlines(), ""]:
-        if line.startswith("\t") and frames is not None:
+        if line.startswith("\t") and found is not None:
             match = _FRAME.match(line)
             frame = perf_frame(match["sym"], match["dso"]) if match else None
             if frame is not None:
-                frames.append(frame)
+                found.append(frame)
             continue
-        if frames is not None:  # a sample ends at a blank line or at the next header
+        if found is not None:  # a sample ends at a blank line or at the next header
             if keep:
-                stacks.append(frames[::-1] or ["[unknown] (?)"])
-            frames = None
+                stacks.append(held_frames(found[::-1]) or ["[unknown] (?)"])
+            found = None
         fields = line.split()
         if not fields:
             continue
@@ -98,9 +98,31 @@ def fold_window(text: str, window: Window | None) -> Folded:
             first = times[0]
         if keep and fields[-1].isdigit():
             periods.append(int(fields[-1]))
-        frames = []
+        found = []
     period = sum(periods) / len(periods) / 1e9 if periods else None
     return Folded(fold(stacks), period, first, outside)
+
+
+_UNKNOWN = re.compile(r"^\[unknown\] \((?P<obj>[^()]*)\)$")
+
+
+def held_frames(stack: list[str]) -> list[str]:
+    """A stack (root first) with each frame perf could not name (``[unknown]
+    (libz.so.1.2.13)``, ``[unknown] (jit)``) shown under its nearest named caller, as
+    counted profiles show it (``frames.held``): one frame per object under one caller,
+    however deep; alone only where no caller is named."""
+    shown: list[str] = []
+    holder: str | None = None
+    for frame in stack:
+        match = _UNKNOWN.match(frame)
+        if match is None:
+            holder = frame
+            shown.append(frame)
+            continue
+        held = frames.held(holder, match["obj"]) if holder else frame
+        if not shown or shown[-1] != held:
+            shown.append(held)
+    return shown
 
 
 def unnamed_libraries(text: str) -> dict[str, int]:
@@ -134,8 +156,8 @@ def fold_py_spy(text: str) -> dict[str, int]:
     whatever lines the change added above it)."""
     folded: dict[str, int] = {}
     for stack, count in parse_folded(text).items():
-        frames = [_LINE.sub(r" (\1)", f) for f in stack.split(";") if not _PROCESS_FRAME.match(f)]
-        if frames:
-            key = ";".join(frames)
+        kept = [_LINE.sub(r" (\1)", f) for f in stack.split(";") if not _PROCESS_FRAME.match(f)]
+        if kept:
+            key = ";".join(kept)
             folded[key] = folded.get(key, 0) + count
     return folded

@@ -22,20 +22,25 @@ exactly N requests (``valgrind.py``). From it, per request:
   the total's), and inclusive ones: exact from the stacks when the run kept its callers
   (``--separate-callers=K``: every cost under its chain of K callers, the function named
   ``f'caller'caller's caller``), else from the call arcs, which is exact except for a
-  recursion through other functions (an interpreter's eval loop: counted again per level,
-  as ``callgrind_annotate --inclusive=yes`` does).
+  function on a cycle of calls through others (a recursion, a runtime's dispatch: its
+  nested calls would count again, as ``callgrind_annotate --inclusive=yes`` counts them):
+  not known for those; and a source frame's *own* (``naming``).
 * **stacks**: with the callers kept, folded stacks in instructions (``root;...;leaf Ir``,
   the shape of the sampling profiles', so the flame graph draws them); a stack deeper than
   K frames is cut at the top and drawn under ``[deeper]``.
 
 Names as callgrind writes them carry a recursion level (``fib'2``), a symbol version
-(``malloc@@GLIBC_2.2.5``) and, with callers kept, the callers: ``function_of`` is the one
-reading of a name. A function is known by its object's file name and its name, so the
-base, built by ``git archive`` in another directory, and the change name it alike.
+(``malloc@@GLIBC_2.2.5``) and, with callers kept, the callers: ``naming.function_of`` is
+the one reading of a name, and ``naming`` names JIT code from the processes' perf maps
+and shows code without symbols under its nearest named caller. A function is known by its
+object's (or source file's) label and its name, so the base, built by ``git archive`` in
+another directory, and the change name it alike.
 
 ``diff`` compares two sides over their repetitions: per function, the change of exclusive
-instructions per request B - A, and whether it is named as changed (``named``: every
-repetition of B beyond every repetition of A, by more than twice either side's own range).
+(a source frame's own) instructions per request B - A, and whether it is named as changed
+(``named``: every repetition of B beyond every repetition of A, by more than twice either
+side's own range); ranked the user's code first, then libraries', then the runtime's
+(``rank``).
 Counts are not samples: a deterministic server's repetitions agree exactly, so a change
 of one instruction per request is real; a runtime whose own threads run in the window
 (Go's scheduler, V8's compiler) wanders, and its functions are named only when the change
@@ -49,21 +54,28 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
+from pytest_webperf.profiling import frames
 from pytest_webperf.profiling.callgrind import Profile
+from pytest_webperf.profiling.naming import (
+    DEEPER,
+    Function,
+    Named,
+    function_of,
+    is_held,
+    name_window,
+)
+from pytest_webperf.profiling.perfmap import PerfMap
 from pytest_webperf.stats.ratio import mean
 
 EVENT = "Ir"
 MIN_SHARE = 1e-3  # a function is tested when it has this share of either side's instructions
 MIN_CHANGE = 1e-4  # ... and named when its change is at least this share of the base's total
 TOP = 25  # functions kept in the profile, ranked by their change
+LEAD = 0.05  # a named change this share of the largest one is ranked by whose code it is
 STACK_SHARE = 1e-5  # folded stacks below this share of a side's total are merged
-DEEPER = "[deeper]"  # the root of a stack cut at the callers' depth
 OTHER = "[other stacks]"
-
-_VERSION = re.compile(r"(@@?[A-Za-z][A-Za-z0-9_.]*)+$")
 
 # libc's allocation entry points (glibc's __libc_* names are aliases of the same address:
 # callgrind names an address once, so they may appear under either name)
@@ -103,37 +115,7 @@ _CPYTHON_INSIDE = frozenset({"_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_
 _CPYTHON_RAW = frozenset({"PyMem_RawMalloc", "PyMem_RawCalloc", "PyMem_RawRealloc"})
 
 
-# --- names ---------------------------------------------------------------------------------
-
-
-def _plain(piece: str) -> str:
-    return _VERSION.sub("", piece).strip() if "@" in piece else piece.strip()
-
-
-def canonical_name(name: str) -> str:
-    """``malloc@@GLIBC_2.2.5`` -> ``malloc``, ``fib'2`` -> ``fib``: one name per function
-    across symbol versions and recursion levels (a name without callers)."""
-    return _plain(name.split("'", 1)[0])
-
-
-@lru_cache(maxsize=1 << 18)
-def context_frames(name: str) -> tuple[str, ...]:
-    """``f'2'g'h`` (f at recursion level 2, called by g, called by h) -> ``("h", "g", "f")``,
-    root first; a name without callers is one frame. A name with a quote of its own is
-    split there too: callgrind gives no way to tell. (Cached: a dump with callers kept
-    names each context once per part, and reads it again for every call into it.)"""
-    frames: list[str] = []
-    for piece in name.split("'"):
-        if frames and piece.isdigit():
-            continue  # the recursion level of the frame before
-        frames.append(_plain(piece))
-    return tuple(frames[::-1])
-
-
-@lru_cache(maxsize=1 << 18)
-def function_of(name: str) -> str:
-    """The function a callgrind name is (its callers and recursion level dropped)."""
-    return canonical_name(name)
+# --- allocations ---------------------------------------------------------------------------
 
 
 def is_allocator(function: str) -> bool:
@@ -142,18 +124,9 @@ def is_allocator(function: str) -> bool:
     return function in LIBC_ALLOCATORS or _OPERATOR_NEW.match(function) is not None
 
 
-def object_name(obj: str) -> str:
-    """An ELF object's file name: ``/usr/lib/x86_64-linux-gnu/libc.so.6`` -> ``libc.so.6``."""
-    return obj.rsplit("/", 1)[-1]
-
-
-Function = tuple[str, str]  # (object's file name, function name)
-
-
 def label(function: Function) -> str:
-    """``hash_work (server)``: how reports name a function."""
-    obj, name = function
-    return f"{name} ({obj})" if obj else name
+    """``hash_work (server)``, ``(anonymous) app.js:9``: how reports name a function."""
+    return frames.label(*function)
 
 
 def on_behalf(profile: Profile) -> int:
@@ -187,7 +160,8 @@ def calls_into(profile: Profile, wanted: Callable[[str], bool]) -> dict[str, int
 @dataclass(frozen=True)
 class Window:
     """One counted window of one side: its requests and what its dumps say (totals over
-    the window, not per request: ``per_request`` divides)."""
+    the window, not per request: ``per_request`` divides), its functions under the names
+    shown (``naming``: JIT code named, code without symbols held by a named caller)."""
 
     requests: int
     instructions: int
@@ -198,6 +172,10 @@ class Window:
     inclusive: Mapping[Function, int]
     stacks: Mapping[str, int] = field(default_factory=dict)  # with the callers kept
     libc_allocations: int = 0  # libc's allocators and operator new alone
+    own: Mapping[Function, int] = field(default_factory=dict)  # source frames (``naming``)
+    kinds: Mapping[Function, str] = field(default_factory=dict)
+    unnamed: Mapping[str, str] = field(default_factory=dict)  # object's label -> its path
+    maps: int = 0  # processes whose perf map named their JIT code
 
     def per_request(self, total: int | float) -> float:
         return total / self.requests if self.requests else 0.0
@@ -211,23 +189,22 @@ class Window:
         return self.per_request(self.allocations)
 
 
-def window_of(profile: Profile, requests: int, *, callers: int = 0) -> Window:
+def window_of(
+    profile: Profile,
+    requests: int,
+    *,
+    callers: int = 0,
+    maps: Mapping[int, PerfMap] | None = None,
+) -> Window:
     """The figures of a window's dumps (``profile``: every dump of the window) for
     ``requests`` requests; ``callers``: the ``--separate-callers`` depth it ran with (0:
-    none, so no stacks, and inclusive cost from the call arcs)."""
-    exclusive: dict[Function, int] = defaultdict(int)
-    total = 0
-    for part in profile.parts:
-        if EVENT not in part.events:
-            continue
-        index = part.events.index(EVENT)
-        for key, cost in part.self_cost.items():
-            exclusive[(object_name(key.obj), function_of(key.name))] += cost[index]
-            total += cost[index]
-    stacks = folded(profile, callers) if callers else {}
-    inclusive = (
-        inclusive_of(stacks, objects_of(profile)) if stacks else arc_inclusive(profile, exclusive)
-    )
+    none, so no stacks, and inclusive cost from the call arcs); ``maps``: the perf maps
+    of its processes, by pid (JIT code named)."""
+    parts = [part for part in profile.parts if EVENT in part.events]
+    named = name_window(parts, maps or {}, callers, EVENT)
+    total = sum(named.exclusive.values())
+    stacks = dict(named.stacks)
+    inclusive = inclusive_of(stacks, named.frames) if callers else arc_inclusive(named)
     libc = sum(calls_into(profile, is_allocator).values())
     runtime = calls_into(profile, lambda name: name in RUNTIME_ALLOCATORS)
     pids = {part.pid for part in profile.parts}
@@ -238,73 +215,43 @@ def window_of(profile: Profile, requests: int, *, callers: int = 0) -> Window:
         libc_allocations=libc,
         runtime_allocations=runtime,
         processes=len(pids),
-        exclusive=dict(exclusive),
+        exclusive=dict(named.exclusive),
         inclusive=inclusive,
         stacks=stacks,
+        own=dict(named.own),
+        kinds=dict(named.kinds),
+        unnamed=dict(named.unnamed),
+        maps=sum(1 for pid in pids if pid is not None and pid in (maps or {})),
     )
 
 
-def folded(profile: Profile, callers: int) -> dict[str, int]:
-    """Exclusive instructions per call context as folded stacks of function names, root
-    first (the run kept ``callers`` callers: a context that long may be cut, and goes
-    under ``[deeper]``)."""
-    stacks: dict[str, int] = defaultdict(int)
-    for part in profile.parts:
-        if EVENT not in part.events:
-            continue
-        index = part.events.index(EVENT)
-        for key, cost in part.self_cost.items():
-            if not cost[index]:
-                continue
-            frames = [f.replace(";", ",") for f in context_frames(key.name)]
-            if len(frames) > callers:
-                frames = [DEEPER, *frames]
-            stacks[";".join(frames)] += cost[index]
-    return dict(stacks)
-
-
-def objects_of(profile: Profile) -> dict[str, str]:
-    """Each function name's object (callgrind names a context's callers by name only)."""
-    found: dict[str, str] = {}
-    for part in profile.parts:
-        for key in part.self_cost:
-            found.setdefault(function_of(key.name), object_name(key.obj))
-        for _, callee in part.calls:
-            found.setdefault(function_of(callee.name), object_name(callee.obj))
-    return found
-
-
-def inclusive_of(stacks: Mapping[str, int], objects: Mapping[str, str]) -> dict[Function, int]:
+def inclusive_of(
+    stacks: Mapping[str, int], functions: Mapping[str, Function]
+) -> dict[Function, int]:
     """Inclusive instructions per function from exact stacks: each stack's cost counted
     once per distinct function on it, so a recursion is not counted twice."""
     inclusive: dict[Function, int] = defaultdict(int)
     for stack, cost in stacks.items():
-        for name in set(stack.split(";")) - {DEEPER}:
-            inclusive[(objects.get(name, ""), name)] += cost
+        for text in set(stack.split(";")) - {DEEPER}:
+            inclusive[functions.get(text, ("", text))] += cost
     return dict(inclusive)
 
 
-def arc_inclusive(profile: Profile, exclusive: Mapping[Function, int]) -> dict[Function, int]:
+def arc_inclusive(named: Named) -> dict[Function, int]:
     """Inclusive instructions per function from the call arcs: the incoming arcs' cost (a
     function nobody called in the window: its own cost and its outgoing arcs). Exact
-    unless the function is in a recursion through others (then counted per level)."""
+    unless the function is on a cycle of calls through others (a recursion; a runtime's
+    dispatch): those counted a nested call again, and are left out (not known)."""
     incoming: dict[Function, int] = defaultdict(int)
     outgoing: dict[Function, int] = defaultdict(int)
-    called: set[Function] = set()
-    for part in profile.parts:
-        if EVENT not in part.events:
-            continue
-        index = part.events.index(EVENT)
-        for (caller, callee), arc in part.calls.items():
-            source = (object_name(caller.obj), function_of(caller.name))
-            target = (object_name(callee.obj), function_of(callee.name))
-            if source == target:
-                continue
-            incoming[target] += arc.inclusive[index]
-            outgoing[source] += arc.inclusive[index]
-            called.add(target)
-    functions = set(exclusive) | called | set(outgoing)
-    return {f: incoming[f] if f in called else exclusive.get(f, 0) + outgoing[f] for f in functions}
+    for (source, target), cost in named.arcs.items():
+        incoming[target] += cost
+        outgoing[source] += cost
+    functions = (set(named.exclusive) | named.called | set(outgoing)) - named.cyclic()
+    return {
+        f: incoming[f] if f in named.called else named.exclusive.get(f, 0) + outgoing[f]
+        for f in functions
+    }
 
 
 # --- two sides -----------------------------------------------------------------------------
@@ -312,29 +259,41 @@ def arc_inclusive(profile: Profile, exclusive: Mapping[Function, int]) -> dict[F
 
 @dataclass(frozen=True)
 class FunctionChange:
-    """One function's instructions per request, A and B (means over the pairs), and the
-    range of its exclusive change over the pairs."""
+    """One function's instructions per request, A and B (means over the pairs): exclusive,
+    inclusive and, for a source frame (``naming``), its own; the range of its change over
+    the pairs."""
 
     function: Function
     base_exclusive: float
     change_exclusive: float
-    base_inclusive: float
-    change_inclusive: float
+    base_inclusive: float | None  # None: not known (a cycle of calls, and no stacks)
+    change_inclusive: float | None
     low: float | None  # the smallest and largest change of a pair; None: no pair
     high: float | None
     credible: bool  # named as changed (``diff``'s rule)
+    kind: str = frames.USER
+    own: tuple[float, float] | None = None  # A's and B's own cost: a source frame's
 
     @property
     def change(self) -> float:
         return self.change_exclusive - self.base_exclusive
 
     @property
-    def change_inclusive_delta(self) -> float:
+    def change_inclusive_delta(self) -> float | None:
+        if self.change_inclusive is None or self.base_inclusive is None:
+            return None
         return self.change_inclusive - self.base_inclusive
 
+    @property
+    def figure(self) -> float:
+        """The change it is ranked and named by: its own for a source frame, else its
+        exclusive."""
+        return self.change if self.own is None else self.own[1] - self.own[0]
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        found = {
             "function": label(self.function),
+            "kind": self.kind,
             "change_ir": self.change,
             "low_ir": self.low,
             "high_ir": self.high,
@@ -345,6 +304,11 @@ class FunctionChange:
             "change_total_ir": self.change_inclusive_delta,
             "credible": self.credible,
         }
+        if self.own is not None:
+            found.update(base_own_ir=self.own[0], change_own_ir=self.own[1], own_ir=self.figure)
+        if is_held(self.function[1]):
+            found["unnamed"] = self.function[0]  # the object without symbols
+        return found
 
 
 @dataclass(frozen=True)
@@ -392,44 +356,78 @@ def exclusive_changes(pairs: Sequence[tuple[Window, Window]]) -> dict[Function, 
 
 
 def diff(pairs: Sequence[tuple[Window, Window]]) -> Diff:
-    """Per function, B - A exclusive instructions per request over ``pairs`` of windows
-    (``(a, b)`` each), ranked: named changes first (``named``), then by size."""
+    """Per function, B - A instructions per request over ``pairs`` of windows (``(a, b)``
+    each), ranked (``rank``): named changes first (``named``, on a source frame's own
+    cost, else on the exclusive), the user's code before libraries before the runtime
+    among those that matter (``LEAD``), then by size."""
     usable = [(a, b) for a, b in pairs if a.requests > 0 and b.requests > 0]
     if not usable:
         return Diff((), 0, 0, 0.0, 0.0)
     base_total = mean([a.instructions_per_req for a, _ in usable])
     change_total = mean([b.instructions_per_req for _, b in usable])
-    functions = {f for a, b in usable for f in (*a.exclusive, *b.exclusive)}
+    functions = {f for a, b in usable for f in (*a.exclusive, *b.exclusive, *a.own, *b.own)}
+    sources = {f for a, b in usable for f in (*a.own, *b.own)}
 
-    def side(function: Function, index: int, inclusive: bool = False) -> list[float]:
+    def side(function: Function, index: int, figures: str = "exclusive") -> list[float]:
         windows = [pair[index] for pair in usable]
-        return [
-            w.per_request((w.inclusive if inclusive else w.exclusive).get(function, 0))
-            for w in windows
-        ]
+        return [w.per_request(getattr(w, figures).get(function, 0)) for w in windows]
+
+    def inclusive(function: Function, index: int) -> float | None:
+        windows = [pair[index] for pair in usable]
+        if any(function in w.exclusive and function not in w.inclusive for w in windows):
+            return None  # on a cycle of calls: not known from the arcs
+        return mean(side(function, index, "inclusive"))
 
     largest = max(base_total, change_total)
     tested = [
-        f for f in functions if max(mean(side(f, 0)), mean(side(f, 1))) >= MIN_SHARE * largest
+        f
+        for f in functions
+        if max(mean(side(f, i, m)) for i in (0, 1) for m in ("exclusive", "own"))
+        >= MIN_SHARE * largest
     ]
     changes = []
     for function in tested:
         a, b = side(function, 0), side(function, 1)
-        deltas = [y - x for x, y in zip(a, b, strict=True)]
+        own = (side(function, 0, "own"), side(function, 1, "own"))
+        judged = own if function in sources else (a, b)
+        deltas = [y - x for x, y in zip(*judged, strict=True)]
         changes.append(
             FunctionChange(
                 function,
                 mean(a),
                 mean(b),
-                mean(side(function, 0, inclusive=True)),
-                mean(side(function, 1, inclusive=True)),
+                inclusive(function, 0),
+                inclusive(function, 1),
                 min(deltas),
                 max(deltas),
-                named(a, b, base_total),
+                named(*judged, base_total),
+                kind=next(
+                    (w.kinds[function] for p in usable for w in p if function in w.kinds), ""
+                ),
+                own=(mean(own[0]), mean(own[1])) if function in sources else None,
             )
         )
-    changes.sort(key=lambda c: (not c.credible, -abs(c.change), label(c.function)))
-    return Diff(tuple(changes[:TOP]), len(tested), len(usable), base_total, change_total)
+    ranked = rank(changes)
+    return Diff(tuple(ranked[:TOP]), len(tested), len(usable), base_total, change_total)
+
+
+def kind_of(pairs: Sequence[tuple[Window, Window]], function: Function) -> str:
+    """Whose code ``function`` is, as the windows that hold it say."""
+    return next((w.kinds[function] for p in pairs for w in p if function in w.kinds), "")
+
+
+def rank(changes: Sequence[FunctionChange]) -> list[FunctionChange]:
+    """Named changes first; among them, those of at least ``LEAD`` of the largest named
+    change by whose code they are (the user's, a library's, the runtime's), the rest
+    after; then by size."""
+    largest = max((abs(c.figure) for c in changes if c.credible), default=0.0)
+
+    def key(c: FunctionChange) -> tuple[bool, int, float, str]:
+        leads = c.credible and abs(c.figure) >= LEAD * largest
+        order = frames.kind_rank(c.kind) if leads else len(frames.RANK)
+        return (not c.credible, order, -abs(c.figure), label(c.function))
+
+    return sorted(changes, key=key)
 
 
 def merged_stacks(windows: Sequence[Window]) -> tuple[dict[str, int], int]:

@@ -28,12 +28,13 @@ where two entries overlap, the later one is the live one.
 from __future__ import annotations
 
 import bisect
-import os
 import re
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from pytest_webperf.profiling import frames
 
 MAX_MAP_BYTES = 64 << 20  # a map past this is a runaway (a JIT that never stops making code)
 OVERLAPS = 16  # entries looked back at for an address: overlaps are rare and short
@@ -148,39 +149,58 @@ def resolve_script(text: str, maps: Mapping[int, PerfMap]) -> tuple[str, int, in
 
 _V8 = re.compile(
     r"^(?:JS|LazyCompile|Function|Script|Eval):[*~^+-]?(?P<name>[^ ]*)"
-    r"(?: (?P<file>.*?))?(?::\d+)?(?::\d+)?$"
+    r"(?: (?P<file>.*?))?(?::(?P<line>\d+))?(?::\d+)?$"
 )
 _V8_KINDS = ("RegExp:", "BytecodeHandler:", "Stub:", "Handler:", "CodeStub:")
+# CPython 3.12's perf trampolines: "py::Handler.do_GET:/srv/app/server.py"
+_PYTHON = re.compile(r"^py::(?P<name>[^:]+):(?P<file>.*)$")
 # HotSpot's Compiler.perfmap: "java.util.List webperf.Server.quicksort(java.util.List)";
 # perf-map-agent's: "Lwebperf/Server;::quicksort"
 _JVM = re.compile(
     r"^(?:\[\w+\] )?(?:[\w$.\[\]<>]+ )?(?P<method>[\w$/.;<>]+(?:::|\.)[\w$<>]+)(?P<sig>\(.*\))?$"
 )
+_JVM_RUNTIME = ("java.", "javax.", "jdk.", "sun.", "com.sun.")
 # PHP 8 opcache.jit_debug=0x10: "TRACE-2$quicksort$8" (trace 2, in quicksort, from line
 # 8), "JIT$quicksort" (function JIT), "JIT$$exception_handler" / "jit$$trace_exit_0"
 _PHP = re.compile(r"^(?:TRACE-\d+\$(?P<trace>[^$]+)\$\d+|JIT\$(?P<fn>[^$]+)|(?:JIT|jit)\$\$\w+)$")
 
 
-def jit_name(symbol: str) -> str | None:
-    """A JIT frame's name as a profile keeps it: the function and its file, without
-    V8's tier (``*`` optimised, ``^`` baseline, ``~`` interpreted: one function is one
-    function whichever tier ran it) and without line numbers (they move when the change
-    adds lines above). None if ``symbol`` is no runtime's JIT name."""
+def jit_function(symbol: str) -> tuple[str, str, str] | None:
+    """A JIT frame as a profile keeps it: its file's label, its name and its kind
+    (``frames``), without V8's tier (``*`` optimised, ``^`` baseline, ``~`` interpreted:
+    one function is one function whichever tier ran it) and without line numbers (they
+    move when the change adds lines above), except an anonymous function's, which has no
+    other name (``(anonymous) app.js:9``). None if ``symbol`` is no runtime's JIT name."""
     match = _V8.match(symbol)
     if match:
-        return f"{match['name'] or '(anonymous)'} ({_js_file(match['file'] or '')})"
+        obj, kind = frames.js_file(match["file"] or "")
+        if match["name"]:
+            return obj, match["name"], kind
+        return (f"{obj}:{match['line']}" if match["line"] else obj), frames.ANONYMOUS, kind
+    match = _PYTHON.match(symbol)
+    if match:
+        obj, kind = frames.python_file(match["file"])
+        return obj, match["name"], kind
     if symbol.startswith("Builtin:"):
-        return f"{symbol.split(':', 1)[1]} (v8)"
+        return "v8", symbol.split(":", 1)[1], frames.RUNTIME
     if symbol.startswith(_V8_KINDS):
-        return f"[{symbol.split(':', 1)[0]}] (v8)"
+        return "v8", f"[{symbol.split(':', 1)[0]}]", frames.RUNTIME
     match = _PHP.match(symbol)
     if match:
         name = match["trace"] or match["fn"]
-        return f"{name} (php)" if name else "[jit stub] (php)"
+        return "php", name or "[jit stub]", frames.USER if name else frames.RUNTIME
     match = _JVM.match(symbol)
     if match and (match["sig"] is not None or "::" in match["method"]):
-        return f"{_java_method(match['method'])} (java)"
+        method = _java_method(match["method"])
+        return "java", method, frames.RUNTIME if method.startswith(_JVM_RUNTIME) else frames.USER
     return None
+
+
+def jit_name(symbol: str) -> str | None:
+    """A JIT frame's label (``jit_function``): ``render (app.js)``, ``(anonymous)
+    app.js:9``, ``do_GET (server.py)``; None if ``symbol`` is no runtime's JIT name."""
+    found = jit_function(symbol)
+    return frames.label(found[0], found[1]) if found else None
 
 
 def map_frame(symbol: str) -> str:
@@ -190,18 +210,6 @@ def map_frame(symbol: str) -> str:
     if symbol in ("", "[unknown]"):
         return "[unknown] (jit)"
     return jit_name(symbol) or f"{symbol} (jit)"
-
-
-def _js_file(path: str) -> str:
-    """The package-relative file: ``router/lib/layer.js`` for a dependency, the base
-    name for the application's own (``app.js``), ``node:events`` for Node's."""
-    if not path:
-        return "?"
-    if path.startswith("node:"):
-        return path
-    if "node_modules/" in path:
-        return path.rsplit("node_modules/", 1)[1]
-    return os.path.basename(path)
 
 
 def _java_method(method: str) -> str:

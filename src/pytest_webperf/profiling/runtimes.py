@@ -13,23 +13,28 @@ libraries without symbols.
   compiled methods on the stack (no cost measured); the leaf is named without it.
 * **PHP**: Debian's PHP 8.2 runs no JIT (so no perf map), and no maintained sampler
   names PHP functions from outside the process: the profile says so in one sentence.
-* **Native code without symbols** (``[unknown] (libz.so.1.2.13)``): the library is
-  named, with the package to install for its functions' names (Debian's ``-dbgsym``,
-  found through the image's own dpkg database). The nearest exported symbol is not
-  used as a name: measured on zlib, 638 of 711 samples fell after ``crc32_combine_op``
-  (deflate's static functions lie there), a function a zlib stream never runs.
+* **Native code without symbols** (``[unknown] (libz.so.1.2.13)``): shown under its
+  nearest named caller, with the package to install for its functions' names (Debian's
+  ``-dbgsym``, found through the image's own dpkg database; ``symbols_fix``). The nearest
+  exported symbol is not used as a name: measured on zlib, 638 of 711 samples fell after
+  ``crc32_combine_op`` (deflate's static functions lie there), a function a zlib stream
+  never runs.
+* **Counted** (``naming_notes``): CPython 3.12+ and Node name their functions through
+  the pinning's counted-window flags (``targets/runtime.py``); a CPython before 3.12 or
+  a node that wrote no map is said so, with the fix, and V8's inlining is said.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
 import psutil
 
+from pytest_webperf.profiling.instructions import Window
 from pytest_webperf.targets.runtime import NODE_PROGRAM, PYTHON_PROGRAM
 
 # Appended to what the target already has, for every target started while profiling is on.
@@ -105,16 +110,73 @@ def jvm_note(part: str, why: str) -> str:
     )
 
 
-def library_note(library: str, package: str | None) -> str:
-    fix = (
-        f"install {package}-dbgsym (Debian's debug archive) in the image"
-        if package
-        else "install its debug symbols (Debian: the package's -dbgsym) where it runs"
-    )
+def symbols_fix(package: str | None, *, counted: bool = True) -> str:
+    """How to get a library's names where the target runs: its Debian debug symbols
+    (for a catalogue server counted, in its counted image: ``debug_symbols`` in its
+    ``[count]`` table), or, counted, debuginfod (Valgrind asks it through
+    ``debuginfod-find`` when ``DEBUGINFOD_URLS`` is set; Debian's perf is built without);
+    a library no package installed: built with its symbols. Used when present: Valgrind
+    and perf read ``/usr/lib/debug/.build-id``."""
+    if package is None:
+        return (
+            "no Debian package installed it: build it with its symbols, or keep its debug "
+            "file under /usr/lib/debug/.build-id where it runs"
+        )
+    if not counted:
+        return f"install {package}-dbgsym (Debian's debug archive) in the image"
     return (
-        f"{library} has no symbol for some of the code sampled in it ([unknown] ({library})): "
-        f"{fix} to name its functions"
+        f"install {package}-dbgsym where it runs (a catalogue server: "
+        f'debug_symbols = ["{package}"] in its [count] table), or set DEBUGINFOD_URLS'
     )
+
+
+def library_note(library: str, package: str | None) -> str:
+    return (
+        f"{library} has no symbol for some of the code sampled in it: its samples are shown "
+        f"under its nearest named caller; {symbols_fix(package, counted=False)} to name its "
+        "functions"
+    )
+
+
+def python_note(version: str | None) -> str:
+    """Why a counted CPython's functions are not named, and the fix."""
+    return (
+        f"Python functions are not named: CPython {version or 'before 3.12'} runs every one "
+        "inside _PyEval_EvalFrameDefault; CPython 3.12 or later names each with its own "
+        "instructions (webperf turns its perf trampolines on), and the timed profile "
+        "(py-spy) names them by samples"
+    )
+
+
+NODE_COUNTED_NOTE = (
+    "node wrote no perf map, so its JavaScript is shown as [unknown] (jit) under the "
+    "runtime functions that call it: node starts with --perf-basic-prof in the counted "
+    "window; a node that cannot write /tmp/perf-PID.map (its user, a read-only /tmp) names "
+    "none"
+)
+NODE_INLINED_NOTE = (
+    "V8 inlines small functions into the optimised code of their callers: an inlined "
+    "function's instructions are counted in its caller (the perf map names compiled code, "
+    "not what was inlined into it)"
+)
+_PYTHON_VERSION = re.compile(r"python(\d+\.\d+)")
+
+
+def naming_notes(runtime: str, windows: Sequence[Window]) -> list[str]:
+    """What a counted profile says when its runtime's functions went unnamed (a CPython
+    or a node that wrote no perf map), or were named as compiled (V8's inlining)."""
+    if not windows:
+        return []
+    if any(w.maps for w in windows):
+        return [NODE_INLINED_NOTE] if runtime == "node" else []
+    if runtime == "node":
+        return [NODE_COUNTED_NOTE]
+    if runtime != "python":
+        return []
+    versions = {
+        m[1] for w in windows for obj, _ in w.exclusive if (m := _PYTHON_VERSION.search(obj))
+    }
+    return [python_note(min(versions) if versions else None)]
 
 
 def package_of(pid: int, library: str) -> str | None:

@@ -8,6 +8,7 @@ The command (``Callgrind.argv``)::
       --dump-line=no --dump-instr=no --log-file=DIR/valgrind.%p.log
       [--smc-check=all-non-file]   # a JIT writes code into anonymous memory (V8, HotSpot)
       [--separate-callers=K]       # stacks: each cost under its K callers
+      [--fn-skip=F ...]            # a runtime's trampolines, folded into their callers
 
 * ``--trace-children=yes`` follows a process tree (a shell script's ``exec``, forked
   workers): every process is counted and the window sums them.
@@ -51,6 +52,7 @@ from pathlib import Path
 
 from pytest_webperf.errors import TargetError
 from pytest_webperf.profiling.callgrind import CallgrindFormatError, Profile, parse_file
+from pytest_webperf.profiling.perfmap import MAX_MAP_BYTES, PerfMap
 
 VGDB_TIMEOUT_S = 30.0  # a vgdb command that has not answered in this time never will
 DUMP_TIMEOUT_S = 300.0  # ... but a dump writes a file: with callers kept, tens of MB
@@ -97,6 +99,7 @@ class Callgrind:
 
     smc_check: str | None = None  # "all-non-file" for JIT runtimes
     callers: int = 0  # --separate-callers: 0 keeps no stacks
+    skip: tuple[str, ...] = ()  # --fn-skip: a runtime's trampolines, folded into callers
 
     def argv(self, directory: str) -> list[str]:
         """valgrind's command line, its files in ``directory`` as the target sees it."""
@@ -116,6 +119,7 @@ class Callgrind:
             argv.append(f"--smc-check={self.smc_check}")
         if self.callers:
             argv.append(f"--separate-callers={self.callers}")
+        argv += [f"--fn-skip={name}" for name in self.skip]
         return argv
 
     def describe(self, valgrind: str | None) -> str:
@@ -125,6 +129,8 @@ class Callgrind:
             options.append(f"--smc-check={self.smc_check}")
         if self.callers:
             options.append(f"--separate-callers={self.callers}")
+        if self.skip:
+            options.append(f"--fn-skip of {len(self.skip)} runtime trampoline(s)")
         return f"callgrind ({valgrind or 'valgrind'}), {', '.join(options)}"
 
 
@@ -218,6 +224,46 @@ class Monitor:
                     valgrind_logs(self.host),
                 )
             time.sleep(0.05)
+
+    def maps(self, pids: Sequence[int]) -> dict[int, PerfMap]:
+        """The perf maps the processes wrote (``/tmp/perf-PID.map``: a JIT runtime's, CPython
+        3.12's trampolines), moved where they run into the window's directory and read, by
+        pid as callgrind's dumps name it (the target's own namespace's). Taken after the
+        window's dump: every function that ran in it has its entry. A process without a
+        map (or whose map cannot be read) has none: its JIT code is held by named
+        callers."""
+        found: dict[int, PerfMap] = {}
+        for pid in pids:
+            move = 'cp "$0" "$1" && { rm -f "$0" || true; }'
+            argv = ["sh", "-c", move, f"/tmp/perf-{pid}.map", f"{self.seen}/perf-{pid}.map"]
+            try:
+                status, _ = self.beside(argv, VGDB_TIMEOUT_S)
+            except (TimeoutError, OSError):
+                continue
+            path = self.host / f"perf-{pid}.map"
+            try:
+                if status != 0 or path.stat().st_size > MAX_MAP_BYTES:
+                    continue
+                found[pid] = PerfMap.parse(path.read_text(errors="replace"))
+            except OSError:
+                continue
+        return found
+
+    def packages(self, paths: Sequence[str]) -> dict[str, str]:
+        """The Debian package that installed each object (its path as the process maps
+        it), asked of the dpkg database where it runs (merged /usr: dpkg may list
+        ``/lib/...`` for ``/usr/lib/...``); objects no package holds are left out."""
+        found: dict[str, str] = {}
+        ask = 'dpkg-query -S "$0" 2>/dev/null || dpkg-query -S "${0#/usr}" 2>/dev/null'
+        for path in paths:
+            try:
+                status, output = self.beside(["sh", "-c", ask, path], VGDB_TIMEOUT_S)
+            except (TimeoutError, OSError):
+                continue
+            line = output.strip().splitlines()[:1]
+            if status == 0 and line and ":" in line[0]:
+                found[path] = line[0].split(":", 1)[0].split(",")[0].strip()
+        return found
 
 
 def _complete(path: Path) -> bool:

@@ -166,27 +166,39 @@ def lines(entries: Sequence[Entry], verbose: bool = False) -> list[str]:
     return out
 
 
-def change_line(change: Mapping[str, Any]) -> str:
-    """``+180.9 Ir/req  serve (server) (inclusive +181.5)``"""
-    value, total = number(change.get("change_ir")), number(change.get("change_total_ir"))
+def change_line(change: Mapping[str, Any], fixes: Mapping[str, Any] | None = None) -> str:
+    """``+180.9 Ir/req  serve (server) (inclusive +181.5)``; a Python or JavaScript
+    function (or the server's own) by its own change, with the library and runtime code
+    it calls; code without symbols under its caller, with how to get its names."""
+    own, total = number(change.get("own_ir")), number(change.get("change_total_ir"))
+    value = own if own is not None else number(change.get("change_ir"))
     figure = MISSING if value is None else f"{value:+,.1f}"
-    inclusive = "" if total is None else f" (inclusive {total:+,.1f})"
-    return f"{figure} Ir/req  {change.get('function') or MISSING}{inclusive}"
+    said = [] if own is None else ["with the library, runtime and unnamed code it calls"]
+    said += [] if total is None else [f"inclusive {total:+,.1f}"]
+    line = f"{figure} Ir/req  {change.get('function') or MISSING}"
+    line += f" ({'; '.join(said)})" if said else ""
+    unnamed = change.get("unnamed")
+    if isinstance(unnamed, str):
+        fix = (fixes or {}).get(unnamed)
+        line += f": {unnamed} has no symbols" + (f"; {fix}" if fix else "")
+    return line
 
 
 def profile_lines(profile: Mapping[str, Any], top: int) -> list[str]:
     """The named functions of a counted profile (B - A), or the largest changes when none
-    is named, said so."""
+    is named, said so; then its notes (why functions went unnamed, ...)."""
     found = profile.get("changes")
     changes = [c for c in found if isinstance(c, Mapping)] if isinstance(found, list) else []
+    fixes = profile.get("unnamed") if isinstance(profile.get("unnamed"), Mapping) else {}
+    notes = [f"  note: {n}" for n in profile.get("notes") or () if isinstance(n, str)]
     named = [c for c in changes if c.get("credible")]
     if named:
         head = "profile (B - A, instructions per request, counted):"
-        return [head] + ["  " + change_line(c) for c in named[:top]]
+        return [head] + ["  " + change_line(c, fixes) for c in named[:top]] + notes
     if not changes:
-        return ["profile (B - A, instructions per request): no function to compare"]
+        return ["profile (B - A, instructions per request): no function to compare", *notes]
     head = (
         "profile (B - A, instructions per request): no function named (its repetitions "
         "overlap, or one pair); the largest changes:"
     )
-    return [head] + ["  " + change_line(c) for c in changes[:top]]
+    return [head] + ["  " + change_line(c, fixes) for c in changes[:top]] + notes

@@ -443,6 +443,8 @@ def profile_lines(entry: Entry) -> list[str]:
         return [f"{head}: {why}"]
     lines = [f"{head}:"] + ["  " + change_line(c) for c in changes[:PROFILE_TOP]]
     explained, total = number(profile.get("explained")), number(profile.get("total_change_us"))
-    if explained is not None and total is not None:
+    if isinstance(profile.get("explains"), str):
+        lines.append(f"  {profile['explains']}")
+    elif explained is not None and total is not None:  # a report written before it had words
         lines.append(f"  the named functions explain {100 * explained:.0f}% of {total:+.1f} µs/req")
     return lines

@@ -75,9 +75,12 @@ class CountStart:
     command: tuple[str, ...] | None = None
     env: dict[str, str] = field(default_factory=dict)
     refuse: str | None = None
+    # Debian packages whose -dbgsym the counted image installs (their code named, not held)
+    debug_symbols: tuple[str, ...] = ()
 
 
-COUNT_KEYS = ("runtime", "command", "env", "refuse")
+COUNT_KEYS = ("runtime", "command", "env", "refuse", "debug_symbols")
+_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 
 
 def _count(raw: object, path: Path) -> CountStart | None:
@@ -96,11 +99,19 @@ def _count(raw: object, path: Path) -> CountStart | None:
     if refuse is not None and (not isinstance(refuse, str) or not refuse.strip()):
         raise CatalogError(f"{path}: [count] refuse is one line saying why it is not counted")
     command = raw.get("command")
+    debug = _str_tuple(raw.get("debug_symbols", []), "count.debug_symbols", path)
+    wrong = [p for p in debug if not _PACKAGE.match(p)]
+    if wrong:
+        raise CatalogError(
+            f"{path}: [count] debug_symbols = {wrong!r}: Debian package names (zlib1g), "
+            "whose -dbgsym the counted image installs"
+        )
     return CountStart(
         runtime=runtime,
         command=None if command is None else _str_tuple(command, "count.command", path),
         env={str(k): str(v) for k, v in env.items()},
         refuse=refuse,
+        debug_symbols=debug,
     )
 
 

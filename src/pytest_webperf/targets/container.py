@@ -190,7 +190,8 @@ class ServerContainer:
         as PID 1 (vgdb misbehaves with valgrind as PID 1), the wrap's directory mounted
         and the right to ptrace (vgdb wakes a process blocked in a system call). ASLR stays
         on: the engine's seccomp profile refuses ``setarch -R``'s personality."""
-        image = ensure_counted_image(self.image) if wrap.valgrind else self.image
+        debug = self.spec.count.debug_symbols if self.spec.count is not None else ()
+        image = ensure_counted_image(self.image, debug) if wrap.valgrind else self.image
         extra: dict[str, Any] = {"entrypoint": wrap.argv(self.command(), MOUNT, aslr=False)}
         if wrap.valgrind:
             extra.update(init=True, cap_add=["SYS_PTRACE"])

@@ -9,7 +9,7 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import docker.errors
@@ -84,15 +84,25 @@ def ensure_images(catalog: Catalog, name: str, log: Log = _stderr) -> dict[str, 
 
 
 # The counted layer: Valgrind on top of a server's image (Debian's package, as the
-# catalogue's images are Debian bookworm), the image's user restored. Tagged by the base
-# image's id and this text, so it is built once per server image.
+# catalogue's images are Debian bookworm), the image's user restored; with the debug
+# symbols a server's [count] table asks for, from Debian's debug archive (Valgrind reads
+# them from /usr/lib/debug by build id: the libraries' code named instead of held by its
+# callers). Tagged by the base image's id and this text: built once per server image.
 COUNTED_REPO = "webperf-counted"
 COUNTED_LAYER = """FROM {base}
 USER root
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends valgrind \\
  && rm -rf /var/lib/apt/lists/*
-{user}"""
+{debug}{user}"""
+DEBUG_ARCHIVE = "http://deb.debian.org/debian-debug"
+DEBUG_LAYER = """RUN . /etc/os-release \\
+ && echo "deb {archive} $VERSION_CODENAME-debug main" \\
+    > /etc/apt/sources.list.d/webperf-debug.list \\
+ && apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {packages} \\
+ && rm -rf /var/lib/apt/lists/*
+"""
 
 
 def image_config(tag: str) -> dict[str, Any]:
@@ -101,18 +111,27 @@ def image_config(tag: str) -> dict[str, Any]:
     return dict(config)
 
 
-def counted_tag(base: str) -> tuple[str, str]:
+def counted_layer(base: str, user: str, debug_symbols: Sequence[str] = ()) -> str:
+    """The counted image's Dockerfile: Valgrind on ``base``, the ``-dbgsym`` packages of
+    ``debug_symbols``, ``user`` restored."""
+    packages = " ".join(f"{p}-dbgsym" for p in sorted(set(debug_symbols)))
+    debug = DEBUG_LAYER.format(archive=DEBUG_ARCHIVE, packages=packages) if packages else ""
+    return COUNTED_LAYER.format(base=base, debug=debug, user=f"USER {user}\n" if user else "")
+
+
+def counted_tag(base: str, debug_symbols: Sequence[str] = ()) -> tuple[str, str]:
     """The counted image's tag for the image ``base``, and its Dockerfile."""
     found = docker_client().images.get(base)
     user = str((found.attrs.get("Config") or {}).get("User") or "")
-    text = COUNTED_LAYER.format(base=base, user=f"USER {user}\n" if user else "")
+    text = counted_layer(base, user, debug_symbols)
     digest = hashlib.sha256(f"{found.id}\0{text}".encode()).hexdigest()[:16]
     return f"{COUNTED_REPO}/{name_of(base)}:{digest}", text
 
 
-def ensure_counted_image(base: str, log: Log = _stderr) -> str:
-    """``base`` with Valgrind installed on top (built once per base image)."""
-    tag, dockerfile = counted_tag(base)
+def ensure_counted_image(base: str, debug_symbols: Sequence[str] = (), log: Log = _stderr) -> str:
+    """``base`` with Valgrind (and ``debug_symbols``' -dbgsym packages) installed on top
+    (built once per base image)."""
+    tag, dockerfile = counted_tag(base, debug_symbols)
     with _lock:
         if image_exists(tag):
             return tag
@@ -127,9 +146,16 @@ def ensure_counted_image(base: str, log: Log = _stderr) -> str:
         try:
             build(buffer.getvalue(), tag, label=name_of(base), what=f"the counted layer of {base}")
         except CatalogError as exc:
+            debug = (
+                f"; [count] debug_symbols installs their -dbgsym from {DEBUG_ARCHIVE}, which "
+                "must answer from here (else leave them out: their code is shown under its "
+                "named callers)"
+                if debug_symbols
+                else ""
+            )
             raise CatalogError(
                 f"{exc}\ncount=True installs Valgrind in the server's image with Debian's "
-                "apt-get: an image without it needs valgrind installed in its Dockerfile"
+                f"apt-get: an image without it needs valgrind installed in its Dockerfile{debug}"
             ) from None
         log(f"webperf: built {tag} in {time.monotonic() - started:.0f}s")
         return tag

@@ -5,7 +5,7 @@ the differential profile, and what cannot be counted (``refusal``)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from pytest_webperf.measurement.count.window import Probe, Settings
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.profiling import valgrind
 from pytest_webperf.profiling.instructions import Window, diff, merged_stacks
+from pytest_webperf.profiling.runtimes import naming_notes, symbols_fix
 from pytest_webperf.profiling.stacks import write_folded
 from pytest_webperf.targets.base import Target
 from pytest_webperf.targets.paired import PairedTarget
@@ -83,6 +84,7 @@ class CountedRequests:
     paced: bool = True  # each request once the target is at rest; False once one never was
     # each side's windows (by the side target's id): the differential profile's input
     windows: dict[int, list[Window]] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)  # object without symbols -> package
     requests: int = 0  # N, once known
     limit_s: float = sizing.MIN_LIMIT_S  # a window's time limit, from the probe's pace
     probed: bool = False
@@ -145,9 +147,12 @@ class CountedRequests:
         if problem is not None and local:
             raise OptionError(f"{target.name}: {problem}")
 
-    def keep(self, target: Target, window: Window) -> None:
+    def keep(
+        self, target: Target, window: Window, packages: Mapping[str, str] | None = None
+    ) -> None:
         with self._lock:
             self.windows.setdefault(id(target), []).append(window)
+            self.packages.update(packages or {})
 
     def windows_of(self, target: Target) -> list[Window]:
         return self.windows.get(id(target), [])
@@ -184,10 +189,17 @@ class CountedRequests:
         base_stacks, base_requests = merged_stacks([x for x, _ in pairs])
         change_stacks, change_requests = merged_stacks([y for _, y in pairs])
         notes = []
+        runtime = change.pinning().runtime if isinstance(change, Wrappable) else "native"
         if not base_stacks:
-            notes.append("no stacks: the run kept no callers (--webperf-profile=off)")
+            notes.append(
+                f"no stacks: callers are not kept for {runtime} (its pinning says why)"
+                if self.callers
+                else "no stacks: the run kept no callers (--webperf-profile=off)"
+            )
         if found.pairs < 2:
             notes.append("one pair: no interval, no function named")
+        windows = [w for pair in pairs for w in pair]
+        notes += naming_notes(runtime, windows)
         total = sum(c.change for c in found.changes)
         return {
             "unit": "Ir",
@@ -199,6 +211,11 @@ class CountedRequests:
             "listed_change_ir": total,
             "changes": [c.to_dict() for c in found.changes],
             "requests": {"A": base_requests, "B": change_requests},
+            "unnamed": {
+                label: symbols_fix(self.packages.get(path))
+                for w in windows
+                for label, path in w.unnamed.items()
+            },
             "base_folded": write_folded(base_stacks),
             "change_folded": write_folded(change_stacks),
             "notes": notes,

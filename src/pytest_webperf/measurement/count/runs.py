@@ -73,7 +73,8 @@ def _run(repetition: Repetition, kind: CountedRequests, sizer: Sizing) -> RunRes
     target = repetition.target
     pinning = target.pinning()
     tool = kind.tool
-    tool = replace(tool, smc_check=pinning.smc_check, callers=min(kind.callers, pinning.callers))
+    callers = min(kind.callers, pinning.callers)
+    tool = replace(tool, smc_check=pinning.smc_check, callers=callers, skip=pinning.skip)
     try:
         result = repetition.run(sizer, pinning, tool)
     except BaseException:
@@ -81,7 +82,7 @@ def _run(repetition: Repetition, kind: CountedRequests, sizer: Sizing) -> RunRes
             sizer.barrier.abort()  # the other side stops waiting for this one's probe
         raise
     if repetition.window is not None:
-        kind.keep(target, repetition.window)
+        kind.keep(target, repetition.window, repetition.packages)
     if repetition.restless:  # both sides of every later pair alike: back to back
         kind.paced = False
     notes = kind.notes(target, pinning, tool)

@@ -97,6 +97,7 @@ class Repetition:
     phases: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     window: Window | None = None
+    packages: dict[str, str] = field(default_factory=dict)  # object without symbols -> package
     restless: bool = False  # a sender found the target never at rest
     _last: float = 0.0
 
@@ -131,7 +132,7 @@ class Repetition:
         """The counted window: (N, what its requests did, its seconds, the target's CPU)."""
         target, settings = self.target, self.settings
         wrap = Wrap(
-            pinning,
+            pinning.named(),
             prefix=tuple(tool.argv(DIR)),
             directory=str(directory),
             valgrind=True,
@@ -175,12 +176,17 @@ class Repetition:
                     valgrind.valgrind_logs(directory),
                 )
             dumps = monitor.dump(pids)
+            maps = monitor.maps(pids)  # before the processes can go: their JIT code named
             self._phase("dump")
         finally:
             self._done_with(sender)
         self.window = window_of(
-            valgrind.read_dumps(dumps, target.name), interval.requests, callers=tool.callers
+            valgrind.read_dumps(dumps, target.name),
+            interval.requests,
+            callers=tool.callers,
+            maps=maps,
         )
+        self.packages = monitor.packages(list(self.window.unnamed.values()))
         self._phase("reading the dumps")
         return requests, interval, seconds, cpu_s
 
