@@ -3,7 +3,8 @@
 (through the broker, or through a server's broker to its store), WebSocket echo and SSE.
 
 Not one of the seed studies but the floor under them: a server that no longer answers in
-its own protocol fails here, in one short test, before a study's comparison hides it. The
+its own protocols fails here, in one short test per server (one instance of it loaded in
+each protocol in turn), before a study's comparison hides it. The
 test command runs it at a small scale (``tests/e2e/test_suites.py``); the studies'
 suites then load the same servers at their own scale.
 
@@ -27,34 +28,34 @@ def _http_path(spec: ServerSpec) -> str:
     return "/hello" if not spec.routes or "/hello" in spec.routes else spec.health
 
 
-def _http1(webperf, spec):
-    return webperf.http(webperf.server(spec.name), path=_http_path(spec))
+def _http1(webperf, target, spec):
+    return webperf.http(target, path=_http_path(spec))
 
 
-def _http2(webperf, spec):
-    return webperf.http(webperf.server(spec.name), path=_http_path(spec), http2=True)
+def _http2(webperf, target, spec):
+    return webperf.http(target, path=_http_path(spec), http2=True)
 
 
-def _grpc(webperf, spec):
+def _grpc(webperf, target, spec):
     method, message = ECHO
-    return webperf.grpc(webperf.server(spec.name), method, message=message)
+    return webperf.grpc(target, method, message=message)
 
 
-def _mqtt(webperf, spec):
-    measurement = webperf.mqtt(webperf.server(spec.name), interval="500ms", qos=2)
+def _mqtt(webperf, target, spec):
+    measurement = webperf.mqtt(target, interval="500ms", qos=2)
     for run in measurement.runs:
         assert run.mqtt.published > 0
     return measurement
 
 
-def _websocket(webperf, spec):
+def _websocket(webperf, target, spec):
     path = spec.extra["streams"]["websocket"]
-    return webperf.websocket(webperf.server(spec.name), path, message=64, interval="100ms")
+    return webperf.websocket(target, path, message=64, interval="100ms")
 
 
-def _sse(webperf, spec):
+def _sse(webperf, target, spec):
     path = spec.extra["streams"]["events"]
-    return webperf.sse(webperf.server(spec.name), f"{path}?rate=10")
+    return webperf.sse(target, f"{path}?rate=10")
 
 
 LOADS = {
@@ -66,17 +67,20 @@ LOADS = {
     "sse": _sse,
 }
 CATALOG = Catalog(default_directories())
-PAIRS = [(spec.name, protocol) for spec in CATALOG for protocol in spec.protocols or ["none"]]
 
 
-@pytest.mark.parametrize(("server", "protocol"), PAIRS, ids=[f"{s}-{p}" for s, p in PAIRS])
-def test_protocol(webperf, server, protocol):
+@pytest.mark.parametrize("server", CATALOG.names())
+def test_protocols(webperf, server):
+    """One instance of the server (and what it depends on), loaded in each of its
+    protocols in turn: a measurement per protocol, named by it."""
     spec = CATALOG.get(server)
-    if protocol == "none":
+    if not spec.protocols:
         users = [s.name for s in CATALOG if any(d.server == server for d in s.depends)]
         pytest.skip(
             f"{server} (kind = {spec.kind!r}) speaks no protocol a load is sent in: "
             f"it is loaded through {', '.join(users) or 'the servers that depend on it'}"
         )
-    measurement = LOADS[protocol](webperf, spec)
-    assert measurement.runs, f"{server} over {protocol}: nothing was measured"
+    target = webperf.server(server)
+    for protocol in spec.protocols:
+        measurement = LOADS[protocol](webperf, target, spec)
+        assert measurement.runs, f"{server} over {protocol}: nothing was measured"

@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 from tests.e2e.options import SHORT
 
+from pytest_webperf.targets.catalog import Catalog, default_directories
+
 ROOT = Path(__file__).resolve().parents[2]
 PARTS = 4
+CATALOG = Catalog(default_directories())
 SMALL = [*SHORT, "--webperf-repeat=1", "-p", "no:cacheprovider"]
 
 
@@ -42,7 +45,7 @@ def _pytest(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.Co
 def _protocol_tests() -> list[str]:
     listed = _pytest("suites/test_protocols.py", "--collect-only", "-q", *SMALL, timeout=120)
     assert listed.returncode == 0, listed.stdout + listed.stderr
-    return [line for line in listed.stdout.splitlines() if "::test_protocol[" in line]
+    return [line for line in listed.stdout.splitlines() if "::test_protocols[" in line]
 
 
 def test_every_suite_is_collected() -> None:
@@ -71,5 +74,10 @@ def test_every_catalogue_server_answers_in_each_of_its_protocols(
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     entries = json.loads(report.read_text())["tests"]
     loaded = {entry["nodeid"].split("[", 1)[1].rsplit("-c", 1)[0] for entry in entries}
-    expected = {test.split("[", 1)[1].rsplit("-c", 1)[0] for test in mine}
-    assert loaded == expected - {name for name in expected if name.endswith("-none")}
+    servers = {test.split("[", 1)[1].rsplit("-c", 1)[0] for test in mine}
+    spoken = {name: CATALOG.get(name).protocols for name in servers}
+    assert loaded == {name for name, protocols in spoken.items() if protocols}
+    for name, protocols in spoken.items():  # a measurement per protocol it speaks
+        assert sum(e["nodeid"].split("[", 1)[1].startswith(f"{name}-c") for e in entries) == len(
+            protocols
+        ), name
