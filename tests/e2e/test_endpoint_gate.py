@@ -70,8 +70,11 @@ outcome.CONTENDED_CPU_PERCENT = float("inf")
 LOAD = [
     *SHORT,
     "--webperf-repeat=3",
-    # /fast's bound is loose on purpose: the test is about which route fails
-    "--webperf-compare-fail=p95[slow]:10%,p95[/fast]:100%,error_rate[slow]<0.01",
+    # /fast's bound is a limit, not a change: the test is about which route fails, and a
+    # sub-millisecond p95 doubles when its neighbour slows (fewer requests, colder caches:
+    # CI saw 0.13 -> 0.28 ms). The mix's own p95 is 40 ms, so a check wrongly judged on
+    # the whole mix fails it.
+    "--webperf-compare-fail=p95[slow]:10%,p95_ms[/fast]<20,error_rate[slow]<0.01",
 ]
 RUN = [
     *LOAD,
@@ -104,7 +107,7 @@ def test_a_slower_route_fails_its_endpoint_check_naming_it(
     verdict = entry["verdict"]
     assert verdict["status"] == "regression"
     checks = {c["check"]: c for c in verdict["checks"]}
-    slow, fast = checks["p95[slow]:10%"], checks["p95[/fast]:100%"]
+    slow, fast = checks["p95[slow]:10%"], checks["p95_ms[/fast]<20"]
     assert slow["outcome"] == "fail" and slow["endpoint"] == "slow"
     assert slow["current"] > 2 * slow["baseline"], slow  # 40 ms against 5 ms
     assert fast["outcome"] != "fail" and fast["endpoint"] == "/fast", fast
@@ -135,5 +138,5 @@ def test_a_slower_route_fails_against_a_stored_baseline_naming_it(
     (entry,) = json.loads((repo / "stored.json").read_text())["tests"]
     checks = {c["check"]: c for c in entry["verdict"]["checks"]}
     assert checks["p95[slow]:10%"]["outcome"] == "fail"
-    assert checks["p95[/fast]:100%"]["outcome"] != "fail"
+    assert checks["p95_ms[/fast]<20"]["outcome"] != "fail"
     assert all("/fast" not in reason for reason in entry["verdict"]["reasons"])
