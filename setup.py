@@ -74,12 +74,17 @@ def nghttp2_found() -> bool:
 
 TLS = openssl_found()
 H2 = nghttp2_found()
+NATIVE_DIR = Path("src", "pytest_webperf", "swarm", "native")
 NATIVE = [
     Extension(
         "pytest_webperf.swarm._hotloop",
-        ["src/pytest_webperf/swarm/_hotloop.c"],
-        depends=["src/pytest_webperf/swarm/_loop.h", "src/pytest_webperf/swarm/_h2.c"],
-        extra_compile_args=["-O2", "-std=gnu11"],
+        [
+            str(NATIVE_DIR / name)
+            for name in ("engine.c", "python.c", "http1.c", "ws.c", "sse.c")
+            + (("h2.c",) if H2 else ())
+        ],
+        depends=[str(NATIVE_DIR / "engine.h")],
+        extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden"],
         define_macros=([("WEBPERF_TLS", "1")] if TLS else [])
         + ([("WEBPERF_H2", "1")] if H2 else []),
         libraries=(["ssl", "crypto"] if TLS else []) + (["nghttp2"] if H2 else []),
@@ -92,24 +97,6 @@ NATIVE = [
         depends=["src/pytest_webperf/swarm/_loop.h"],
         extra_compile_args=["-O2", "-std=gnu11"],
         define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # mqtts://
-        libraries=["ssl", "crypto"] if TLS else [],
-        optional=True,
-    ),
-    # the native stream loop (swarm/_streamloop.c: WebSocket and server-sent events,
-    # swarm/streamloop.py): epoll too, its protocols in files of their own
-    Extension(
-        "pytest_webperf.swarm._streamloop",
-        [
-            "src/pytest_webperf/swarm/_streamloop.c",
-            "src/pytest_webperf/swarm/_stream_ws.c",
-            "src/pytest_webperf/swarm/_stream_sse.c",
-        ],
-        depends=[
-            "src/pytest_webperf/swarm/_loop.h",
-            "src/pytest_webperf/swarm/_streamloop.h",
-        ],
-        extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden"],
-        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # wss://, https:// streams
         libraries=["ssl", "crypto"] if TLS else [],
         optional=True,
     ),

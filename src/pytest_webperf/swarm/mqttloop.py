@@ -202,12 +202,12 @@ class MqttLoop:
             "first_sent": first,
         }
 
-    def take(self) -> Interval:
-        """What was published (and acknowledged) since the last take."""
+    def take(self) -> list[Interval]:
+        """What was published (and acknowledged) since the last take (one part)."""
         data = self.engine.take()
         self.received += int(data["received"])
         self.e2e += histogram_from(data["e2e"])
-        return interval_from(data, self.timeout_s)
+        return [interval_from(data, self.timeout_s)]
 
     def pace(self) -> tuple[int, Histogram]:
         """Paced: how many messages were a whole period late, and every message's lag."""
