@@ -80,7 +80,7 @@ NATIVE = [
         "pytest_webperf.swarm._hotloop",
         [
             str(NATIVE_DIR / name)
-            for name in ("engine.c", "python.c", "http1.c", "ws.c", "sse.c")
+            for name in ("engine.c", "python.c", "http1.c", "mqtt.c", "ws.c", "sse.c")
             + (("h2.c",) if H2 else ())
         ],
         depends=[str(NATIVE_DIR / "engine.h")],
@@ -88,16 +88,6 @@ NATIVE = [
         define_macros=([("WEBPERF_TLS", "1")] if TLS else [])
         + ([("WEBPERF_H2", "1")] if H2 else []),
         libraries=(["ssl", "crypto"] if TLS else []) + (["nghttp2"] if H2 else []),
-        optional=True,
-    ),
-    # the native MQTT loop (swarm/_mqttloop.c, swarm/mqtt_native.py): epoll too
-    Extension(
-        "pytest_webperf.swarm._mqttloop",
-        ["src/pytest_webperf/swarm/_mqttloop.c"],
-        depends=["src/pytest_webperf/swarm/_loop.h"],
-        extra_compile_args=["-O2", "-std=gnu11"],
-        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # mqtts://
-        libraries=["ssl", "crypto"] if TLS else [],
         optional=True,
     ),
 ]

@@ -30,7 +30,7 @@ REPOSITORY = "webperf/worker"
 PLATFORMS = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "linux")
 NATIVE_DIR = ("src", "pytest_webperf", "swarm", "native")
 # the native engine compiled in the image: its module and its C files (its header beside)
-NATIVE = {"_hotloop": ("engine.c", "python.c", "http1.c", "h2.c", "ws.c", "sse.c")}
+NATIVE = {"_hotloop": ("engine.c", "python.c", "http1.c", "h2.c", "mqtt.c", "ws.c", "sse.c")}
 HEADERS = ("engine.h",)  # included, not compiled alone
 DOCKERFILE = """\
 FROM debian:bookworm-slim AS native

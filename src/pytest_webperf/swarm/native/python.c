@@ -18,7 +18,7 @@
 
 /* the sessions by the name Python gives (engine.h: a new protocol's goes here) */
 static const session_t *const SESSIONS[] = {
-    &SESSION_HTTP1, &SESSION_WS, &SESSION_SSE,
+    &SESSION_HTTP1, &SESSION_MQTT, &SESSION_WS, &SESSION_SSE,
 #ifdef WEBPERF_H2
     &SESSION_H2,
 #endif
