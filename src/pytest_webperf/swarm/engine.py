@@ -195,14 +195,14 @@ class NativeEngine:
     ) -> None:
         if ENGINE.module is None:
             raise RuntimeError(ENGINE.unavailable("the native engine"))
-        family, _, _, _, address = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+        address = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0][4][0]
         self.session = session
         self.timeout_s = timeout_s
         self.engine = ENGINE.module.Engine(
-            session.protocol, int(family), address[0], port, timeout_s, session.options()
+            session.protocol, address, port, timeout_s, session.options()
         )
         if sources:  # local addresses, round robin: past one address's ephemeral ports
-            self.engine.bind_sources(list(sources))
+            self.engine.bind_sources(b"".join(socket.inet_aton(source) for source in sources))
         if tls:  # the C side's own OpenSSL client (unverified without a CA)
             self.use_tls(server_name or host, tls_ca, tls_resume)
         self.sent = self.received = 0

@@ -67,7 +67,8 @@ PROTOCOL_MESSAGES: dict[int, Callable[[bytes], str]] = {  # native/http1.c: E_*
     8: lambda raw: wire.too_long("trailer line", wire.MAX_LINE),
 }
 USERS = ("auto", "native", "lean", "fast")
-MixEntry = tuple[bytes, bool, float, Any, bytes | None]  # payload, head only, weight, checks
+MixEntry = tuple[bytes, bool, float, bytes | None, bytes | None]  # payload, HEAD, weight, checks
+MAX_STATUS = 1000  # an entry's statuses: a flag for each of 0..999
 
 
 def unavailable() -> str | None:
@@ -228,10 +229,12 @@ def figures_from(data: dict[str, int]) -> Http2Figures:
 
 
 def mix_entry(entry: Request, payload: bytes) -> MixEntry:
-    """One entry of the mix: its HTTP/1.1 payload, weight and checks (a substring body
-    check only: a regex is the lean user's)."""
+    """One entry of the mix: its HTTP/1.1 payload, weight and checks (the statuses it
+    allows as a flag per status 0..999; a substring body check only: a regex is the lean
+    user's)."""
     needle = entry.expect_body if isinstance(entry.expect_body, bytes) else None
-    statuses = None if entry.expect_status is None else sorted(entry.expect_status)
+    allowed = entry.expect_status
+    statuses = None if allowed is None else bytes(s in allowed for s in range(MAX_STATUS))
     return (payload, entry.method == "HEAD", entry.weight, statuses, needle)
 
 
@@ -291,9 +294,13 @@ class Http2(Http1):
         return cls(http1.mix, **shape, streams=streams, requests=requests)
 
     def options(self) -> dict[str, Any]:
+        requests = [  # each entry's header fields as b"name\0value\0..."
+            (b"".join(name + b"\0" + value + b"\0" for name, value in fields), body, grpc)
+            for fields, body, grpc in self.requests
+        ]
         return {
             "streams": self.streams,
-            "requests": list(self.requests),
+            "requests": requests,
             "http": super().options(),
             "stream_window_bits": self.stream_window_bits,
             "conn_window_bits": self.conn_window_bits,

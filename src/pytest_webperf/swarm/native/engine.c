@@ -39,6 +39,10 @@ int grow(void **array, size_t *cap, size_t need, size_t size) {
     return 0;
 }
 
+void free_all(void **pointers, size_t n) {
+    for (size_t i = 0; i < n; i++) free(pointers[i]);
+}
+
 uint64_t engine_random(Engine *e) {
     uint64_t x = e->rng;
     x ^= x << 13;
@@ -103,10 +107,7 @@ void conn_wake(Engine *e, conn_t *c, uint64_t at) {
 void count_fail(fail_t *fails, int *nfails, int kind, int key, uint64_t n, int64_t a, int64_t b,
                 const char *raw, size_t len) {
     for (int i = 0; i < *nfails; i++)
-        if (fails[i].kind == kind && fails[i].key == key) {
-            fails[i].n += n;
-            return;
-        }
+        if (fails[i].kind == kind && fails[i].key == key) { fails[i].n += n; return; }
     if (*nfails >= MAX_FAILS) { /* a flood of kinds: the last slot takes the rest */
         fails[MAX_FAILS - 1].n += n;
         return;
@@ -170,10 +171,7 @@ void acct_seen(acct_t *a, uint64_t seq) {
         return;
     }
     uint64_t bit = 1ULL << (seq % 64), *w = &a->ring[(seq % WINDOW) / 64];
-    if (*w & bit) {
-        a->duplicated++;
-        return;
-    }
+    if (*w & bit) { a->duplicated++; return; }
     *w |= bit;
     a->distinct++;
     a->reordered++;
@@ -203,14 +201,8 @@ static void tls_failed(Engine *e, conn_t *c, const char *what) {
    (EAGAIN: wait for an edge) */
 static ssize_t tls_result(Engine *e, conn_t *c, int r, int *eof) {
     int err = SSL_get_error(c->ssl, r);
-    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-        errno = EAGAIN;
-        return -1;
-    }
-    if (err == SSL_ERROR_ZERO_RETURN) {
-        *eof = 1;
-        return 0;
-    }
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) { errno = EAGAIN; return -1; }
+    if (err == SSL_ERROR_ZERO_RETURN) { *eof = 1; return 0; }
     if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
         if (r == 0 || errno == 0) { /* the peer closed without close_notify */
             *eof = 1;
@@ -360,10 +352,7 @@ static void do_connect(Engine *e, conn_t *c, uint64_t now) {
     c->deadline = now + e->timeout_ns;
     if (e->max_connecting) e->connecting++;
     int fd = socket(e->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        conn_fail_errno(e, c, now, errno);
-        return;
-    }
+    if (fd < 0) { conn_fail_errno(e, c, now, errno); return; }
     c->fd = fd;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -383,10 +372,7 @@ static void do_connect(Engine *e, conn_t *c, uint64_t now) {
 
 /* a connect now, or a place in the gate's queue */
 void conn_connect(Engine *e, conn_t *c, uint64_t now) {
-    if (!e->max_connecting || e->connecting < e->max_connecting) {
-        do_connect(e, c, now);
-        return;
-    }
+    if (!e->max_connecting || e->connecting < e->max_connecting) { do_connect(e, c, now); return; }
     if (e->gate_head && e->gate_head == e->ngate) e->gate_head = e->ngate = 0;
     if (grow((void **)&e->gate, &e->capgate, e->ngate + 1, sizeof(conn_t *))) {
         do_connect(e, c, now); /* no memory for the queue: past the gate, then */
@@ -403,18 +389,11 @@ static void admit(Engine *e, uint64_t now) {
     }
 }
 
-static void record_setup(Engine *e, int which, uint64_t ns) {
-    if (e->setup_times) record_value(e, which, ns / 1000);
-}
-
 #ifdef WEBPERF_TLS
 /* the connection's TLS client, once its TCP connect completed: 0, or -1 (errno set) */
 static int tls_begin(Engine *e, conn_t *c) {
     SSL *ssl = c->ssl = SSL_new(e->tls_ctx);
-    if (!ssl || !SSL_set_fd(ssl, c->fd)) {
-        tls_failed(e, c, "cannot start TLS");
-        return -1;
-    }
+    if (!ssl || !SSL_set_fd(ssl, c->fd)) { tls_failed(e, c, "cannot start TLS"); return -1; }
     SSL_set_connect_state(ssl);
     if (c->resume) SSL_set_session(ssl, c->resume);
     if (!e->server_is_ip) SSL_set_tlsext_host_name(ssl, e->server_name); /* SNI */
@@ -438,25 +417,19 @@ static int connect_step(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
         socklen_t len = sizeof err;
         getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
         if (err == EINPROGRESS || err == EALREADY) return 0;
-        if (err) {
-            conn_fail_errno(e, c, now, err);
-            return -1;
-        }
+        if (err) { conn_fail_errno(e, c, now, err); return -1; }
         c->tcp_at = now;
-        record_setup(e, H_CONNECT, now - c->started);
+        if (e->setup_times) record_value(e, H_CONNECT, (now - c->started) / 1000);
         if (!e->tls_ctx) return 1;
 #ifdef WEBPERF_TLS
         c->state = T_TLS;
-        if (tls_begin(e, c) < 0) {
-            conn_fail_errno(e, c, now, errno);
-            return -1;
-        }
+        if (tls_begin(e, c) < 0) { conn_fail_errno(e, c, now, errno); return -1; }
 #endif
     }
 #ifdef WEBPERF_TLS
     int r = SSL_do_handshake(c->ssl); /* a step per edge */
     if (r == 1) {
-        record_setup(e, H_HANDSHAKE, now - c->tcp_at);
+        if (e->setup_times) record_value(e, H_HANDSHAKE, (now - c->tcp_at) / 1000);
         return 1;
     }
     int eof = 0;
@@ -476,10 +449,7 @@ int conn_write(Engine *e, conn_t *c, const void *data, size_t n, uint64_t now) {
             ssize_t k = conn_send(e, c, p, n);
             if (k < 0) {
                 if (errno == EINTR) continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    c->wblocked = 1;
-                    break;
-                }
+                if (errno == EAGAIN || errno == EWOULDBLOCK) { c->wblocked = 1; break; }
                 conn_fail_errno(e, c, now, errno);
                 return -1;
             }
@@ -506,10 +476,7 @@ static int conn_flush(Engine *e, conn_t *c, uint64_t now) {
         ssize_t k = conn_send(e, c, c->wbuf + c->wpos, c->wlen - c->wpos);
         if (k < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                c->wblocked = 1;
-                return 0;
-            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) { c->wblocked = 1; return 0; }
             conn_fail_errno(e, c, now, errno);
             return -1;
         }
@@ -531,10 +498,7 @@ static void conn_read(Engine *e, conn_t *c, uint64_t now, int hup) {
             conn_fail_errno(e, c, now, errno);
             return;
         }
-        if (n == 0) {
-            e->session->eof(e, c, now);
-            return;
-        }
+        if (n == 0) { e->session->eof(e, c, now); return; }
         if (e->session->read(e, c, e->rbuf, (size_t)n, now) < 0) return;
         /* drained: the next edge brings more (TLS: a record at a time, until WANT_READ) */
         if ((size_t)n < READ_SIZE && !hup && !c->ssl) break;
@@ -793,7 +757,8 @@ static int run_commands(Engine *e, uint64_t now) {
         case OP_GO: /* the publishers start */
             e->publishing = 1;
             for (size_t j = 0; j < e->nconns; j++)
-                if ((c = e->conns[j]) && c->role == R_PUB && c->state == T_UP) e->session->start(e, c, now);
+                if ((c = e->conns[j]) && c->role == R_PUB && c->state == T_UP)
+                    e->session->start(e, c, now);
             break;
         case OP_WAKE_PARKED:
             if (!e->stop_sending) wake_parked(e, now);
@@ -844,10 +809,7 @@ void *loop_main(void *arg) {
             struct timespec ts = {.tv_sec = (time_t)(wait / 1000000000ULL),
                                   .tv_nsec = (long)(wait % 1000000000ULL)};
             n = epoll_pwait2(e->epfd, events, 256, &ts, NULL);
-            if (n < 0 && errno == ENOSYS) {
-                use_pwait2 = 0;
-                continue;
-            }
+            if (n < 0 && errno == ENOSYS) { use_pwait2 = 0; continue; }
         } else {
             n = epoll_wait(e->epfd, events, 256, (int)((wait + 999999) / 1000000));
         }

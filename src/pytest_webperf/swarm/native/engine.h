@@ -31,6 +31,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -340,6 +341,9 @@ struct engine {
 /* engine.c: the thread, arrays, randomness, the heap */
 void *loop_main(void *engine);
 int grow(void **array, size_t *cap, size_t need, size_t size);
+void free_all(void **pointers, size_t n);
+#define FREE_ALL(...) \
+    free_all((void *[]){__VA_ARGS__}, sizeof((void *[]){__VA_ARGS__}) / sizeof(void *))
 uint64_t engine_random(Engine *e);
 void conn_wake(Engine *e, conn_t *c, uint64_t at);
 void heap_remove(Engine *e, conn_t *c);
@@ -421,6 +425,13 @@ int http_status_check(Engine *e, int entry, int status, int failing, int *key);
 int http_body_check(Engine *e, int entry, const body_t *b, const char *line, size_t n,
                     int64_t *a, char raw[EXAMPLE_LINE + EXAMPLE_BODY], size_t *len);
 
+/* where a connection's bytes are, for a parser's callbacks: whose, read when */
+typedef struct {
+    Engine *e;
+    conn_t *c;
+    uint64_t now;
+} at_t;
+
 /* ws.c: WebSocket framing (mqtt.c's transport too) */
 typedef struct ws_rx { /* the frame reader's state: a frame head across reads, a control */
     uint8_t hdr[14], nhdr, need; /* frame's payload (at most 125 bytes), whether a */
@@ -451,6 +462,7 @@ long head_collect(char **head, size_t *nhead, const uint8_t *d, size_t n, size_t
 int head_header(const char *h, size_t n, const char *name, const char **v, size_t *vlen);
 int has_token_ci(const char *s, size_t n, const char *word);
 int status_of(const char *h, size_t n);
+int hex_value(uint8_t ch);
 size_t line_len(const char *h, size_t n);
 
 /* the tests' doors (module functions): ws.c's frames, sse.c's parser */

@@ -330,10 +330,7 @@ static void after_close(Engine *e, conn_t *c, uint64_t now, int backoff) {
         if (h->busy) h2_connect(e, c, now);
         return;
     }
-    if (!backoff && h->busy) {
-        h2_connect(e, c, now);
-        return;
-    }
+    if (!backoff && h->busy) { h2_connect(e, c, now); return; }
     uint64_t wake = backoff ? now + BACKOFF_NS : now;
     if (e->mode == MODE_PACED)
         for (int i = 0; i < G(e)->streams; i++)
@@ -495,10 +492,7 @@ static int flush(Engine *e, conn_t *c, uint64_t now) {
    RST_STREAM after a timeout) frees its slot only then, so once more */
 static void h2_send(Engine *e, conn_t *c, uint64_t now) {
     h2_conn_t *h = c->s;
-    if (c->fd < 0) {
-        if (h->busy) h2_connect(e, c, now);
-        return;
-    }
+    if (c->fd < 0) { if (h->busy) h2_connect(e, c, now); return; }
     for (int round = 0; round < 2 && h->session; round++) {
         h->freed = 0;
         submit_pending(e, h, now);
@@ -639,13 +633,6 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     return 0;
 }
 
-static int hexdigit(uint8_t ch) {
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
-
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *user) {
@@ -667,8 +654,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         int k = 0; /* percent-decoded (gRPC's encoding of UTF-8 text) */
         for (size_t i = 0; i < valuelen && k < EXAMPLE_BYTES; i++) {
             int hi, lo;
-            if (value[i] == '%' && i + 2 < valuelen && (hi = hexdigit(value[i + 1])) >= 0 &&
-                (lo = hexdigit(value[i + 2])) >= 0) {
+            if (value[i] == '%' && i + 2 < valuelen && (hi = hex_value(value[i + 1])) >= 0 &&
+                (lo = hex_value(value[i + 2])) >= 0) {
                 st->message[k++] = (char)(hi * 16 + lo);
                 i += 2;
             } else {
@@ -749,7 +736,8 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         g->server_streams = max;
         g->server_window =
             nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE);
-        g->server_frame = nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_FRAME_SIZE);
+        g->server_frame =
+            nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_FRAME_SIZE);
         break;
     }
     case NGHTTP2_RST_STREAM: {
@@ -936,55 +924,34 @@ static void h2_free(Engine *e) {
     http_free(e);
 }
 
-/* one entry's request from ([(name, value), ...], body or None, grpc): the strings in
-   one block, the nv list pointing into it; -1 with an exception set */
+/* one entry's request from (fields, body or None, grpc), fields its header fields as
+   b"name\0value\0...": the nv list points into a copy of them; -1 with an error */
 static int request_from(h2_request_t *r, PyObject *item) {
-    PyObject *headers, *body;
-    if (!PyArg_ParseTuple(item, "OOp", &headers, &body, &r->grpc)) return -1;
-    PyObject *seq = PySequence_Fast(headers, "an entry's headers are a list of (name, value)");
-    if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    size_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-            !PyBytes_Check(PyTuple_GET_ITEM(pair, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(pair, 1))) {
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_TypeError, "a header is a (bytes, bytes) pair");
-            return -1;
-        }
-        total += (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 0)) +
-                 (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1)) + 2;
-    }
-    r->nva = calloc(n ? (size_t)n : 1, sizeof(nghttp2_nv));
-    r->strings = malloc(total ? total : 1);
-    if (!r->nva || !r->strings) {
-        Py_DECREF(seq);
-        PyErr_NoMemory();
+    PyObject *fields, *body;
+    size_t n = 0, nuls = 0;
+    if (!PyArg_ParseTuple(item, "SOp", &fields, &body, &r->grpc) ||
+        copy_bytes(fields, (uint8_t **)&r->strings, &n) < 0 ||
+        copy_bytes(body, &r->body, &r->body_len) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) nuls += !r->strings[i];
+    r->nva = calloc(nuls / 2 + 1, sizeof(nghttp2_nv));
+    if (nuls % 2 || (n && r->strings[n - 1]) || !r->nva) {
+        PyErr_SetString(PyExc_ValueError, "an entry's fields are name\\0value\\0 pairs");
         return -1;
     }
-    char *p = r->strings;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *name = PyTuple_GET_ITEM(pair, 0), *value = PyTuple_GET_ITEM(pair, 1);
-        size_t nl = (size_t)PyBytes_GET_SIZE(name), vl = (size_t)PyBytes_GET_SIZE(value);
-        memcpy(p, PyBytes_AS_STRING(name), nl);
-        p[nl] = 0;
-        memcpy(p + nl + 1, PyBytes_AS_STRING(value), vl);
-        p[nl + 1 + vl] = 0;
-        r->nva[i] = (nghttp2_nv){(uint8_t *)p, (uint8_t *)p + nl + 1, nl, vl,
-                                 NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+    for (char *p = r->strings; p < r->strings + n; r->nvlen++) {
+        size_t nl = strlen(p), vl = strlen(p + nl + 1);
+        uint8_t flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+        r->nva[r->nvlen] = (nghttp2_nv){(uint8_t *)p, (uint8_t *)p + nl + 1, nl, vl, flags};
         r->nv_bytes += nl + vl;
         p += nl + vl + 2;
     }
-    r->nvlen = (size_t)n;
-    Py_DECREF(seq);
-    return copy_bytes(body, &r->body, &r->body_len);
+    return 0;
 }
 
-/* options: streams, requests (one ([(name, value), ...], body or None, grpc) per entry of
-   the mix), stream_window_bits and conn_window_bits (30), http (http1.c's: the load shape
-   and the mix, whose weights and checks HTTP/2 takes) */
+/* options: streams, requests (one (fields, body or None, grpc) per entry of the mix),
+   stream_window_bits and conn_window_bits (30), http (http1.c's: the load shape and the
+   mix, whose weights and checks HTTP/2 takes) */
 static int h2_configure(Engine *e, PyObject *options) {
     static char *names[] = {"streams", "requests", "http", "stream_window_bits",
                             "conn_window_bits", NULL};
@@ -1040,45 +1007,30 @@ static int h2_take(Engine *e, PyObject *d, stats_t *s, int entry) {
     pthread_mutex_lock(&e->lock);
     memcpy(refused, g->refused, sizeof refused);
     pthread_mutex_unlock(&e->lock);
-    PyObject *fig = Py_BuildValue(
-        "{s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:K,s:I,s:I,s:I}",
-        "streams", g->streams, "opened", (unsigned long long)f->opened, "rotations",
-        (unsigned long long)f->rotations, "retried", (unsigned long long)f->retried,
-        "hd_recv_wire", (unsigned long long)f->hd_recv_wire, "hd_recv_decoded",
-        (unsigned long long)f->hd_recv_decoded, "hd_sent_wire", (unsigned long long)f->hd_sent_wire,
-        "hd_sent_decoded", (unsigned long long)f->hd_sent_decoded, "reads",
-        (unsigned long long)f->reads, "writes", (unsigned long long)f->writes, "bytes_in",
-        (unsigned long long)f->bytes_in, "bytes_out", (unsigned long long)f->bytes_out, "stalled",
-        (unsigned long long)f->stalled, "stall_us", (unsigned long long)f->stall_us,
-        "near_closed", (unsigned long long)f->near_closed, "min_window",
-        (long long)(f->min_window == INT64_MAX ? -1 : f->min_window), "capped",
-        (unsigned long long)f->capped, "server_streams", g->server_streams, "server_window",
-        g->server_window, "server_frame", g->server_frame);
+    static const char *const COUNTED[] = {
+        "opened", "rotations", "retried", "hd_recv_wire", "hd_recv_decoded", "hd_sent_wire",
+        "hd_sent_decoded", "reads", "writes", "bytes_in", "bytes_out", "stalled", "stall_us",
+        "near_closed"}; /* struct h2_figures' counters, up to min_window */
+    PyObject *fig = PyDict_New();
+    for (int i = 0; fig && i < (int)(sizeof COUNTED / sizeof *COUNTED); i++)
+        if (put_int(fig, COUNTED[i], (long long)(&f->opened)[i]) < 0) Py_CLEAR(fig);
+    if (fig && (put_int(fig, "streams", g->streams) || put_int(fig, "capped", (long long)f->capped) ||
+                put_int(fig, "min_window", f->min_window == INT64_MAX ? -1 : f->min_window) ||
+                put_int(fig, "server_streams", g->server_streams) ||
+                put_int(fig, "server_window", g->server_window) ||
+                put_int(fig, "server_frame", g->server_frame)))
+        Py_CLEAR(fig);
     memset(f, 0, sizeof *f);
     f->min_window = INT64_MAX;
     if (put_object(d, "h2", fig) < 0) return -1;
     if (!refused[0]) return 0;
-    return put_object(d, "refused", PyUnicode_DecodeLatin1(refused, (Py_ssize_t)strlen(refused), NULL));
+    return put_object(d, "refused", PyUnicode_DecodeLatin1(refused, (Py_ssize_t)strlen(refused), 0));
 }
 
 const session_t SESSION_H2 = {
-    .name = "h2",
-    .alpn = "\x02h2",
-    .size = sizeof(h2_conn_t),
-    .scan_ns = 5000000,
-    .configure = h2_configure,
-    .add = h2_add,
-    .start = h2_start,
-    .up = h2_up,
-    .read = h2_read,
-    .drained = h2_drained,
-    .eof = h2_eof,
-    .writable = h2_writable,
-    .fail = h2_fail,
-    .due = requests_due,
-    .scan = h2_scan,
-    .end = h2_end,
-    .release = h2_release,
-    .free = h2_free,
-    .take = h2_take,
+    .name = "h2", .alpn = "\x02h2", .size = sizeof(h2_conn_t), .scan_ns = 5000000,
+    .configure = h2_configure, .add = h2_add, .start = h2_start, .up = h2_up,
+    .read = h2_read, .drained = h2_drained, .eof = h2_eof, .writable = h2_writable, .fail = h2_fail,
+    .due = requests_due, .scan = h2_scan, .end = h2_end,
+    .release = h2_release, .free = h2_free, .take = h2_take,
 };

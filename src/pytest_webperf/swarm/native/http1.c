@@ -19,7 +19,8 @@
 #define MAX_LINE (4 * 1024)
 #define OPENING_HEAD (16 * 1024) /* an upgrade's or a stream's answer (head_collect) */
 
-enum { P_HEAD, P_LENGTH, P_CHUNK_SIZE, P_CHUNK_DATA, P_CHUNK_END, P_TRAILERS, P_UNTIL_CLOSE, P_DONE };
+enum { P_HEAD, P_LENGTH, P_CHUNK_SIZE, P_CHUNK_DATA, P_CHUNK_END, P_TRAILERS, P_UNTIL_CLOSE,
+       P_DONE };
 /* protocol error codes (K_PROTOCOL's keys): swarm/engine.py words them as wire.py does */
 enum { E_STATUS_LINE = 1, E_SWITCHING, E_HEAD_LONG, E_BAD_LENGTH, E_BAD_CHUNK, E_CHUNK_CRLF,
        E_CHUNK_LINE_LONG, E_TRAILER_LONG };
@@ -62,35 +63,16 @@ void http_free(Engine *e) {
    None): 0, or -1 with an error */
 static int entry_from(entry_t *x, double *weight, PyObject *item) {
     PyObject *payload, *statuses, *needle;
+    size_t n = 0;
     if (!PyArg_ParseTuple(item, "SpdOO", &payload, &x->head_only, weight, &statuses, &needle) ||
-        copy_bytes(payload, (uint8_t **)&x->payload, &x->payload_len) < 0)
+        copy_bytes(payload, (uint8_t **)&x->payload, &x->payload_len) < 0 ||
+        copy_bytes(statuses, &x->statuses, &n) < 0 ||
+        copy_bytes(needle, (uint8_t **)&x->needle, &x->needle_len) < 0)
         return -1;
-    if (!(*weight > 0)) {
-        PyErr_SetString(PyExc_ValueError, "a weight is > 0");
-        return -1;
-    }
-    if (statuses != Py_None) {
-        PyObject *it = PyObject_GetIter(statuses), *v;
-        if (!it || !(x->statuses = calloc(MAX_STATUS, 1))) {
-            Py_XDECREF(it);
-            return it ? (PyErr_NoMemory(), -1) : -1;
-        }
-        while ((v = PyIter_Next(it))) {
-            long status = PyLong_AsLong(v);
-            Py_DECREF(v);
-            if (status < 100 || status >= MAX_STATUS) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a status is from 100 to 999");
-                break;
-            }
-            x->statuses[status] = 1;
-        }
-        Py_DECREF(it);
-        if (PyErr_Occurred()) return -1;
-    }
-    if (needle == Py_None) return 0;
-    if (copy_bytes(needle, (uint8_t **)&x->needle, &x->needle_len) < 0) return -1;
-    if (x->needle_len < 1 || x->needle_len > MAX_NEEDLE) {
-        PyErr_Format(PyExc_ValueError, "a body needle has 1 to %d bytes", MAX_NEEDLE);
+    if (!(*weight > 0) || (x->statuses && n != MAX_STATUS) ||
+        (x->needle && (!x->needle_len || x->needle_len > MAX_NEEDLE))) {
+        PyErr_Format(PyExc_ValueError, "a weight is > 0, statuses %d flags, a needle 1 to %d bytes",
+                     MAX_STATUS, MAX_NEEDLE);
         return -1;
     }
     return 0;
@@ -98,7 +80,8 @@ static int entry_from(entry_t *x, double *weight, PyObject *item) {
 
 /* the load shape and the mix: mode (engine.h's MODE_*), period_s, the arrival rate's
    arrival_num / arrival_ns per process and this process's index among processes, mix:
-   [(payload, head_only, weight, statuses or None, needle or None), ...], close_each.
+   [(payload, head_only, weight, statuses (a flag per status 0..999) or None, needle or
+   None), ...], close_each.
    The engine's part is `size` bytes (HTTP/2's is larger). 0, or -1 with an error */
 int http_configure(Engine *e, PyObject *options, size_t size) {
     static char *names[] = {"mode", "period_s", "arrival_num", "arrival_ns", "processes",
@@ -112,7 +95,8 @@ int http_configure(Engine *e, PyObject *options, size_t size) {
                       &index, &mix, &close_each) < 0)
         return -1;
     if (e->mode < MODE_CLOSED || e->mode > MODE_ARRIVAL || (e->mode == MODE_PACED && period_s <= 0) ||
-        (e->mode == MODE_ARRIVAL && (!num || !ns || processes < 1 || index < 0 || index >= processes))) {
+        (e->mode == MODE_ARRIVAL && (!num || !ns || processes < 1 || index < 0 ||
+                                     index >= processes))) {
         PyErr_SetString(PyExc_ValueError, "bad mode, period or arrival rate");
         return -1;
     }
@@ -174,15 +158,9 @@ void body_scan(Engine *e, int entry, body_t *b, const char *p, size_t n) {
         size_t m = n < keep ? n : keep;
         memcpy(window, b->tail, b->ntail);
         memcpy(window + b->ntail, p, m);
-        if (memmem(window, b->ntail + m, x->needle, k)) {
-            b->found = 1;
-            return;
-        }
+        if (memmem(window, b->ntail + m, x->needle, k)) { b->found = 1; return; }
     }
-    if (memmem(p, n, x->needle, k)) {
-        b->found = 1;
-        return;
-    }
+    if (memmem(p, n, x->needle, k)) { b->found = 1; return; }
     if (n >= keep) {
         memcpy(b->tail, p + n - keep, keep);
         b->ntail = keep;
@@ -259,6 +237,14 @@ int has_token_ci(const char *s, size_t n, const char *word) {
     return 0;
 }
 
+/* a hexadecimal digit's value, or -1 */
+int hex_value(uint8_t ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
 /* an HTTP/1.x status line's status, or -1 */
 int status_of(const char *h, size_t n) {
     if (n < 12 || memcmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ') return -1;
@@ -278,10 +264,7 @@ int http_get(Engine *e, conn_t *c, const char *path, const char *extra, const ch
              uint64_t now) {
     size_t n = strlen(path) + strlen(extra) + strlen(tail) + 20;
     char *req = malloc(n);
-    if (!req) {
-        conn_fail_errno(e, c, now, ENOMEM);
-        return -1;
-    }
+    if (!req) { conn_fail_errno(e, c, now, ENOMEM); return -1; }
     int len = snprintf(req, n, "GET %s HTTP/1.1\r\n%s%s\r\n", path, extra, tail);
     int r = conn_write(e, c, req, (size_t)len, now);
     free(req);
@@ -319,15 +302,22 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now);
 static void keep_left(h1_t *h, const char *data, size_t n) {
     if (n > h->capleft) {
         char *p = realloc(h->left, n);
-        if (!p) {
-            h->nleft = 0;
-            return;
-        }
+        if (!p) { h->nleft = 0; return; }
         h->left = p;
         h->capleft = n;
     }
     memmove(h->left, data, n);
     h->nleft = n;
+}
+
+/* the end (CRLF) of the line at `at`: NULL when more must come (kept), or when it is
+   longer than a line may be (*code = too_long) */
+static const char *line_end(h1_t *h, const char *at, const char *end, int too_long, int *code) {
+    const char *eol = find_crlf(at, end);
+    if (eol) return eol;
+    if ((size_t)(end - at) > MAX_LINE) *code = too_long;
+    else keep_left(h, at, (size_t)(end - at));
+    return NULL;
 }
 
 /* the next request of a connection that is free at ``now`` (``failed``: the last one
@@ -337,10 +327,7 @@ static void next(Engine *e, conn_t *c, uint64_t now, int failed, int connect_fai
     h->busy = 0;
     c->reading = 0;
     request_end(e, &h->r);
-    if (e->stop_sending) {
-        park(e, c);
-        return;
-    }
+    if (e->stop_sending) { park(e, c); return; }
     uint64_t earliest = connect_failed ? now + BACKOFF_NS : now;
     if (e->mode == MODE_ARRIVAL) { /* idle again (after a failed connect: a pause first) */
         if (connect_failed) conn_wake(e, c, earliest);
@@ -430,10 +417,7 @@ static int on_head(Engine *e, h1_t *h, const char *d, size_t n, int *code, const
         h->keep_alive = has_connection && has_token_ci(v, vlen, "keep-alive");
     else
         h->keep_alive = !has_connection || !has_token_ci(v, vlen, "close");
-    if (x->head_only || status == 204 || status == 304) {
-        h->ps = P_DONE;
-        return 0;
-    }
+    if (x->head_only || status == 204 || status == 304) { h->ps = P_DONE; return 0; }
     if (head_header(d, n, "\r\ntransfer-encoding:", &v, &vlen)) {
         const char *last = v + vlen, *p = last;
         while (p > v && p[-1] != ',') p--;
@@ -457,10 +441,7 @@ static int on_head(Engine *e, h1_t *h, const char *d, size_t n, int *code, const
     uint64_t length = 0;
     int digits = 0;
     for (; p < end; p++, digits++) {
-        if (*p < '0' || *p > '9' || digits >= 18) {
-            digits = -1;
-            break;
-        }
+        if (*p < '0' || *p > '9' || digits >= 18) { digits = -1; break; }
         length = length * 10 + (uint64_t)(*p - '0');
     }
     if (digits <= 0) {
@@ -472,13 +453,6 @@ static int on_head(Engine *e, h1_t *h, const char *d, size_t n, int *code, const
     h->remaining = length;
     h->ps = length ? P_LENGTH : P_DONE;
     return 0;
-}
-
-static int hexval(char ch) {
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
 }
 
 /* a response came whole: its outcome recorded, the connection kept or closed */
@@ -510,16 +484,10 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
             for (const char *p = at; p + 3 < end; p++) {
                 p = memchr(p, '\r', (size_t)(end - p - 3));
                 if (!p) break;
-                if (p[1] == '\n' && p[2] == '\r' && p[3] == '\n') {
-                    stop = p;
-                    break;
-                }
+                if (p[1] == '\n' && p[2] == '\r' && p[3] == '\n') { stop = p; break; }
             }
             if (!stop) {
-                if ((size_t)(end - at) > MAX_HEAD) {
-                    code = E_HEAD_LONG;
-                    goto protocol;
-                }
+                if ((size_t)(end - at) > MAX_HEAD) { code = E_HEAD_LONG; goto protocol; }
                 keep_left(h, at, (size_t)(end - at));
                 return 0;
             }
@@ -540,15 +508,8 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
             break;
         }
         case P_CHUNK_SIZE: {
-            const char *eol = find_crlf(at, end);
-            if (!eol) {
-                if ((size_t)(end - at) > MAX_LINE) {
-                    code = E_CHUNK_LINE_LONG;
-                    goto protocol;
-                }
-                keep_left(h, at, (size_t)(end - at));
-                return 0;
-            }
+            const char *eol = line_end(h, at, end, E_CHUNK_LINE_LONG, &code);
+            if (!eol) goto unfinished;
             const char *p = at, *stop = memchr(at, ';', (size_t)(eol - at));
             if (!stop) stop = eol;
             while (p < stop && is_space(*p)) p++;
@@ -557,11 +518,8 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
             uint64_t size = 0;
             int digits = 0;
             for (; p < q; p++, digits++) {
-                int v = hexval(*p);
-                if (v < 0 || digits >= 15) {
-                    digits = -1;
-                    break;
-                }
+                int v = hex_value((uint8_t)*p);
+                if (v < 0 || digits >= 15) { digits = -1; break; }
                 size = size * 16 + (uint64_t)v;
             }
             if (digits <= 0) {
@@ -576,27 +534,14 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
             break;
         }
         case P_CHUNK_END:
-            if (end - at < 2) {
-                keep_left(h, at, (size_t)(end - at));
-                return 0;
-            }
-            if (at[0] != '\r' || at[1] != '\n') {
-                code = E_CHUNK_CRLF;
-                goto protocol;
-            }
+            if (end - at < 2) { keep_left(h, at, (size_t)(end - at)); return 0; }
+            if (at[0] != '\r' || at[1] != '\n') { code = E_CHUNK_CRLF; goto protocol; }
             pos += 2;
             h->ps = P_CHUNK_SIZE;
             break;
         case P_TRAILERS: {
-            const char *eol = find_crlf(at, end);
-            if (!eol) {
-                if ((size_t)(end - at) > MAX_LINE) {
-                    code = E_TRAILER_LONG;
-                    goto protocol;
-                }
-                keep_left(h, at, (size_t)(end - at));
-                return 0;
-            }
+            const char *eol = line_end(h, at, end, E_TRAILER_LONG, &code);
+            if (!eol) goto unfinished;
             if (eol == at) h->ps = P_DONE;
             pos = (size_t)(eol - d) + 2;
             break;
@@ -617,6 +562,8 @@ static int feed(Engine *e, conn_t *c, const char *d, size_t n, uint64_t now) {
     }
     next(e, c, now, 0, 0);
     return 1;
+unfinished: /* a line that more must come to finish, unless it is too long already */
+    if (!code) return 0;
 protocol:
     h1_fail(e, c, now, K_PROTOCOL, code, raw, rawlen);
     return -1;
@@ -697,21 +644,9 @@ static int h1_take(Engine *e, PyObject *d, stats_t *s, int entry) {
 }
 
 const session_t SESSION_HTTP1 = {
-    .name = "http1",
-    .alpn = "\x08http/1.1",
-    .size = sizeof(h1_t),
-    .scan_ns = 5000000,
-    .configure = h1_configure,
-    .add = h1_add,
-    .start = h1_start,
-    .up = h1_send,
-    .read = h1_read,
-    .eof = h1_eof,
-    .fail = h1_fail,
-    .due = requests_due,
-    .scan = h1_scan,
-    .end = h1_end,
-    .release = h1_release,
-    .free = http_free,
-    .take = h1_take,
+    .name = "http1", .alpn = "\x08http/1.1", .size = sizeof(h1_t), .scan_ns = 5000000,
+    .configure = h1_configure, .add = h1_add, .start = h1_start, .up = h1_send,
+    .read = h1_read, .eof = h1_eof, .fail = h1_fail,
+    .due = requests_due, .scan = h1_scan, .end = h1_end,
+    .release = h1_release, .free = http_free, .take = h1_take,
 };

@@ -200,10 +200,7 @@ static size_t put_payload(conn_t *c, uint8_t *p, double sent_at) {
 
 static flight_t *find_flight(mq_t *q, unsigned pid, size_t *index) {
     for (size_t i = 0; i < q->nfl; i++)
-        if (q->fl[i].pid == pid && q->fl[i].state != F_REFUSED) {
-            *index = i;
-            return &q->fl[i];
-        }
+        if (q->fl[i].pid == pid && q->fl[i].state != F_REFUSED) { *index = i; return &q->fl[i]; }
     return NULL;
 }
 
@@ -451,14 +448,8 @@ failed:
 
 /* ------------------------------------------------------------------ over WebSocket */
 
-typedef struct {
-    Engine *e;
-    conn_t *c;
-    uint64_t now;
-} frames_t;
-
 static int frame_payload(void *ctx, const uint8_t *p, size_t n) {
-    frames_t *x = ctx;
+    at_t *x = ctx;
     return on_bytes(x->e, x->c, p, n, x->now);
 }
 
@@ -469,7 +460,7 @@ static int frame_message(void *ctx, int op) {
 }
 
 static int frame_control(void *ctx, int op, const uint8_t *p, size_t n) {
-    frames_t *x = ctx;
+    at_t *x = ctx;
     if (op == 8) { /* close */
         mqtt_fail(x->e, x->c, x->now, K_CLOSED, 0, NULL, 0);
         return -1;
@@ -493,10 +484,7 @@ static void mqtt_up(Engine *e, conn_t *c, uint64_t now) {
     mq_t *q = c->s;
     c->reading = 1;
     q->last_tx = now;
-    if (m->ws_path) {
-        ws_upgrade(e, c, m->ws_path, m->ws_tail, q->accept, now);
-        return;
-    }
+    if (m->ws_path) { ws_upgrade(e, c, m->ws_path, m->ws_tail, q->accept, now); return; }
     put_connect(e, c);
     flush(e, c, now);
 }
@@ -516,7 +504,7 @@ static int mqtt_read(Engine *e, conn_t *c, uint8_t *d, size_t n, uint64_t now) {
             n -= (size_t)used - 1;
             put_connect(e, c);
         }
-        frames_t ctx = {e, c, now};
+        at_t ctx = {e, c, now};
         r = ws_parse(&q->rx, d, n, &FRAMES, &ctx);
         if (r > 0) mqtt_fail(e, c, now, K_PROTOCOL, r, NULL, 0);
     }
@@ -534,10 +522,7 @@ static void mqtt_eof(Engine *e, conn_t *c, uint64_t now) {
 static void mqtt_due(Engine *e, conn_t *c, uint64_t now) {
     mqtt_t *m = M(e);
     if (e->stop_sending || c->state != T_UP) return;
-    if (!m->period_ns) {
-        pump(e, c, now);
-        return;
-    }
+    if (!m->period_ns) { pump(e, c, now); return; }
     uint64_t lag = now - c->due, next = c->due + m->period_ns;
     pthread_mutex_lock(&e->lock);
     hist_record(&e->cur->h[H_LAG], lag / 1000);
@@ -614,21 +599,12 @@ static void mqtt_add(Engine *e, conn_t *c, uint64_t now, double fraction) {
 static void mqtt_release(Engine *e, conn_t *c) {
     (void)e;
     mq_t *q = c->s;
-    free(q->fl);
-    free(q->in);
-    free(q->head);
+    FREE_ALL(q->fl, q->in, q->head);
 }
 
 static void mqtt_free(Engine *e) {
     mqtt_t *m = M(e);
-    if (!m) return;
-    free(m->topic);
-    free(m->prefix);
-    free(m->filter);
-    free(m->ws_path);
-    free(m->ws_tail);
-    free(m->out);
-    free(m);
+    if (m) FREE_ALL(m->topic, m->prefix, m->filter, m->ws_path, m->ws_tail, m->out, m);
 }
 
 /* options: qos, period_s (0: flat out), window (in flight per connection), topic,
@@ -664,7 +640,8 @@ static int mqtt_configure(Engine *e, PyObject *options) {
     m->prefix_len = strlen(prefix);
     m->filter_len = strlen(filter);
     hist_clear(&m->all_lag);
-    if (!(m->topic = strdup(topic)) || !(m->prefix = strdup(prefix)) || !(m->filter = strdup(filter)) ||
+    if (!(m->topic = strdup(topic)) || !(m->prefix = strdup(prefix)) ||
+        !(m->filter = strdup(filter)) ||
         (*ws_path && (!(m->ws_path = strdup(ws_path)) || !(m->ws_tail = strdup(ws_tail)))))
         return PyErr_NoMemory(), -1;
     e->hists |= 1u << H_LAG | 1u << H_E2E;
@@ -694,7 +671,8 @@ static int mqtt_ledger(Engine *e, PyObject *d) {
         PyObject *seqs = PyList_New((Py_ssize_t)q->nfl), *row = NULL;
         for (size_t j = 0; seqs && j < q->nfl; j++)
             PyList_SET_ITEM(seqs, (Py_ssize_t)j, PyLong_FromUnsignedLong(q->fl[j].seq));
-        if (seqs && PyList_Sort(seqs) == 0) row = Py_BuildValue("(LkO)", c->ident, (unsigned long)q->seq, seqs);
+        if (seqs && PyList_Sort(seqs) == 0)
+            row = Py_BuildValue("(LkO)", c->ident, (unsigned long)q->seq, seqs);
         if (!row || PyList_Append(clients, row) < 0) Py_CLEAR(clients);
         Py_XDECREF(seqs);
         Py_XDECREF(row);
@@ -706,21 +684,9 @@ static int mqtt_ledger(Engine *e, PyObject *d) {
 }
 
 const session_t SESSION_MQTT = {
-    .name = "mqtt",
-    .size = sizeof(mq_t),
-    .scan_ns = 100000000,
-    .configure = mqtt_configure,
-    .add = mqtt_add,
-    .up = mqtt_up,
-    .read = mqtt_read,
-    .eof = mqtt_eof,
-    .writable = mqtt_writable,
-    .fail = mqtt_fail,
-    .due = mqtt_due,
-    .scan = mqtt_scan,
-    .end = mqtt_end,
-    .release = mqtt_release,
-    .free = mqtt_free,
-    .state = mqtt_state,
-    .ledger = mqtt_ledger,
+    .name = "mqtt", .size = sizeof(mq_t), .scan_ns = 100000000,
+    .configure = mqtt_configure, .add = mqtt_add, .up = mqtt_up,
+    .read = mqtt_read, .eof = mqtt_eof, .writable = mqtt_writable, .fail = mqtt_fail,
+    .due = mqtt_due, .scan = mqtt_scan, .end = mqtt_end,
+    .release = mqtt_release, .free = mqtt_free, .state = mqtt_state, .ledger = mqtt_ledger,
 };

@@ -2,8 +2,8 @@
  * python.c: the native engine's Python type, pytest_webperf.swarm._hotloop.Engine
  * (swarm/engine.py is its face):
  *
- *   Engine(protocol, family, host, port, timeout_s, options)   the session by name, its
- *       options a dict (each session's configure() reads its own)
+ *   Engine(protocol, host, port, timeout_s, options)   the session by name, a numeric
+ *       address, the session's options a dict (each session's configure() reads its own)
  *   use_tls(server_name, ca_file=None, resume=False), bind_sources([ipv4, ...])
  *   add(fraction=0.0, ident=0, role=0) -> handle, remove(handle), go(), stop_sending(),
  *   open_tickets(n), tickets_finished()
@@ -85,10 +85,7 @@ int copy_bytes(PyObject *obj, uint8_t **out, size_t *len) {
     Py_ssize_t n;
     if (PyBytes_AsStringAndSize(obj, &buf, &n) < 0) return -1;
     *out = malloc(n ? (size_t)n : 1);
-    if (!*out) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    if (!*out) { PyErr_NoMemory(); return -1; }
     memcpy(*out, buf, (size_t)n);
     *len = (size_t)n;
     return 0;
@@ -112,10 +109,7 @@ static int push_command(Engine *e, command_t cmd) {
     int bad = grow((void **)&e->commands, &e->capcommands, e->ncommands + 1, sizeof(command_t));
     if (!bad) e->commands[e->ncommands++] = cmd;
     pthread_mutex_unlock(&e->lock);
-    if (bad) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    if (bad) { PyErr_NoMemory(); return -1; }
     uint64_t one = 1;
     if (write(e->evfd, &one, sizeof one) < 0) { /* the counter is full: a wake-up is pending */
     }
@@ -123,10 +117,7 @@ static int push_command(Engine *e, command_t cmd) {
 }
 
 static int ensure_thread(Engine *e) {
-    if (e->finished) {
-        PyErr_SetString(PyExc_RuntimeError, "the engine is closed");
-        return -1;
-    }
+    if (e->finished) { PyErr_SetString(PyExc_RuntimeError, "the engine is closed"); return -1; }
     if (!e->started) {
         int err = pthread_create(&e->thread, NULL, loop_main, e);
         if (err) {
@@ -158,42 +149,32 @@ static void engine_join(Engine *e, int op) {
 /* ------------------------------------------------------------------ the type */
 
 static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"protocol", "family", "host", "port", "timeout_s", "options", NULL};
+    static char *names[] = {"protocol", "host", "port", "timeout_s", "options", NULL};
     const char *protocol, *host;
-    int family, port;
+    int port;
     double timeout_s;
     PyObject *options = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sisid|O!", names, &protocol, &family, &host,
-                                     &port, &timeout_s, &PyDict_Type, &options))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssid|O!", names, &protocol, &host, &port,
+                                     &timeout_s, &PyDict_Type, &options))
         return -1;
-    memset(&e->addr, 0, sizeof e->addr);
-    if (family == AF_INET) {
-        struct sockaddr_in *a = (struct sockaddr_in *)&e->addr;
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)port);
-        e->addrlen = sizeof *a;
-        if (inet_pton(AF_INET, host, &a->sin_addr) != 1) family = -1;
-    } else if (family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&e->addr;
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)port);
-        e->addrlen = sizeof *a;
-        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) family = -1;
-    }
-    if (family != AF_INET && family != AF_INET6) {
-        PyErr_Format(PyExc_ValueError, "not a numeric address of its family: %s", host);
+    char service[8];
+    struct addrinfo *ai, hints = {.ai_socktype = SOCK_STREAM,
+                                  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+    snprintf(service, sizeof service, "%d", port & 0xffff);
+    if (getaddrinfo(host, service, &hints, &ai) != 0) {
+        PyErr_Format(PyExc_ValueError, "not a numeric address: %s", host);
         return -1;
     }
+    memcpy(&e->addr, ai->ai_addr, ai->ai_addrlen);
+    e->addrlen = ai->ai_addrlen;
+    freeaddrinfo(ai);
     for (size_t i = 0; i < sizeof SESSIONS / sizeof *SESSIONS; i++)
         if (strcmp(SESSIONS[i]->name, protocol) == 0) e->session = SESSIONS[i];
     if (!e->session) {
         PyErr_Format(PyExc_ValueError, "no protocol %s in this build", protocol);
         return -1;
     }
-    if (timeout_s <= 0) {
-        PyErr_SetString(PyExc_ValueError, "a timeout is > 0");
-        return -1;
-    }
+    if (timeout_s <= 0) { PyErr_SetString(PyExc_ValueError, "a timeout is > 0"); return -1; }
     e->timeout_ns = (uint64_t)(timeout_s * 1e9);
     e->rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid() ^ now_ns();
     e->tickets = -1;
@@ -253,22 +234,13 @@ static void Engine_dealloc(Engine *e) {
         free(c);
     }
     if (e->session && e->session->free) e->session->free(e);
-    free(e->conns);
-    free(e->gate);
-    free(e->heap);
-    free(e->parked);
-    free(e->commands);
-    free(e->sources);
-    free(e->idle_bits);
+    FREE_ALL(e->conns, e->gate, e->heap, e->parked, e->commands, e->sources, e->idle_bits);
+    FREE_ALL(e->cur, e->spare, e->server_name, e->rbuf ? e->rbuf - READ_ROOM : NULL);
     if (e->epfd >= 0) close(e->epfd);
     if (e->evfd >= 0) close(e->evfd);
-    if (e->rbuf) free(e->rbuf - READ_ROOM);
-    free(e->cur);
-    free(e->spare);
 #ifdef WEBPERF_TLS
     if (e->tls_ctx) SSL_CTX_free(e->tls_ctx);
 #endif
-    free(e->server_name);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -328,10 +300,7 @@ static PyObject *Engine_stop_sending(Engine *e, PyObject *unused) {
 static PyObject *Engine_open_tickets(Engine *e, PyObject *arg) {
     long long n = PyLong_AsLongLong(arg);
     if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "a ticket count is >= 0");
-        return NULL;
-    }
+    if (n < 0) { PyErr_SetString(PyExc_ValueError, "a ticket count is >= 0"); return NULL; }
     pthread_mutex_lock(&e->lock);
     e->tickets = n;
     pthread_mutex_unlock(&e->lock);
@@ -429,30 +398,25 @@ static PyObject *Engine_close(Engine *e, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* bind_sources(["127.0.0.2", ...]): connections from these local addresses, round robin */
+/* bind_sources(b"<4 bytes per IPv4 address>"): connections from these local addresses,
+   round robin */
 static PyObject *Engine_bind_sources(Engine *e, PyObject *arg) {
-    if (e->started) {
-        PyErr_SetString(PyExc_RuntimeError, "bind_sources() comes before the first add()");
-        return NULL;
-    }
-    PyObject *seq = PySequence_Fast(arg, "a list of IPv4 addresses");
-    if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    uint8_t *packed = NULL;
+    size_t n = 0;
+    if (e->started)
+        return PyErr_Format(PyExc_RuntimeError, "bind_sources() comes before the first add()");
+    if (copy_bytes(arg, &packed, &n) < 0) return NULL;
     free(e->sources);
-    e->sources = calloc((size_t)(n ? n : 1), sizeof(struct sockaddr_in));
     e->nsources = 0;
-    for (Py_ssize_t i = 0; e->sources && i < n; i++) {
-        const char *text = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
-        struct sockaddr_in *a = &e->sources[i];
-        a->sin_family = AF_INET;
-        if (!text || inet_pton(AF_INET, text, &a->sin_addr) != 1) {
-            Py_DECREF(seq);
-            return text ? PyErr_Format(PyExc_ValueError, "not an IPv4 address: %s", text) : NULL;
-        }
-        e->nsources++;
+    if (!(e->sources = calloc(n / 4 + 1, sizeof(struct sockaddr_in)))) {
+        free(packed);
+        return PyErr_NoMemory();
     }
-    Py_DECREF(seq);
-    if (!e->sources) return PyErr_NoMemory();
+    for (; e->nsources < n / 4; e->nsources++) {
+        e->sources[e->nsources].sin_family = AF_INET;
+        memcpy(&e->sources[e->nsources].sin_addr, packed + 4 * e->nsources, 4);
+    }
+    free(packed);
     Py_RETURN_NONE;
 }
 
@@ -495,10 +459,7 @@ static PyObject *Engine_use_tls(Engine *e, PyObject *args) {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
     }
     e->server_name = strdup(server_name);
-    if (!e->server_name) {
-        SSL_CTX_free(ctx);
-        return PyErr_NoMemory();
-    }
+    if (!e->server_name) { SSL_CTX_free(ctx); return PyErr_NoMemory(); }
     unsigned char buf[sizeof(struct in6_addr)];
     e->server_is_ip = inet_pton(AF_INET, server_name, buf) == 1 ||
                       inet_pton(AF_INET6, server_name, buf) == 1;
@@ -539,7 +500,7 @@ static PyMethodDef Engine_methods[] = {
      "close every connection, stop the thread: the ledger of the whole run"},
     {"close", (PyCFunction)Engine_close, METH_NOARGS, "stop the thread, close every connection"},
     {"bind_sources", (PyCFunction)Engine_bind_sources, METH_O,
-     "bind_sources([ipv4, ...]): connect from these local addresses, round robin"},
+     "bind_sources(packed IPv4 addresses): connect from these, round robin"},
     {"use_tls", (PyCFunction)Engine_use_tls, METH_VARARGS,
      "use_tls(server_name, ca_file=None, resume=False): every connection speaks TLS; before "
      "the first add()"},

@@ -129,10 +129,7 @@ static int sse_line(sse_t *s, sse_event_fn on_event, void *ctx) {
 static inline int sse_byte(sse_t *s, uint8_t ch, sse_event_fn on_event, void *ctx) {
     if (s->bom < 3) { /* one leading U+FEFF is not part of the stream */
         static const uint8_t bom[3] = {0xEF, 0xBB, 0xBF};
-        if (ch == bom[s->bom]) {
-            s->bom++;
-            return 0;
-        }
+        if (ch == bom[s->bom]) { s->bom++; return 0; }
         s->bom = 3; /* a partial BOM's bytes are dropped (FINDINGS) */
     }
     if (ch == '\n' && s->after_cr) { /* CRLF's LF */
@@ -150,10 +147,7 @@ static inline int sse_byte(sse_t *s, uint8_t ch, sse_event_fn on_event, void *ct
     }
     if (s->line_start) {
         s->line_start = 0;
-        if (ch == ':') {
-            s->comment = 1;
-            return 0;
-        }
+        if (ch == ':') { s->comment = 1; return 0; }
     }
     if (s->comment) return 0;
     if (!s->in_value) {
@@ -198,13 +192,6 @@ static inline int sse_byte(sse_t *s, uint8_t ch, sse_event_fn on_event, void *ct
     return 0;
 }
 
-static int hex_digit(uint8_t ch) {
-    return ch >= '0' && ch <= '9'   ? ch - '0'
-           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                    : -1;
-}
-
 /* Body bytes, in any pieces: de-chunked, then parsed. 0; E_BAD_CHUNK; or -1: stopped
    (a callback said so, or the last chunk came: *ended). */
 static int sse_feed(sse_t *s, const uint8_t *d, size_t n, sse_event_fn on_event, void *ctx,
@@ -216,7 +203,7 @@ static int sse_feed(sse_t *s, const uint8_t *d, size_t n, sse_event_fn on_event,
             if (sse_byte(s, ch, on_event, ctx) < 0) return -1;
             break;
         case CH_SIZE: {
-            int v = hex_digit(ch);
+            int v = hex_value(ch);
             if (v >= 0) {
                 if (s->chunk_left >> 56) return E_BAD_CHUNK;
                 s->chunk_left = s->chunk_left * 16 + (uint64_t)v;
@@ -244,10 +231,7 @@ static int sse_feed(sse_t *s, const uint8_t *d, size_t n, sse_event_fn on_event,
             size_t take = n - i;
             if (take > s->chunk_left) take = (size_t)s->chunk_left;
             for (size_t j = 0; j < take; j++)
-                if (sse_byte(s, d[i + j], on_event, ctx) < 0) {
-                    s->chunk_left -= j + 1;
-                    return -1;
-                }
+                if (sse_byte(s, d[i + j], on_event, ctx) < 0) { s->chunk_left -= j + 1; return -1; }
             s->chunk_left -= take;
             i += take - 1;
             if (!s->chunk_left) s->chunk = CH_DATA_CR;
@@ -272,12 +256,6 @@ static int sse_feed(sse_t *s, const uint8_t *d, size_t n, sse_event_fn on_event,
 
 /* ------------------------------------------------------------------ the session */
 
-typedef struct {
-    Engine *e;
-    conn_t *c;
-    uint64_t now;
-} event_ctx_t;
-
 /* the source's last event ID, when it is a number (the ids accounted) */
 static int numeric_id(const sse_t *s, uint64_t *id) {
     if (!s->last_len || s->last_len > 19) return 0;
@@ -292,7 +270,7 @@ static int numeric_id(const sse_t *s, uint64_t *id) {
 
 /* an event was dispatched: its figures; 0, or -1 (the client leaves: reconnect_every) */
 static int on_event(void *ctx, const sse_t *p) {
-    event_ctx_t *x = ctx;
+    at_t *x = ctx;
     Engine *e = x->e;
     conn_t *c = x->c;
     stream_t *s = c->s;
@@ -323,8 +301,10 @@ static void sse_up(Engine *e, conn_t *c, uint64_t now) {
     char extra[256];
     stream_t *s = c->s;
     sse_t *p = &s->parser;
-    snprintf(extra, sizeof extra, "Accept: text/event-stream\r\nCache-Control: no-cache\r\n%s%.*s%s",
-             p->last_len ? "Last-Event-ID: " : "", (int)p->last_len, p->last, p->last_len ? "\r\n" : "");
+    snprintf(extra, sizeof extra,
+             "Accept: text/event-stream\r\nCache-Control: no-cache\r\n%s%.*s%s",
+             p->last_len ? "Last-Event-ID: " : "", (int)p->last_len, p->last,
+             p->last_len ? "\r\n" : "");
     sse_reset(p, 0);
     s->first_pending = 1;
     s->stream_events = 0;
@@ -342,7 +322,8 @@ static void sse_fail(Engine *e, conn_t *c, uint64_t now, int kind, int key, cons
 static void ended(Engine *e, conn_t *c, uint64_t now) {
     stream_t *s = c->s;
     S(e)->streams_ended++;
-    conn_retire(e, c, now, s->parser.retry_ms ? s->parser.retry_ms * 1000000ULL : S(e)->retry_ns, 1);
+    uint64_t retry = s->parser.retry_ms ? s->parser.retry_ms * 1000000ULL : S(e)->retry_ns;
+    conn_retire(e, c, now, retry, 1);
 }
 
 /* the answer's head (200, text/event-stream, chunked or not), then the stream */
@@ -358,7 +339,8 @@ static int sse_read(Engine *e, conn_t *c, uint8_t *d, size_t n, uint64_t now) {
         if (end < 0) sse_fail(e, c, now, K_PROTOCOL, E_HEAD_LONG, NULL, 0);
         else if (status < 0) sse_fail(e, c, now, K_PROTOCOL, E_STATUS_LINE, h, hn < 40 ? hn : 40);
         else if (status != 200) sse_fail(e, c, now, K_HTTP, status, h, line_len(h, hn));
-        else if (head_header(h, hn, "\r\ncontent-type:", &v, &vlen), !has_token_ci(v, vlen, "text/event-stream"))
+        else if (head_header(h, hn, "\r\ncontent-type:", &v, &vlen),
+                 !has_token_ci(v, vlen, "text/event-stream"))
             sse_fail(e, c, now, K_SSE_TYPE, 0, v, vlen);
         if (c->state != T_UP) return -1;
         int chunked = head_header(h, hn, "\r\ntransfer-encoding:", &v, &vlen) &&
@@ -372,7 +354,7 @@ static int sse_read(Engine *e, conn_t *c, uint8_t *d, size_t n, uint64_t now) {
         n -= used;
     }
     int stopped = 0;
-    event_ctx_t ctx = {e, c, now};
+    at_t ctx = {e, c, now};
     int r = sse_feed(&s->parser, d, n, on_event, &ctx, &stopped);
     if (r > 0) sse_fail(e, c, now, K_PROTOCOL, r, (const char *)d, n < 20 ? n : 20);
     else if (r < 0 && stopped) ended(e, c, now);
@@ -401,10 +383,7 @@ static void sse_release(Engine *e, conn_t *c) {
 }
 
 static void sse_free(Engine *e) {
-    if (!S(e)) return;
-    free(S(e)->path);
-    free(S(e)->tail);
-    free(S(e));
+    if (S(e)) FREE_ALL(S(e)->path, S(e)->tail, S(e));
 }
 
 /* options: path, tail (the request's headers after ours: Host, the user's), retry_s (a
@@ -456,21 +435,11 @@ static int sse_ledger(Engine *e, PyObject *d) {
 }
 
 const session_t SESSION_SSE = {
-    .name = "sse",
-    .alpn = "\x08http/1.1",
-    .size = sizeof(stream_t),
-    .many_idle = 1,
-    .scan_ns = 20000000,
-    .configure = sse_configure,
-    .add = sse_add,
-    .up = sse_up,
-    .read = sse_read,
-    .eof = sse_eof,
-    .fail = sse_fail,
-    .scan = sse_scan, /* no timer of its own: the server paces a stream */
-    .release = sse_release,
-    .free = sse_free,
-    .ledger = sse_ledger,
+    .name = "sse", .alpn = "\x08http/1.1", .size = sizeof(stream_t),
+    .many_idle = 1, .scan_ns = 20000000, .configure = sse_configure, .add = sse_add,
+    .up = sse_up, .read = sse_read,
+    .eof = sse_eof, .fail = sse_fail, .scan = sse_scan,
+    .release = sse_release, .free = sse_free, .ledger = sse_ledger,
 };
 
 /* ------------------------------------------------------------------ the tests' door */

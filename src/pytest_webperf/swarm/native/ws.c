@@ -290,10 +290,7 @@ long ws_upgraded(Engine *e, conn_t *c, char **head, size_t *nhead, const char ac
     else if (!head_header(h, hn, "\r\nsec-websocket-accept:", &v, &vlen) || vlen != 28 ||
              memcmp(v, accept, 28) != 0)
         key = HS_BAD_ACCEPT, len = hn;
-    if (key) {
-        e->session->fail(e, c, now, K_WS_HANDSHAKE, key, len ? h : NULL, len);
-        return -1;
-    }
+    if (key) { e->session->fail(e, c, now, K_WS_HANDSHAKE, key, len ? h : NULL, len); return -1; }
     free(*head);
     *head = NULL;
     *nhead = 0;
@@ -310,8 +307,7 @@ static void hex_put(uint8_t *out, uint64_t v, int digits) {
 static int hex_get(const char *in, int digits, uint64_t *v) {
     uint64_t x = 0;
     for (int i = 0; i < digits; i++) {
-        char ch = in[i];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        int d = hex_value((uint8_t)in[i]);
         if (d < 0) return -1;
         x = x << 4 | (uint64_t)d;
     }
@@ -401,7 +397,8 @@ static int on_message(Engine *e, conn_t *c, uint64_t now) {
     if (a) {
         uint64_t before = a->distinct;
         acct_seen(a, seq);
-        if (a->distinct > before) ATOMIC_ADD(*(c->role == R_ECHO ? &w->echo_distinct : &w->sub_distinct), 1);
+        long long *owed = c->role == R_ECHO ? &w->echo_distinct : &w->sub_distinct;
+        if (a->distinct > before) ATOMIC_ADD(*owed, 1);
     }
     if (expected) record_ok(e, now > sent ? (now - sent) / 1000 : 0, len);
     else record_fail(e, 0, K_UNEXPECTED_BODY, 0, 1, 0, 0, s->mhead, nhead);
@@ -416,15 +413,9 @@ static int on_message(Engine *e, conn_t *c, uint64_t now) {
 
 /* ------------------------------------------------------------------ the reader's sinks */
 
-typedef struct {
-    Engine *e;
-    conn_t *c;
-    uint64_t now;
-} sink_ctx_t;
-
 static int sink_payload(void *ctx, const uint8_t *p, size_t n) {
-    Engine *e = ((sink_ctx_t *)ctx)->e;
-    ws_t *s = ((sink_ctx_t *)ctx)->c->s;
+    Engine *e = ((at_t *)ctx)->e;
+    ws_t *s = ((at_t *)ctx)->c->s;
     if (s->nmhead < HEAD_BYTES) {
         size_t room = (size_t)HEAD_BYTES - s->nmhead, m = room < n ? room : n;
         memcpy(s->mhead + s->nmhead, p, m);
@@ -446,7 +437,7 @@ static int sink_payload(void *ctx, const uint8_t *p, size_t n) {
 
 static int sink_message(void *ctx, int op) {
     (void)op;
-    sink_ctx_t *x = ctx;
+    at_t *x = ctx;
     return on_message(x->e, x->c, x->now) < 0 || x->c->fd < 0 ? -1 : 0;
 }
 
@@ -461,9 +452,10 @@ static int send_close(Engine *e, conn_t *c, int code, uint64_t now) {
 
 /* a whole control frame: 0, or -1 (stop reading: closed or gone) */
 static int sink_control(void *ctx, int op, const uint8_t *p, size_t n) {
-    Engine *e = ((sink_ctx_t *)ctx)->e;
-    conn_t *c = ((sink_ctx_t *)ctx)->c;
-    uint64_t now = ((sink_ctx_t *)ctx)->now;
+    at_t *x = ctx;
+    Engine *e = x->e;
+    conn_t *c = x->c;
+    uint64_t now = x->now;
     ws_t *s = c->s;
     if (op == 9) { /* ping: the same bytes back */
         W(e)->pings++;
@@ -549,7 +541,7 @@ static int ws_read(Engine *e, conn_t *c, uint8_t *d, size_t n, uint64_t now) {
         n -= (size_t)used - 1;
     }
     if (s->close_got) return 0; /* nothing is read after a close */
-    sink_ctx_t ctx = {e, c, now};
+    at_t ctx = {e, c, now};
     int r = ws_parse(&s->rx, d, n, &CONN_SINK, &ctx);
     if (r > 0) /* the offending frame head */
         e->session->fail(e, c, now, K_PROTOCOL, r, (const char *)s->rx.hdr, s->rx.nhdr);
@@ -647,23 +639,14 @@ static void ws_add(Engine *e, conn_t *c, uint64_t now, double fraction) {
 static void ws_release(Engine *e, conn_t *c) {
     (void)e;
     ws_t *s = c->s;
-    free(s->head);
-    free(s->acct);
-    free(s->pubs);
-    free(s->order);
+    FREE_ALL(s->head, s->acct, s->pubs, s->order);
 }
 
 static void ws_free(Engine *e) {
     ws_engine_t *w = W(e);
     if (!w) return;
-    for (int i = 0; i < 4; i++) free(w->path[i]);
-    free(w->tail);
-    free(w->message);
-    free(w->subscribe);
-    free(w->needle);
-    free(w->kmp);
-    free(w->sbuf);
-    free(w);
+    FREE_ALL(w->path[0], w->path[1], w->path[2], w->path[3], w->tail, w->message, w->subscribe);
+    FREE_ALL(w->needle, w->kmp, w->sbuf, w);
 }
 
 /* options: paths (echo, subscriber, publisher, idle), tail (the opening request's
@@ -720,7 +703,8 @@ static int ws_configure(Engine *e, PyObject *options) {
 static int ws_state(Engine *e, PyObject *d) {
     ws_engine_t *w = W(e);
     const char *keys[] = {"echo_sent", "echo_distinct", "pub_sent", "sub_distinct", "subs"};
-    long long *values[] = {&w->echo_sent, &w->echo_distinct, &w->pub_sent, &w->sub_distinct, &w->subs};
+    long long *values[] = {&w->echo_sent, &w->echo_distinct, &w->pub_sent, &w->sub_distinct,
+                           &w->subs};
     for (int i = 0; i < 5; i++)
         if (put_int(d, keys[i], ATOMIC_GET(*values[i])) < 0) return -1;
     return 0;
@@ -770,25 +754,11 @@ static int ws_ledger(Engine *e, PyObject *d) {
 }
 
 const session_t SESSION_WS = {
-    .name = "ws",
-    .alpn = "\x08http/1.1", /* the upgrade is HTTP/1.1's */
-    .size = sizeof(ws_t),
-    .many_idle = 1,
-    .scan_ns = 20000000,
-    .configure = ws_configure,
-    .add = ws_add,
-    .start = ws_start,
-    .up = ws_up,
-    .read = ws_read,
-    .eof = ws_eof,
-    .fail = ws_fail,
-    .due = ws_due,
-    .scan = ws_scan,
-    .end = ws_end,
-    .release = ws_release,
-    .free = ws_free,
-    .state = ws_state,
-    .ledger = ws_ledger,
+    .name = "ws", .alpn = "\x08http/1.1", .size = sizeof(ws_t),
+    .many_idle = 1, .scan_ns = 20000000, .configure = ws_configure, .add = ws_add,
+    .start = ws_start, .up = ws_up, .read = ws_read,
+    .eof = ws_eof, .fail = ws_fail, .due = ws_due, .scan = ws_scan,
+    .end = ws_end, .release = ws_release, .free = ws_free, .state = ws_state, .ledger = ws_ledger,
 };
 
 /* ------------------------------------------------------------------ the tests' doors */
@@ -848,7 +818,8 @@ PyObject *ws_parse_door(PyObject *unused, PyObject *args) {
             break;
         }
         int r = ws_parse(&rx, (const uint8_t *)buf, (size_t)n, &sink, &x);
-        if (r < 0 || (r > 0 && t_append(&x, Py_BuildValue("(si)", "error", r)) < 0)) Py_CLEAR(x.events);
+        if (r < 0 || (r > 0 && t_append(&x, Py_BuildValue("(si)", "error", r)) < 0))
+            Py_CLEAR(x.events);
         if (r) break;
     }
     Py_DECREF(seq);
