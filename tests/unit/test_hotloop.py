@@ -195,3 +195,13 @@ def test_setup_times_of_a_new_connection_per_request_join_the_interval() -> None
     assert plain.connect is not None and plain.handshake is None
     none = interval_from(take(ok=1, latency=histogram(5), connect=histogram()), timeout_s=10)
     assert none.connect is None  # nothing connected in this interval
+
+
+@built
+def test_a_sequence_names_entries_of_the_mix() -> None:
+    """A mix sent in a given order (a counted mix): each index one of the mix's entries."""
+    entry = (b"GET / HTTP/1.1\r\n\r\n", False, 1.0, None, None)
+    with pytest.raises(ValueError, match="a sequence names entries of the mix"):
+        engine.NativeEngine("127.0.0.1", 9, hotloop.Http1([entry, entry], sequence=[0, 2]))
+    ordered = engine.NativeEngine("127.0.0.1", 9, hotloop.Http1([entry, entry], sequence=[1, 0]))
+    ordered.close()

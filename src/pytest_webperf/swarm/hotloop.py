@@ -240,10 +240,10 @@ def mix_entry(entry: Request, payload: bytes) -> MixEntry:
 
 @dataclass(frozen=True)
 class Http1:
-    """HTTP/1.1's options: the mix (at least one entry), the load shape (closed; paced
-    every ``interval_s``; ``counted``, ``open``'s tickets; arriving at ``arrivals``'
-    share), a new connection per request (``close_each``: the requests say
-    ``Connection: close``)."""
+    """HTTP/1.1's options: the mix (at least one entry; picked by weight, or in the order
+    of ``sequence``'s entry indices, cycled), the load shape (closed; paced every
+    ``interval_s``; ``counted``, ``open``'s tickets; arriving at ``arrivals``' share), a
+    new connection per request (``close_each``: the requests say ``Connection: close``)."""
 
     protocol: ClassVar[str] = "http1"
     mix: Sequence[MixEntry]
@@ -251,6 +251,7 @@ class Http1:
     counted: bool = False
     arrivals: ArrivalSchedule | None = None
     close_each: bool = False
+    sequence: Sequence[int] = ()
 
     def options(self) -> dict[str, Any]:
         mode = COUNTED if self.counted else PACED if self.interval_s else CLOSED_MODE
@@ -259,7 +260,8 @@ class Http1:
             (numerator, ns), share = self.arrivals.per_ns, self.arrivals
             shape.update(mode=ARRIVAL, arrival_num=numerator, arrival_ns=ns)
             shape.update(processes=share.processes, index=share.index)
-        return {**shape, "mix": list(self.mix), "close_each": self.close_each}
+        order = bytes(self.sequence) or None
+        return {**shape, "mix": list(self.mix), "close_each": self.close_each, "sequence": order}
 
     @staticmethod
     def name(failure: Failure, timeout_s: float) -> tuple[str, str]:
@@ -290,7 +292,7 @@ class Http2(Http1):
         requests: Sequence[tuple[list[tuple[bytes, bytes]], bytes | None, bool]],
     ) -> Http2:
         """HTTP/1.1's load shape and mix (its checks and weights), spoken over HTTP/2."""
-        shape = {k: getattr(http1, k) for k in ("interval_s", "counted", "arrivals")}
+        shape = {k: getattr(http1, k) for k in ("interval_s", "counted", "arrivals", "sequence")}
         return cls(http1.mix, **shape, streams=streams, requests=requests)
 
     def options(self) -> dict[str, Any]:

@@ -626,7 +626,8 @@ void requests_due(Engine *e, conn_t *c, uint64_t now) {
 }
 
 /* a request begins: a ticket taken (counted; 0: none left or not open yet), its entry
-   picked by weight, its intended start (paced, arriving) and deadline */
+   picked by weight (or the next of a given order), its intended start (paced, arriving)
+   and deadline */
 int request_begin(Engine *e, request_t *r, uint64_t now, uint64_t intended) {
     if (e->mode == MODE_COUNTED) {
         pthread_mutex_lock(&e->lock);
@@ -640,7 +641,10 @@ int request_begin(Engine *e, request_t *r, uint64_t now, uint64_t intended) {
         r->ticket = 1;
     }
     r->entry = 0;
-    if (e->nentries > 1) { /* by weight: the mix's cumulative weights */
+    if (e->nsequence) { /* in the order given */
+        r->entry = e->sequence[e->sequence_at++];
+        if (e->sequence_at == e->nsequence) e->sequence_at = 0;
+    } else if (e->nentries > 1) { /* by weight: the mix's cumulative weights */
         double u = (double)(engine_random(e) >> 11) * 0x1.0p-53 * e->cumulative[e->nentries - 1];
         while (r->entry < e->nentries - 1 && u >= e->cumulative[r->entry]) r->entry++;
     }

@@ -326,6 +326,8 @@ struct engine {
     /* the load shape of requests (HTTP): closed, paced, counted, arriving */
     int mode;
     double *cumulative; /* a mix's entries by weight: the sum of the weights up to each */
+    uint8_t *sequence;  /* or the entries in this order, cycled (a counted mix) */
+    size_t nsequence, sequence_at;
     uint64_t period_ns;
     /* arrival rate: slot s is due at s * arrival_ns / arrival_num ns
        (pacing.ArrivalSchedule); this process takes the slots s = index (mod processes) */

@@ -555,10 +555,10 @@ static int h2_read(Engine *e, conn_t *c, uint8_t *d, size_t n, uint64_t now) {
 
 /* every byte read: the next requests start, and the window updates leave, now */
 static void h2_drained(Engine *e, conn_t *c, uint64_t now) {
-    (void)now;
     now = now_ns();
     h2_refill(e, c, now);
-    h2_send(e, c, now);
+    if (e->mode == MODE_COUNTED && !((h2_conn_t *)c->s)->busy) h2_park(e, c); /* tickets spent */
+    else h2_send(e, c, now);
 }
 
 static void h2_eof(Engine *e, conn_t *c, uint64_t now) {

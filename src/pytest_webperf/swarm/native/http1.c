@@ -81,18 +81,20 @@ static int entry_from(entry_t *x, double *weight, PyObject *item) {
 /* the load shape and the mix: mode (engine.h's MODE_*), period_s, the arrival rate's
    arrival_num / arrival_ns per process and this process's index among processes, mix:
    [(payload, head_only, weight, statuses (a flag per status 0..999) or None, needle or
-   None), ...], close_each.
+   None), ...], close_each, sequence (bytes: the entries' indices in the order to send
+   them, cycled; none: by weight).
    The engine's part is `size` bytes (HTTP/2's is larger). 0, or -1 with an error */
 int http_configure(Engine *e, PyObject *options, size_t size) {
     static char *names[] = {"mode", "period_s", "arrival_num", "arrival_ns", "processes",
-                            "index", "mix", "close_each", NULL};
+                            "index", "mix", "close_each", "sequence", NULL};
     double period_s = 0;
     unsigned long long num = 0, ns = 0;
     long long processes = 1, index = 0;
-    PyObject *mix = NULL;
+    PyObject *mix = NULL, *sequence = NULL;
     int close_each = 0;
-    if (parse_options(options, "|idKKLLOp", names, &e->mode, &period_s, &num, &ns, &processes,
-                      &index, &mix, &close_each) < 0)
+    if (parse_options(options, "|idKKLLOpO", names, &e->mode, &period_s, &num, &ns, &processes,
+                      &index, &mix, &close_each, &sequence) < 0 ||
+        copy_bytes(sequence, &e->sequence, &e->nsequence) < 0)
         return -1;
     if (e->mode < MODE_CLOSED || e->mode > MODE_ARRIVAL || (e->mode == MODE_PACED && period_s <= 0) ||
         (e->mode == MODE_ARRIVAL && (!num || !ns || processes < 1 || index < 0 ||
@@ -131,6 +133,11 @@ int http_configure(Engine *e, PyObject *options, size_t size) {
         h->cumulative[i] = total += weight;
     }
     Py_DECREF(seq);
+    for (size_t i = 0; i < e->nsequence; i++)
+        if (e->sequence[i] >= e->nentries) {
+            PyErr_SetString(PyExc_ValueError, "a sequence names entries of the mix");
+            return -1;
+        }
     if (SCHEDULED(e)) e->hists |= 1u << H_SERVICE | 1u << H_LAG;
     return 0;
 }

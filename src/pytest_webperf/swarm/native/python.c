@@ -1,16 +1,7 @@
 /*
  * python.c: the native engine's Python type, pytest_webperf.swarm._hotloop.Engine
- * (swarm/engine.py is its face):
- *
- *   Engine(protocol, host, port, timeout_s, options)   the session by name, a numeric
- *       address, the session's options a dict (each session's configure() reads its own)
- *   use_tls(server_name, ca_file=None, resume=False), bind_sources([ipv4, ...])
- *   add(fraction=0.0, ident=0, role=0) -> handle, remove(handle), go(), stop_sending(),
- *   open_tickets(n), tickets_finished()
- *   take() -> [dict per entry]: the interval's figures; state() -> dict: the run so far;
- *   finish() -> dict: every connection closed (politely where the protocol says so), the
- *   run's ledger; close(): the thread stopped, every connection closed
- *
+ * (swarm/engine.py is its face): a session by name with its options, connections added
+ * and removed, each interval's figures taken, the ledger at the end (its methods say).
  * The thread never touches a Python object: commands go through the locked queue, the
  * figures come back under the same lock.
  */
@@ -235,7 +226,7 @@ static void Engine_dealloc(Engine *e) {
     }
     if (e->session && e->session->free) e->session->free(e);
     FREE_ALL(e->conns, e->gate, e->heap, e->parked, e->commands, e->sources, e->idle_bits);
-    FREE_ALL(e->cur, e->spare, e->server_name, e->rbuf ? e->rbuf - READ_ROOM : NULL);
+    FREE_ALL(e->cur, e->spare, e->server_name, e->sequence, e->rbuf ? e->rbuf - READ_ROOM : NULL);
     if (e->epfd >= 0) close(e->epfd);
     if (e->evfd >= 0) close(e->evfd);
 #ifdef WEBPERF_TLS

@@ -28,7 +28,10 @@ enum { F_OTHER, F_DATA, F_ID, F_EVENT, F_RETRY };
    event ID buffer (empty at each new stream), and the source's last event ID string
    (set at each dispatch, kept across reconnects: what Last-Event-ID sends) */
 typedef struct {
-    uint8_t chunk; /* CH_*: the de-chunker (CH_NONE: not chunked) */
+    uint8_t last_len; /* kept across streams: the source's last event ID, the retry */
+    char last[MAX_ID];
+    uint64_t retry_ms;
+    uint8_t chunk; /* a stream's, from here on (sse_reset): CH_*, the de-chunker's */
     uint64_t chunk_left;
     uint8_t bom;        /* bytes of a leading BOM matched (3: past it) */
     uint8_t line_start; /* no byte of the current line yet */
@@ -38,10 +41,10 @@ typedef struct {
     uint8_t name_len;
     char name[8];
     uint8_t has_data;
-    uint8_t val_len, val_nul, buf_len, last_len;
-    char val[MAX_ID], buf[MAX_ID], last[MAX_ID];
+    uint8_t val_len, val_nul, buf_len;
+    char val[MAX_ID], buf[MAX_ID];
     uint8_t retry_ok, retry_digits;
-    uint64_t retry_ms, retry_value;
+    uint64_t retry_value;
     uint64_t data_bytes; /* the event's data value bytes */
 } sse_t;
 typedef int (*sse_event_fn)(void *ctx, const sse_t *s); /* 0 go on, -1 stop */
@@ -70,16 +73,9 @@ typedef struct {
 
 /* a new stream: the parser empty, the source's last event ID string kept */
 static void sse_reset(sse_t *s, int chunked) {
+    memset(&s->chunk, 0, sizeof *s - offsetof(sse_t, chunk));
     s->chunk = chunked ? CH_SIZE : CH_NONE;
-    s->chunk_left = 0;
-    s->bom = 0;
     s->line_start = 1;
-    s->after_cr = 0;
-    s->in_value = s->comment = s->skip_space = 0;
-    s->name_len = 0;
-    s->has_data = 0;
-    s->buf_len = 0;
-    s->data_bytes = 0;
 }
 
 static uint8_t field_of(const char *name, int len) {

@@ -742,13 +742,12 @@ static int ws_ledger(Engine *e, PyObject *d) {
         Py_XDECREF(subscribers);
         return -1;
     }
+    static const char *const COUNTED[] = {"server_closes", "closes_clean", "close_timeouts",
+                                          "abnormal", "pings", "pongs"};
+    for (int i = 0; i < 6; i++)
+        if (put_int(d, COUNTED[i], (long long)(&w->server_closes)[i]) < 0) return -1;
     return put_object(d, "published", published) || put_object(d, "subscribers", subscribers) ||
-                   put_object(d, "echo", acct_tuple(echo_sent, &echo)) ||
-                   put_int(d, "server_closes", (long long)w->server_closes) ||
-                   put_int(d, "closes_clean", (long long)w->closes_clean) ||
-                   put_int(d, "close_timeouts", (long long)w->close_timeouts) ||
-                   put_int(d, "abnormal", (long long)w->abnormal) || put_int(d, "pings", (long long)w->pings) ||
-                   put_int(d, "pongs", (long long)w->pongs)
+                   put_object(d, "echo", acct_tuple(echo_sent, &echo))
                ? -1
                : 0;
 }
