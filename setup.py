@@ -47,8 +47,9 @@ class BuildPyWithCatalogue(build_py):
             self.copy_file(str(path), str(dest))  # keeps the mode: start.sh stays executable
 
 
-# The native request loop (swarm/_hotloop.c: epoll, so Linux only). Optional: where it
-# cannot be compiled the wheel has none and the plugin uses the pure-Python lean user.
+# The native engine (swarm/native/: epoll, so Linux only), one extension of every
+# protocol's session. Optional: where it cannot be compiled the wheel has none and the
+# plugin uses the pure-Python users (lean, paho).
 # WEBPERF_PURE=1 builds without it (the release's py3-none-any wheel, next to the
 # compiled manylinux ones).
 def openssl_found() -> bool:
@@ -63,7 +64,7 @@ def openssl_found() -> bool:
 
 def nghttp2_found() -> bool:
     """Whether libnghttp2's headers are here (Debian: libnghttp2-dev): the native loop then
-    speaks HTTP/2 (swarm/_h2.c, included by _hotloop.c), linked with -lnghttp2; without
+    speaks HTTP/2 (swarm/native/h2.c, its session), linked with -lnghttp2; without
     them ``http2=True`` and ``webperf.grpc`` say what to install. WEBPERF_NO_H2=1 builds
     without it anyway."""
     if os.environ.get("WEBPERF_NO_H2") == "1":

@@ -1,5 +1,5 @@
 """Server-sent events: the reference parser (``longlived/events.py``) on the standard's rules
-and properties, and the native loop's byte-at-a-time parser (``_stream_sse.c``) against
+and properties, and the native engine's byte-at-a-time parser (``native/sse.c``) against
 it on the same streams, cut anywhere, chunked or read until close (hypothesis)."""
 
 from __future__ import annotations

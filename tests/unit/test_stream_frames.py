@@ -1,5 +1,5 @@
 """WebSocket frames: the reference codec (``longlived/frame.py``) on RFC 6455's own examples
-and properties, and the native loop's own frame reader and writer (``_stream_ws.c``)
+and properties, and the native engine's own frame reader and writer (``native/ws.c``)
 against it on the same bytes, cut anywhere: fragmented messages with control frames
 between their fragments, masking, lengths at 125/126/65535/65536 bytes (hypothesis)."""
 
