@@ -157,9 +157,10 @@ static void figures_merge(struct h2_figures *to, struct h2_figures *from) {
     from->min_window = INT64_MAX;
 }
 
-/* what a stream's outcome records besides itself: the time its body waited for window,
-   and the connection figures gathered since the last record */
-static void record_extras(Engine *e, h2_stream_t *st) {
+/* what a stream's outcome records besides itself: the time its body waited for window;
+   with `merge`, the connection figures gathered since (else once per read: h2_drained) */
+static void record_extras(Engine *e, h2_stream_t *st, int merge) {
+    if (!st->stall_ns && !merge) return;
     pthread_mutex_lock(&e->lock);
     if (st->stall_ns) {
         hist_record(&e->cur[st->r.entry].h[H_STALL], st->stall_ns / 1000);
@@ -167,14 +168,14 @@ static void record_extras(Engine *e, h2_stream_t *st) {
         G(e)->fig.stall_us += st->stall_ns / 1000;
         st->stall_ns = 0;
     }
-    figures_merge(&e->cur[0].fig, &G(e)->fig);
+    if (merge) figures_merge(&e->cur[0].fig, &G(e)->fig);
     pthread_mutex_unlock(&e->lock);
 }
 
 static void record_failure(Engine *e, h2_stream_t *st, int kind, int key, const char *raw,
                            size_t len) {
     record_fail(e, st->r.entry, kind, key, 1, 0, 0, raw, len);
-    record_extras(e, st);
+    record_extras(e, st, 1);
 }
 
 static int h2_slot(uint32_t code) { return code < H2_CODES - 1 ? (int)code : H2_CODES - 1; }
@@ -215,7 +216,7 @@ static void record_done(Engine *e, h2_stream_t *st, uint64_t done) {
         raw = why;
     }
     request_done(e, &st->r, done, st->body_bytes, kind, key, a, raw, len, st->headers_at);
-    record_extras(e, st);
+    record_extras(e, st, 0);
 }
 
 /* ------------------------------------------------------------------ stream slots */
@@ -555,6 +556,9 @@ static int h2_read(Engine *e, conn_t *c, uint8_t *d, size_t n, uint64_t now) {
 
 /* every byte read: the next requests start, and the window updates leave, now */
 static void h2_drained(Engine *e, conn_t *c, uint64_t now) {
+    pthread_mutex_lock(&e->lock); /* this read's connection figures */
+    figures_merge(&e->cur[0].fig, &G(e)->fig);
+    pthread_mutex_unlock(&e->lock);
     now = now_ns();
     h2_refill(e, c, now);
     if (e->mode == MODE_COUNTED && !((h2_conn_t *)c->s)->busy) h2_park(e, c); /* tickets spent */
