@@ -427,6 +427,7 @@ static int connect_step(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
 #endif
     }
 #ifdef WEBPERF_TLS
+    ERR_clear_error(); /* SSL_get_error reads the queue: nothing stale in it */
     int r = SSL_do_handshake(c->ssl); /* a step per edge */
     if (r == 1) {
         if (e->setup_times) record_value(e, H_HANDSHAKE, (now - c->tcp_at) / 1000);

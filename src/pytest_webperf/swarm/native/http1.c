@@ -390,8 +390,12 @@ static void h1_start(Engine *e, conn_t *c, uint64_t now) {
     h->keep_alive = 1;
     h->remaining = h->body_bytes = 0;
     body_reset(&h->body);
-    if (c->fd < 0) conn_connect(e, c, now); /* up() sends it */
-    else h1_send(e, c, now);
+    if (c->fd >= 0) {
+        h1_send(e, c, now);
+    } else { /* up() sends it; what the last connection left is not this one's */
+        h->nleft = 0;
+        conn_connect(e, c, now);
+    }
 }
 
 /* 0: parsed; -1: a protocol error (code, raw set) */

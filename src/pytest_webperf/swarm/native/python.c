@@ -95,15 +95,19 @@ int put_int(PyObject *d, const char *key, long long v) {
 
 /* ------------------------------------------------------------------ the thread */
 
+static void wake(Engine *e) {
+    uint64_t one = 1;
+    if (write(e->evfd, &one, sizeof one) < 0) { /* the counter is full: a wake-up is pending */
+    }
+}
+
 static int push_command(Engine *e, command_t cmd) {
     pthread_mutex_lock(&e->lock);
     int bad = grow((void **)&e->commands, &e->capcommands, e->ncommands + 1, sizeof(command_t));
     if (!bad) e->commands[e->ncommands++] = cmd;
     pthread_mutex_unlock(&e->lock);
     if (bad) { PyErr_NoMemory(); return -1; }
-    uint64_t one = 1;
-    if (write(e->evfd, &one, sizeof one) < 0) { /* the counter is full: a wake-up is pending */
-    }
+    wake(e);
     return 0;
 }
 
@@ -172,7 +176,6 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     e->slot = -1;
     e->nentries = 1;
     e->hists = 1u << H_LATENCY;
-    e->max_connecting = 0;
     hist_clear(&e->ledger.opening);
     PyObject *empty = options ? NULL : PyDict_New();
     int bad = e->session->configure(e, options ? options : empty);
@@ -280,11 +283,7 @@ static PyObject *Engine_stop_sending(Engine *e, PyObject *unused) {
     if (!e->stop_sending) e->stop_at = now_ns();
     e->stop_sending = 1;
     __sync_synchronize();
-    if (e->started && !e->finished) {
-        uint64_t one = 1;
-        if (write(e->evfd, &one, sizeof one) < 0) { /* pending */
-        }
-    }
+    if (e->started && !e->finished) wake(e);
     Py_RETURN_NONE;
 }
 
@@ -308,23 +307,19 @@ static PyObject *Engine_tickets_finished(Engine *e, PyObject *unused) {
 
 /* one entry's figures as a dict (the stats cleared for the next interval) */
 static PyObject *stats_dict(Engine *e, stats_t *s, int entry) {
+    static const char *const COUNTED[] = {"ok", "bytes", "sent", "received", "received_bytes",
+                                          "late"}; /* stats_t's counters, from ok */
     PyObject *d = PyDict_New();
-    int bad = !d || put_int(d, "ok", (long long)s->ok) < 0 ||
-              put_int(d, "bytes", (long long)s->bytes) < 0 ||
-              put_int(d, "sent", (long long)s->sent) < 0 ||
-              put_int(d, "received", (long long)s->received) < 0 ||
-              put_int(d, "received_bytes", (long long)s->received_bytes) < 0 ||
-              put_int(d, "late", (long long)s->late) < 0 ||
-              put_object(d, "fails", fails_list(s->fails, s->nfails)) < 0;
+    int bad = !d || put_object(d, "fails", fails_list(s->fails, s->nfails)) < 0;
+    for (int i = 0; !bad && i < 6; i++) bad = put_int(d, COUNTED[i], (long long)(&s->ok)[i]) < 0;
     for (int i = 0; !bad && i < NHIST; i++)
         if (e->hists & (1u << i)) bad = put_object(d, HIST_NAMES[i], hist_tuple(&s->h[i])) < 0;
     if (!bad && e->mode == MODE_ARRIVAL && s->dispatched)
         bad = put_int(d, "users_busy", s->users_busy) < 0 ||
               put_int(d, "users_opened", s->users_opened) < 0;
     if (!bad && e->session->take) bad = e->session->take(e, d, s, entry) < 0;
-    s->ok = s->bytes = s->sent = s->received = s->received_bytes = s->late = 0;
-    s->users_busy = s->users_opened = s->dispatched = 0;
-    s->nfails = 0;
+    memset(&s->ok, 0, 6 * sizeof s->ok);
+    s->users_busy = s->users_opened = s->dispatched = s->nfails = 0;
     for (int i = 0; i < NHIST; i++) hist_clear(&s->h[i]);
     if (bad) Py_CLEAR(d);
     return d;

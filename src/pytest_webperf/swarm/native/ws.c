@@ -330,7 +330,10 @@ static int send_message(Engine *e, conn_t *c, uint64_t intended, uint64_t now) {
     hex_put(p, (uint64_t)c->ident, 8);
     hex_put(p + 8, s->seq, 16);
     hex_put(p + 24, now, 16);
-    if (w->interval_ns) record_value(e, H_LAG, now > intended ? (now - intended) / 1000 : 0);
+    pthread_mutex_lock(&e->lock);
+    e->cur->sent++;
+    if (w->interval_ns) hist_record(&e->cur->h[H_LAG], now > intended ? (now - intended) / 1000 : 0);
+    pthread_mutex_unlock(&e->lock);
     s->seq++;
     e->ledger.sent++;
     if (c->role == R_PUB) {
@@ -340,9 +343,6 @@ static int send_message(Engine *e, conn_t *c, uint64_t intended, uint64_t now) {
         if (s->inflight++ == 0) c->deadline = now + e->timeout_ns;
         if (w->order) s->order[(s->order_head + s->order_len++) % ORDER_RING] = now;
     }
-    pthread_mutex_lock(&e->lock);
-    e->cur->sent++;
-    pthread_mutex_unlock(&e->lock);
     return ws_frame(e, c, w->binary ? 2 : 1, NULL, w->message_len, now);
 }
 
