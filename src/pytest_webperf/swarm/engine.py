@@ -207,7 +207,7 @@ class NativeEngine:
             self.use_tls(server_name or host, tls_ca, tls_resume)
         self.sent = self.received = 0
         # at each take: (monotonic time, messages sent, answered) so far, so that what was
-        # sent within the measured phase can be told from the rest (``streams.accounting``)
+        # sent within the measured phase can be told from the rest (``longlived.accounting``)
         self.rolls: list[tuple[float, int, int]] = []
 
     def use_tls(self, server_name: str, ca_file: str | None = None, resume: bool = False) -> None:

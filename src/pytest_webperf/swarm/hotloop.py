@@ -320,9 +320,11 @@ def engine_for(
 ) -> NativeEngine:
     """The engine that sends ``workload`` to ``url``: its entries (a mix, or the one shape
     with its checks), HTTP/2 header lists, a new connection per request when every entry
-    says ``Connection: close``, TLS for https://, a counted one's tickets."""
+    says ``Connection: close``, TLS for https://, a counted one's tickets, an ordered
+    mix's sequence (``Workload.sequence``: a counted mix)."""
     host, port, host_header = wire.split_host(url)
     entries = workload.entries()
+    ordered = workload.ordered and workload.mix  # a counted mix: its fixed sequence
     payloads = [
         wire.encode_request(e.method, e.path, host_header, body=e.body, headers=e.headers)
         for e in entries
@@ -333,6 +335,7 @@ def engine_for(
         counted=workload.requests > 0,
         arrivals=arrivals,
         close_each=all(wire.says_close(e.headers) for e in entries),  # keepalive=False
+        sequence=workload.sequence(max(1, workload.requests)) if ordered else (),
     )
     if workload.http2:  # each entry as HTTP/2 header fields (the payloads are HTTP/1.1's)
         scheme = "https" if wire.uses_tls(url) else "http"
