@@ -47,8 +47,9 @@ class BuildPyWithCatalogue(build_py):
             self.copy_file(str(path), str(dest))  # keeps the mode: start.sh stays executable
 
 
-# The native request loop (swarm/_hotloop.c: epoll, so Linux only). Optional: where it
-# cannot be compiled the wheel has none and the plugin uses the pure-Python lean user.
+# The native engine (swarm/native/: epoll, so Linux only), one extension of every
+# protocol's session. Optional: where it cannot be compiled the wheel has none and the
+# plugin uses the pure-Python users (lean, paho).
 # WEBPERF_PURE=1 builds without it (the release's py3-none-any wheel, next to the
 # compiled manylinux ones).
 def openssl_found() -> bool:
@@ -63,7 +64,7 @@ def openssl_found() -> bool:
 
 def nghttp2_found() -> bool:
     """Whether libnghttp2's headers are here (Debian: libnghttp2-dev): the native loop then
-    speaks HTTP/2 (swarm/_h2.c, included by _hotloop.c), linked with -lnghttp2; without
+    speaks HTTP/2 (swarm/native/h2.c, its session), linked with -lnghttp2; without
     them ``http2=True`` and ``webperf.grpc`` say what to install. WEBPERF_NO_H2=1 builds
     without it anyway."""
     if os.environ.get("WEBPERF_NO_H2") == "1":
@@ -74,43 +75,20 @@ def nghttp2_found() -> bool:
 
 TLS = openssl_found()
 H2 = nghttp2_found()
+NATIVE_DIR = Path("src", "pytest_webperf", "swarm", "native")
 NATIVE = [
     Extension(
         "pytest_webperf.swarm._hotloop",
-        ["src/pytest_webperf/swarm/_hotloop.c"],
-        depends=["src/pytest_webperf/swarm/_loop.h", "src/pytest_webperf/swarm/_h2.c"],
-        extra_compile_args=["-O2", "-std=gnu11"],
+        [
+            str(NATIVE_DIR / name)
+            for name in ("engine.c", "python.c", "http1.c", "mqtt.c", "ws.c", "sse.c")
+            + (("h2.c",) if H2 else ())
+        ],
+        depends=[str(NATIVE_DIR / "engine.h")],
+        extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden"],
         define_macros=([("WEBPERF_TLS", "1")] if TLS else [])
         + ([("WEBPERF_H2", "1")] if H2 else []),
         libraries=(["ssl", "crypto"] if TLS else []) + (["nghttp2"] if H2 else []),
-        optional=True,
-    ),
-    # the native MQTT loop (swarm/_mqttloop.c, swarm/mqtt_native.py): epoll too
-    Extension(
-        "pytest_webperf.swarm._mqttloop",
-        ["src/pytest_webperf/swarm/_mqttloop.c"],
-        depends=["src/pytest_webperf/swarm/_loop.h"],
-        extra_compile_args=["-O2", "-std=gnu11"],
-        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # mqtts://
-        libraries=["ssl", "crypto"] if TLS else [],
-        optional=True,
-    ),
-    # the native stream loop (swarm/_streamloop.c: WebSocket and server-sent events,
-    # swarm/streamloop.py): epoll too, its protocols in files of their own
-    Extension(
-        "pytest_webperf.swarm._streamloop",
-        [
-            "src/pytest_webperf/swarm/_streamloop.c",
-            "src/pytest_webperf/swarm/_stream_ws.c",
-            "src/pytest_webperf/swarm/_stream_sse.c",
-        ],
-        depends=[
-            "src/pytest_webperf/swarm/_loop.h",
-            "src/pytest_webperf/swarm/_streamloop.h",
-        ],
-        extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden"],
-        define_macros=[("WEBPERF_TLS", "1")] if TLS else [],  # wss://, https:// streams
-        libraries=["ssl", "crypto"] if TLS else [],
         optional=True,
     ),
 ]

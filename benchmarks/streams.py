@@ -162,13 +162,15 @@ def tree_cpu(pids: list[int]) -> float:
 BARE = """
 import sys, time
 from pytest_webperf.swarm.child.stream import resident_kib
-from pytest_webperf.swarm.streamloop import IDLE, WEBSOCKET, StreamLoop
+from pytest_webperf.swarm.engine import NativeEngine
+from pytest_webperf.swarm.streamloop import IDLE, WebSocket, request_tail
 
 host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-loop = StreamLoop(host, port, kind=WEBSOCKET, paths={IDLE: "/ws"}, host_header=f"{host}:{port}")
+session = WebSocket(paths={IDLE: "/ws"}, tail=request_tail(f"{host}:{port}"))
+loop = NativeEngine(host, port, session)
 before = resident_kib()
 for i in range(n):
-    loop.add(IDLE, i)
+    loop.add(ident=i, role=IDLE)
 deadline = time.monotonic() + 120
 while loop.state()["open"] < n and time.monotonic() < deadline:
     time.sleep(0.05)

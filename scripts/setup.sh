@@ -86,11 +86,7 @@ setup_venv() {
     fi
     local stamp=.venv/.webperf-installed
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-        || [ src/pytest_webperf/swarm/_hotloop.c -nt "$stamp" ] \
-        || [ src/pytest_webperf/swarm/_mqttloop.c -nt "$stamp" ] \
-        || [ src/pytest_webperf/swarm/_loop.h -nt "$stamp" ] \
-        || [ src/pytest_webperf/swarm/_h2.c -nt "$stamp" ] \
-        || [ -n "$(find src/pytest_webperf/swarm -name '_stream*' -newer "$stamp")" ]; then
+        || [ -n "$(find src/pytest_webperf/swarm/native -newer "$stamp")" ]; then
         log "installing pytest-webperf and its dev tools into .venv"
         .venv/bin/python -m pip install --quiet --upgrade pip
         .venv/bin/python -m pip install --quiet -e '.[dev]'

@@ -1,5 +1,5 @@
 """MQTT 3.1.1 packets as bytes and back (the tests' and the fault broker's; the native
-loop has its own in C, ``swarm/_mqttloop.c``).
+engine has its own in C, ``swarm/native/mqtt.c``).
 
 A packet is a fixed header (type << 4 | flags, then the remaining length as a
 variable-length integer: 1 to 4 bytes, 7 bits each, at most 268,435,455) and a body.

@@ -12,7 +12,17 @@ from hypothesis import strategies as st
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.stats.histogram import bucket_index
-from pytest_webperf.swarm import hotloop, wire
+from pytest_webperf.swarm import engine, hotloop, wire
+from pytest_webperf.swarm.engine import (
+    K_CLOSED,
+    K_CONNECT_ERRNO,
+    K_CONNECT_TIMEOUT,
+    K_HTTP,
+    K_IO_ERRNO,
+    K_PROTOCOL,
+    K_TIMEOUT,
+    K_TLS,
+)
 from pytest_webperf.swarm.hotloop import fallback_note, interval_from, resolve_user
 
 built = pytest.mark.skipif(hotloop.unavailable() is not None, reason="native loop not built")
@@ -38,20 +48,14 @@ def histogram(*values: int) -> tuple[int, int, int, int, list[tuple[int, int]]]:
 
 
 def take(**changes: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "ok": 0,
-        "bytes": 0,
-        "timeouts": 0,
-        "connect_timeouts": 0,
-        "closed": 0,
-        "protocol": 0,
-        "http": {},
-        "connect_errno": {},
-        "io_errno": {},
-        "examples": [],
-        "latency": histogram(),
-    }
+    """One entry's part of ``Engine.take()``: ``fails`` rows (kind, key, n, a, b, raw)."""
+    data: dict[str, Any] = {"ok": 0, "bytes": 0, "fails": [], "latency": histogram()}
     return {**data, **changes}
+
+
+@built
+def test_the_c_side_has_the_kinds_the_face_names() -> None:
+    assert engine.ENGINE.module is not None and engine.ENGINE.module.KINDS == engine.KINDS
 
 
 def test_successes_and_http_errors_share_the_latency_histogram() -> None:
@@ -59,9 +63,8 @@ def test_successes_and_http_errors_share_the_latency_histogram() -> None:
         take(
             ok=3,
             bytes=40,
-            http={503: 1},
             latency=histogram(100, 200, 300, 900),
-            examples=[(hotloop.K_HTTP, 503, 0, 0, b"HTTP/1.1 503 Busy")],
+            fails=[(K_HTTP, 503, 1, 0, 0, b"HTTP/1.1 503 Busy")],
         ),
         timeout_s=10,
     )
@@ -77,15 +80,15 @@ def test_successes_and_http_errors_share_the_latency_histogram() -> None:
 def test_failures_are_named_and_worded_as_the_lean_user_does() -> None:
     interval = interval_from(
         take(
-            timeouts=2,
-            connect_timeouts=1,
-            closed=1,
-            protocol=1,
-            connect_errno={errno.ECONNREFUSED: 4, errno.EMFILE: 1},
-            io_errno={errno.ECONNRESET: 3, errno.EPIPE: 1},
-            examples=[
-                (hotloop.K_CLOSED, 2, 10, 100, b""),
-                (hotloop.K_PROTOCOL, 5, 0, 0, b"zz"),
+            fails=[
+                (K_TIMEOUT, 0, 2, 0, 0, b""),
+                (K_CONNECT_TIMEOUT, 0, 1, 0, 0, b""),
+                (K_CLOSED, 2, 1, 10, 100, b""),
+                (K_PROTOCOL, 5, 1, 0, 0, b"zz"),
+                (K_CONNECT_ERRNO, errno.ECONNREFUSED, 4, 0, 0, b""),
+                (K_CONNECT_ERRNO, errno.EMFILE, 1, 0, 0, b""),
+                (K_IO_ERRNO, errno.ECONNRESET, 3, 0, 0, b""),
+                (K_IO_ERRNO, errno.EPIPE, 1, 0, 0, b""),
             ],
         ),
         timeout_s=1.5,
@@ -136,9 +139,7 @@ def test_auto_is_native_where_built_else_lean(monkeypatch: pytest.MonkeyPatch) -
 
 def test_tls_failures_are_kind_tls_with_the_ssl_words() -> None:
     words = b"certificate verify failed: unable to get local issuer certificate"
-    interval = interval_from(
-        take(ok=1, tls=3, examples=[(hotloop.K_TLS, 0, 0, 0, words)]), timeout_s=10
-    )
+    interval = interval_from(take(ok=1, fails=[(K_TLS, 0, 3, 0, 0, words)]), timeout_s=10)
     assert interval.error_kinds == {"tls": 3}
     assert interval.error_examples == {"tls": words.decode()}
     assert interval.requests == 4
@@ -162,7 +163,8 @@ def test_https_without_tls_in_the_native_loop_is_the_lean_users(
 
 @built
 def test_use_tls_comes_before_the_first_connection() -> None:
-    loop = hotloop.NativeLoop("127.0.0.1", 9, b"GET / HTTP/1.1\r\n\r\n", timeout_s=1.0)
+    session = hotloop.Http1([(b"GET / HTTP/1.1\r\n\r\n", False, 1.0, None, None)])
+    loop = engine.NativeEngine("127.0.0.1", 9, session, timeout_s=1.0)
     try:
         if not hotloop.tls_built():
             with pytest.raises(RuntimeError, match="without TLS"):
@@ -193,3 +195,13 @@ def test_setup_times_of_a_new_connection_per_request_join_the_interval() -> None
     assert plain.connect is not None and plain.handshake is None
     none = interval_from(take(ok=1, latency=histogram(5), connect=histogram()), timeout_s=10)
     assert none.connect is None  # nothing connected in this interval
+
+
+@built
+def test_a_sequence_names_entries_of_the_mix() -> None:
+    """A mix sent in a given order (a counted mix): each index one of the mix's entries."""
+    entry = (b"GET / HTTP/1.1\r\n\r\n", False, 1.0, None, None)
+    with pytest.raises(ValueError, match="a sequence names entries of the mix"):
+        engine.NativeEngine("127.0.0.1", 9, hotloop.Http1([entry, entry], sequence=[0, 2]))
+    ordered = engine.NativeEngine("127.0.0.1", 9, hotloop.Http1([entry, entry], sequence=[1, 0]))
+    ordered.close()

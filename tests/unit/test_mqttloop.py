@@ -13,8 +13,16 @@ from pytest_webperf.errors import OptionError
 from pytest_webperf.mqtt.publish import MqttLoad
 from pytest_webperf.stats.histogram import bucket_index
 from pytest_webperf.swarm import mqttloop
-from pytest_webperf.swarm.extension import Extension
-from pytest_webperf.swarm.mqttloop import interval_from, resolve_mqtt_user
+from pytest_webperf.swarm.engine import (
+    K_CONNACK,
+    K_CONNECT_ERRNO,
+    K_CONNECT_TIMEOUT,
+    K_REFUSED,
+    K_TIMEOUT,
+    K_TLS,
+    Extension,
+)
+from pytest_webperf.swarm.mqttloop import Mqtt, resolve_mqtt_user
 
 built = pytest.mark.skipif(mqttloop.unavailable() is not None, reason="MQTT loop not built")
 EMPTY = (0, 0, 0, 0, [])
@@ -26,26 +34,16 @@ def test_the_c_buckets_are_the_histograms(value: int) -> None:
     assert mqttloop.bucket_index(value) == bucket_index(value)
 
 
-def take(**changes: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "ok": 0,
-        "bytes": 0,
-        "timeouts": 0,
-        "connect_timeouts": 0,
-        "closed": 0,
-        "protocol": 0,
-        "late": 0,
-        "received": 0,
-        "received_bytes": 0,
-        "connack": {},
-        "connect_errno": {},
-        "io_errno": {},
-        "latency": EMPTY,
-        "lag": EMPTY,
-        "e2e": EMPTY,
-    }
+def take(*fails: tuple[int, int, int, bytes], **changes: Any) -> dict[str, Any]:
+    """One ``Engine.take()``: its failures (kind, key, n, example)."""
+    rows = [(kind, key, n, 0, 0, raw) for kind, key, n, raw in fails]
+    data: dict[str, Any] = {"ok": 0, "bytes": 0, "fails": rows, "latency": EMPTY}
     data.update(changes)
     return data
+
+
+def interval_from(data: dict[str, Any], timeout_s: float) -> Any:
+    return Mqtt.interval(data, timeout_s)
 
 
 def test_acknowledged_messages_are_requests_with_their_latency() -> None:
@@ -58,7 +56,14 @@ def test_acknowledged_messages_are_requests_with_their_latency() -> None:
 
 def test_failures_are_named_as_the_paho_users_and_the_brokers_refusal() -> None:
     interval = interval_from(
-        take(ok=1, timeouts=2, connect_timeouts=1, connack={2: 4}, connect_errno={111: 1}), 5
+        take(
+            (K_TIMEOUT, 0, 2, b""),
+            (K_CONNECT_TIMEOUT, 0, 1, b""),
+            (K_CONNACK, 2, 4, b""),
+            (K_CONNECT_ERRNO, 111, 1, b""),
+            ok=1,
+        ),
+        5,
     )
     assert interval.error_kinds == {"timeout": 2, "connect": 2, "mqtt_connack_2": 4}
     assert interval.requests == 1 + 8 and interval.errors == 8
@@ -74,7 +79,7 @@ def test_auto_is_the_native_loop_where_built_and_http_users_get_paho() -> None:
 
 
 def test_native_where_it_is_not_built_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mqttloop, "LOOP", Extension(None, "no compiler"))
+    monkeypatch.setattr(mqttloop, "ENGINE", Extension(None, "no compiler"))
     with pytest.raises(OptionError, match="--webperf-user=native: the native MQTT loop"):
         resolve_mqtt_user("native")
     assert resolve_mqtt_user("auto") == "mqtt"
@@ -89,20 +94,20 @@ def test_a_window_outside_the_packet_ids_is_refused() -> None:
 
 
 def test_a_tls_failure_is_the_tls_kind_with_the_loops_words() -> None:
-    interval = interval_from(take(tls=2, tls_message="certificate verify failed: self-signed"), 5)
+    words = b"certificate verify failed: self-signed"
+    interval = interval_from(take((K_TLS, 0, 2, words)), 5)
     assert interval.error_kinds == {"tls": 2}
     assert interval.error_examples["tls"] == "certificate verify failed: self-signed"
 
 
 def test_the_websocket_upgrade_asks_for_the_mqtt_subprotocol() -> None:
-    head = mqttloop.upgrade_request("127.0.0.1", 9001, "/mqtt").decode()
-    assert head.startswith("GET /mqtt HTTP/1.1\r\nHost: 127.0.0.1:9001\r\n")
-    assert "Sec-WebSocket-Protocol: mqtt\r\n" in head and head.endswith("\r\n\r\n")
-    assert "Host: [::1]:9001\r\n" in mqttloop.upgrade_request("::1", 9001, "/").decode()
+    tail = mqttloop.upgrade_tail("127.0.0.1", 9001)
+    assert tail == "Host: 127.0.0.1:9001\r\nSec-WebSocket-Protocol: mqtt\r\n"
+    assert mqttloop.upgrade_tail("::1", 9001).startswith("Host: [::1]:9001\r\n")
 
 
 def test_an_mqtt5_refusal_is_its_reason_code() -> None:
-    interval = interval_from(take(ok=2, refused={0x87: 1}, connack={0x85: 1}), 5)
+    interval = interval_from(take((K_REFUSED, 0x87, 1, b""), (K_CONNACK, 0x85, 1, b""), ok=2), 5)
     assert interval.error_kinds == {"mqtt_reason_135": 1, "mqtt_connack_133": 1}
     assert "client identifier not valid" in interval.error_examples["mqtt_connack_133"]
     with pytest.raises(ValueError, match="protocol must be 4"):

@@ -192,22 +192,14 @@ def test_the_parser_keeps_the_status_line_when_a_check_asks() -> None:
 
 def test_the_native_loops_unexpected_responses_are_named_as_the_lean_users() -> None:
     from pytest_webperf.swarm import hotloop
+    from pytest_webperf.swarm.engine import K_UNEXPECTED_BODY, K_UNEXPECTED_STATUS
 
     data = {
         "ok": 1,
         "bytes": 30,
-        "timeouts": 0,
-        "connect_timeouts": 0,
-        "closed": 0,
-        "protocol": 0,
-        "unexpected_status": 2,
-        "unexpected_body": 1,
-        "http": {},
-        "connect_errno": {},
-        "io_errno": {},
-        "examples": [
-            (hotloop.K_UNEXPECTED_STATUS, 0, 0, 0, b"HTTP/1.1 302 Found"),
-            (hotloop.K_UNEXPECTED_BODY, 0, 15, 0, b"HTTP/1.1 200 OKnope"),
+        "fails": [
+            (K_UNEXPECTED_STATUS, 0, 2, 0, 0, b"HTTP/1.1 302 Found"),
+            (K_UNEXPECTED_BODY, 0, 1, 15, 0, b"HTTP/1.1 200 OKnope"),
         ],
         "latency": (4, 400, 100, 100, [(100, 4)]),
     }
@@ -222,6 +214,7 @@ def test_the_native_loops_unexpected_responses_are_named_as_the_lean_users() -> 
 
 def test_a_long_bodys_example_is_cut_alike_on_both_users() -> None:
     from pytest_webperf.swarm import hotloop
+    from pytest_webperf.swarm.engine import K_UNEXPECTED_BODY
     from pytest_webperf.swarm.recorder import EXAMPLE_CHARS, Interval
     from pytest_webperf.swarm.wire import unexpected_body
 
@@ -229,9 +222,9 @@ def test_a_long_bodys_example_is_cut_alike_on_both_users() -> None:
     lean = Interval()
     lean.record_error("unexpected_body", 10, 300, unexpected_body(line, body))
     data = {
-        **{k: 0 for k in ("ok", "bytes", "timeouts", "connect_timeouts", "closed", "protocol")},
-        **{"http": {}, "connect_errno": {}, "io_errno": {}, "unexpected_body": 1},
-        "examples": [(hotloop.K_UNEXPECTED_BODY, 0, len(line), 0, line.encode() + body[:100])],
+        "ok": 0,
+        "bytes": 0,
+        "fails": [(K_UNEXPECTED_BODY, 0, 1, len(line), 0, line.encode() + body[:100])],
         "latency": (1, 10, 10, 10, [(10, 1)]),
     }
     native = hotloop.interval_from(data, timeout_s=10)

@@ -1,5 +1,5 @@
 """Server-sent events: the reference parser (``longlived/events.py``) on the standard's rules
-and properties, and the native loop's byte-at-a-time parser (``_stream_sse.c``) against
+and properties, and the native engine's byte-at-a-time parser (``native/sse.c``) against
 it on the same streams, cut anywhere, chunked or read until close (hypothesis)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pytest_webperf.longlived.events import Event, SSEParser, encode_event
 from pytest_webperf.swarm import streamloop
+from pytest_webperf.swarm.engine import ENGINE
 
 built = pytest.mark.skipif(streamloop.unavailable() is not None, reason="stream loop not built")
 
@@ -185,7 +186,7 @@ def cut(data: bytes, points: list[int]) -> list[bytes]:
 def test_the_loops_parser_agrees_with_the_reference_until_close(
     stream: bytes, points: list[int]
 ) -> None:
-    events, ended, error = streamloop._streamloop.sse_parse(cut(stream, points))
+    events, ended, error = ENGINE.module.sse_parse(cut(stream, points))
     assert (events, ended, error) == (reference(stream), 0, 0)
 
 
@@ -200,11 +201,11 @@ def test_the_loops_parser_agrees_with_the_reference_chunked(
     stream: bytes, sizes: list[int], points: list[int]
 ) -> None:
     body = chunked(stream, sizes)
-    events, ended, error = streamloop._streamloop.sse_parse(cut(body, points), True)
+    events, ended, error = ENGINE.module.sse_parse(cut(body, points), True)
     assert (events, ended, error) == (reference(stream), 1, 0)  # the last chunk ends it
 
 
 @built
 def test_the_loop_refuses_a_malformed_chunk() -> None:
-    events, ended, error = streamloop._streamloop.sse_parse([b"5\r\ndata:\r\nx"], True)
+    events, ended, error = ENGINE.module.sse_parse([b"5\r\ndata:\r\nx"], True)
     assert (events, ended, error) == ([], 0, 12)  # E_BAD_CHUNK: no CRLF after the chunk

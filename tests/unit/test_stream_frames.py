@@ -1,5 +1,5 @@
 """WebSocket frames: the reference codec (``longlived/frame.py``) on RFC 6455's own examples
-and properties, and the native loop's own frame reader and writer (``_stream_ws.c``)
+and properties, and the native engine's own frame reader and writer (``native/ws.c``)
 against it on the same bytes, cut anywhere: fragmented messages with control frames
 between their fragments, masking, lengths at 125/126/65535/65536 bytes (hypothesis)."""
 
@@ -21,6 +21,7 @@ from pytest_webperf.longlived.frame import (
     ProtocolError,
 )
 from pytest_webperf.swarm import streamloop
+from pytest_webperf.swarm.engine import ENGINE
 
 built = pytest.mark.skipif(streamloop.unavailable() is not None, reason="stream loop not built")
 KEYS = st.binary(min_size=4, max_size=4)
@@ -53,7 +54,7 @@ def test_the_loops_accept_key_is_the_references(raw: bytes) -> None:
     import base64
 
     key = base64.b64encode(raw).decode()
-    assert streamloop._streamloop.ws_accept(key) == wf.accept_key(key)
+    assert ENGINE.module.ws_accept(key) == wf.accept_key(key)
 
 
 @pytest.mark.parametrize(
@@ -191,7 +192,7 @@ def test_the_loops_reader_agrees_with_the_reference_cut_anywhere(
 ) -> None:
     _, sent = case
     wire = b"".join(wf.encode(f) for f in sent)  # a server's frames: not masked
-    got = streamloop._streamloop.ws_parse(cut(wire, points), KEEP)
+    got = ENGINE.module.ws_parse(cut(wire, points), KEEP)
     assert got == expected_events(sent)
 
 
@@ -203,7 +204,7 @@ def test_the_loops_reader_byte_at_a_time(case: tuple[list[Message], list[Frame]]
     if len(wire) > 5000:
         return  # a byte per call: the long forms are covered by the cuts above
     pieces = [wire[i : i + 1] for i in range(len(wire))]
-    assert streamloop._streamloop.ws_parse(pieces, KEEP) == expected_events(sent)
+    assert ENGINE.module.ws_parse(pieces, KEEP) == expected_events(sent)
 
 
 @built
@@ -215,7 +216,7 @@ def test_the_loop_writes_what_the_reference_encodes(length: int, opcode: int) ->
     payload = bytes(range(256)) * (length // 256 + 1)
     payload = payload[:length]
     key = b"\x37\xfa\x21\x3d"
-    written = streamloop._streamloop.ws_frame(opcode, payload, key)
+    written = ENGINE.module.ws_frame(opcode, payload, key)
     assert written == wf.encode(Frame(opcode, payload), key)  # masked as a client must
     (decoded,) = FrameDecoder(masked=True).feed(written)
     assert decoded.payload == payload
@@ -224,7 +225,7 @@ def test_the_loop_writes_what_the_reference_encodes(length: int, opcode: int) ->
 @built
 @given(st.binary(max_size=300), KEYS, st.booleans())
 def test_the_loop_masks_any_payload(payload: bytes, key: bytes, fin: bool) -> None:
-    written = streamloop._streamloop.ws_frame(2, payload, key, fin)
+    written = ENGINE.module.ws_frame(2, payload, key, fin)
     assert written == wf.encode(Frame(Opcode.BINARY, payload, fin=fin), key)
 
 
@@ -245,11 +246,11 @@ def test_both_readers_refuse(wire: bytes, words: str, code: int) -> None:
     with pytest.raises(ProtocolError, match=words):
         FrameDecoder(masked=False).feed(wire)
     if streamloop.unavailable() is None:
-        assert streamloop._streamloop.ws_parse([wire]) == [("error", code)]
+        assert ENGINE.module.ws_parse([wire]) == [("error", code)]
 
 
 @built
 def test_the_loop_refuses_orphans_and_interleaving() -> None:
-    parse = streamloop._streamloop.ws_parse
+    parse = ENGINE.module.ws_parse
     assert parse([bytes([0x80, 0x01]) + b"x"]) == [("error", 6)]  # a continuation first
     assert parse([bytes([0x01, 0x01]) + b"a" + bytes([0x82, 0x01]) + b"b"]) == [("error", 7)]

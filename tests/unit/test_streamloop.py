@@ -16,17 +16,15 @@ from pytest_webperf.fixture import arguments
 from pytest_webperf.fixture.longlived import SSE_ARGUMENTS, WEBSOCKET_ARGUMENTS, _fan_out, _sources
 from pytest_webperf.stats.histogram import bucket_index
 from pytest_webperf.swarm import streamloop
-from pytest_webperf.swarm.streamloop import (
+from pytest_webperf.swarm.engine import (
     K_CONNECT_ERRNO,
     K_SSE_TYPE,
     K_TIMEOUT,
     K_WS_ABNORMAL,
     K_WS_CLOSE,
     K_WS_HANDSHAKE,
-    interval_from,
-    message_template,
-    request_tail,
 )
+from pytest_webperf.swarm.streamloop import IDLE, Sse, WebSocket, message_template, request_tail
 
 built = pytest.mark.skipif(streamloop.unavailable() is not None, reason="stream loop not built")
 EMPTY = (0, 0, 0, 0, [])
@@ -39,11 +37,15 @@ def test_the_c_buckets_are_the_histograms(value: int) -> None:
 
 
 def take(fails: list[tuple[int, int, int, bytes]], ok: int = 0) -> dict[str, Any]:
-    return {"ok": ok, "bytes": 0, "sent": 0, "latency": EMPTY, "lag": EMPTY, "fails": fails}
+    rows = [(kind, key, n, 0, 0, raw) for kind, key, n, raw in fails]
+    return {"ok": ok, "bytes": 0, "sent": 0, "latency": EMPTY, "lag": EMPTY, "fails": rows}
+
+
+WS = WebSocket(paths={IDLE: "/"}, tail="")
 
 
 def test_failures_are_named_with_an_example() -> None:
-    interval = interval_from(
+    interval = WS.interval(
         take(
             [
                 (K_WS_CLOSE, 1011, 3, b"internal error"),
@@ -76,7 +78,8 @@ def test_failures_are_named_with_an_example() -> None:
 
 
 def test_sse_failures_are_named_too() -> None:
-    interval = interval_from(take([(K_SSE_TYPE, 0, 1, b"text/html")]), websocket=False)
+    sse = Sse(paths={}, tail="")
+    interval = sse.interval(take([(K_SSE_TYPE, 0, 1, b"text/html")]), timeout_s=10)
     assert interval.error_examples == {"sse_type": "Content-Type: text/html"}
 
 
@@ -84,7 +87,7 @@ def test_a_paced_run_keeps_the_lag() -> None:
     data = take([], ok=1)
     data["latency"] = (1, 500, 500, 500, [(500, 1)])
     data["lag"] = (1, 20, 20, 20, [(20, 1)])
-    interval = interval_from(data, paced=True)
+    interval = WebSocket(paths={}, tail="", interval_s=0.1).interval(data, timeout_s=10)
     assert interval.lag is not None and interval.lag.count == 1
     assert interval.service is not None and interval.service.count == 1
 

@@ -3,10 +3,9 @@
 The image is ``debian:bookworm-slim`` (the catalogue's base) with Python 3 and this
 package installed from a pure wheel built here from the project's source tree, beside
 its dependencies' wheels fetched here (the build needs no package index). The native
-request loop (``swarm/_hotloop.c``, with HTTP/2 from ``_h2.c``) and the stream loop
-(``swarm/_streamloop.c`` with its protocols), with TLS and the header they share
-(``_loop.h``), are compiled inside the image, for the image's own Python, so the worker
-has them whatever Python built the wheel; the build fails if they do not import. The
+engine (``swarm/native/``: the engine and its protocols' sessions, TLS and HTTP/2 with
+them) is compiled inside the image, for the image's own Python, so the worker has it
+whatever Python built the wheel; the build fails if it does not import. The
 entry point is ``webperf worker``, so ``docker run --network host IMAGE --master
 HOST:PORT`` is a worker. Tagged ``webperf/worker:<hash of the context>``, built once per
 content.
@@ -29,13 +28,10 @@ from pytest_webperf.targets.images import Log, _stderr, build, image_exists
 
 REPOSITORY = "webperf/worker"
 PLATFORMS = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "linux")
-NATIVE_DIR = ("src", "pytest_webperf", "swarm")
-# each native loop compiled in the image: its module and its C files (headers beside)
-NATIVE = {
-    "_hotloop": ("_hotloop.c",),
-    "_streamloop": ("_streamloop.c", "_stream_ws.c", "_stream_sse.c"),
-}
-HEADERS = ("_loop.h", "_streamloop.h", "_h2.c")  # included, not compiled alone
+NATIVE_DIR = ("src", "pytest_webperf", "swarm", "native")
+# the native engine compiled in the image: its module and its C files (its header beside)
+NATIVE = {"_hotloop": ("engine.c", "python.c", "http1.c", "h2.c", "mqtt.c", "ws.c", "sse.c")}
+HEADERS = ("engine.h",)  # included, not compiled alone
 DOCKERFILE = """\
 FROM debian:bookworm-slim AS native
 RUN apt-get update \\
@@ -45,7 +41,7 @@ RUN apt-get update \\
 COPY native/ /build/
 # as setup.py compiles them (-O2 -std=gnu11, TLS with OpenSSL, HTTP/2 with libnghttp2),
 # for this image's Python
-RUN cd /build && for module in _hotloop _streamloop; do \\
+RUN cd /build && for module in _hotloop; do \\
       sources=$(cat "$module.sources") \\
  && gcc -O2 -std=gnu11 -fPIC -shared -pthread -fvisibility=hidden -DWEBPERF_TLS=1 \\
       -DWEBPERF_H2=1 $(python3-config --includes) $sources -lssl -lcrypto -lnghttp2 \\
@@ -67,7 +63,7 @@ RUN swarm=$(/opt/webperf/bin/python -c \\
       'import os, pytest_webperf.swarm as s; print(os.path.dirname(s.__file__))') \\
  && cp /tmp/native/*.so "$swarm/" && rm -rf /tmp/native \\
  && /opt/webperf/bin/python -c \\
-      'import pytest_webperf.swarm._hotloop, pytest_webperf.swarm._streamloop'
+      'import pytest_webperf.swarm._hotloop'
 USER nobody
 ENTRYPOINT ["/opt/webperf/bin/webperf", "worker"]
 """
@@ -110,7 +106,7 @@ def wheelhouse(root: Path, into: Path) -> list[Path]:
 
 
 def native_files(swarm: Path) -> list[tuple[str, bytes]]:
-    """The native loops' sources for the image's build stage, and each loop's list."""
+    """The native engine's sources for the image's build stage, and their list."""
     names = [name for sources in NATIVE.values() for name in sources] + list(HEADERS)
     files = [(f"native/{name}", (swarm / name).read_bytes()) for name in names]
     files += [(f"native/{m}.sources", " ".join(s).encode()) for m, s in NATIVE.items()]
@@ -118,7 +114,7 @@ def native_files(swarm: Path) -> list[tuple[str, bytes]]:
 
 
 def context(wheels: list[Path], swarm: Path) -> tuple[bytes, str]:
-    """The build context (Dockerfile, the wheels, the native loops' C sources) and the
+    """The build context (Dockerfile, the wheels, the native engine's C sources) and the
     image's tag."""
     files = [("Dockerfile", DOCKERFILE.encode()), *native_files(swarm)]
     files += [(f"wheels/{wheel.name}", wheel.read_bytes()) for wheel in wheels]

@@ -1,6 +1,6 @@
 """Server-sent events as text and back: an incremental parser of the event-stream format
-(WHATWG HTML, "Interpreting an event stream"), the reference the stream loop's
-byte-at-a-time parser is checked against (``_stream_sse.c``), and ``encode_event`` for the
+(WHATWG HTML, "Interpreting an event stream"), the reference the native engine's
+byte-at-a-time parser is checked against (``swarm/native/sse.c``), and ``encode_event`` for the
 tests' SSE servers.
 
 Bytes are fed in pieces of any size; the stream is decoded as UTF-8 (invalid bytes

@@ -1,6 +1,6 @@
 """WebSocket frames (RFC 6455 section 5) as bytes and back, pure Python: the reference
-the stream loop's own framing is checked against (``_stream_ws.c``: the C loop has its
-own), and the framing of the tests' WebSocket servers.
+the native engine's own framing is checked against (``swarm/native/ws.c``: the C side has
+its own), and the framing of the tests' WebSocket servers.
 
 ``encode`` makes one frame (masked when given a key: a client's frames always are);
 ``FrameDecoder`` takes bytes in any pieces and gives whole frames, checking what a client

@@ -8,7 +8,7 @@ its outcome is ``grpc-status`` (and ``grpc-message``, percent-encoded) in the tr
 or in the headers of a trailers-only response.
 
 The native loop frames each request once (``encode``, in ``fixture/grpc.py``) and reads
-the response's framing in C (``_h2.c``); this module is the lean user's, the health
+the response's framing in C (``native/h2.c``); this module is the lean user's, the health
 check's and the tests' side of the same rules, and the words of a failure:
 ``error_kind`` is ``grpc_`` and the status's name as gRPC spells it
 (``grpc_UNAVAILABLE``), as ``http_503`` is the status as HTTP spells it.

@@ -1,27 +1,46 @@
-"""The native request loop's Python face: whether it is built, which user a run gets,
-and its figures as the recorder's ``Interval`` (no gevent, no Locust: safe anywhere).
+"""HTTP on the native engine (no gevent, no Locust: safe anywhere): whether it is built,
+which user a run gets, HTTP/1.1's and HTTP/2's options (``Http1``, ``Http2``: the load
+shape, the request mix and its checks) and their figures as the recorder's ``Interval``,
+every failure named as the lean user names it.
 
-``_hotloop`` is a C extension (``_hotloop.c``) built with the package where a C
+The engine (``swarm/engine.py``) is a C extension built with the package where a C
 compiler and Python's headers are found (Linux: epoll); where it is not, the plugin
 falls back to the pure-Python lean user and says so once (``fallback_note``). Built with
-libnghttp2's headers it speaks HTTP/2 too (``_h2.c``, ``h2_unavailable``); HTTP/2 has no
-silent fallback: the lean user's ``h2`` package costs 20 to 90 times the CPU per request,
-which would change what is measured.
+libnghttp2's headers it speaks HTTP/2 too (``native/h2.c``, ``h2_unavailable``); HTTP/2
+has no silent fallback: the lean user's ``h2`` package costs 20 to 90 times the CPU per
+request, which would change what is measured.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pytest_webperf.errors import OptionError
 from pytest_webperf.models.http2 import NO_WINDOW, Http2Figures
 from pytest_webperf.models.workload import Request, Workload
 from pytest_webperf.swarm import grpcwire, http2, wire
-from pytest_webperf.swarm.extension import Tally, extension, histogram_from, socket_error
+from pytest_webperf.swarm.engine import (
+    ENGINE,
+    K_CLOSED,
+    K_CONNECT_TIMEOUT,
+    K_GOAWAY,
+    K_GRPC,
+    K_HTTP,
+    K_PROTOCOL,
+    K_RST,
+    K_TIMEOUT,
+    K_UNEXPECTED_BODY,
+    K_UNEXPECTED_STATUS,
+    Failure,
+    NativeEngine,
+    histogram_from,
+    named_interval,
+    transport_failure,
+)
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.recorder import (
     CLOSED,
@@ -29,24 +48,15 @@ from pytest_webperf.swarm.recorder import (
     EXAMPLE_CHARS,
     PROTOCOL,
     TIMEOUT,
-    TLS,
     UNEXPECTED_BODY,
     UNEXPECTED_STATUS,
     Interval,
-    classify,
 )
 
-LOOP = extension("_hotloop")
-_hotloop = LOOP.module
-
-# the C side's kinds of failure and codes (_hotloop.c: K_*, E_*, C_*)
-K_HTTP, K_CLOSED, K_PROTOCOL = 1, 2, 3
-K_UNEXPECTED_STATUS, K_UNEXPECTED_BODY = 8, 9
-K_TLS = 20  # the example is the SSL error's words
-K_RST, K_GOAWAY, K_GRPC = 21, 22, 23  # HTTP/2 (_h2.c), keyed by the error or status code
+CLOSED_MODE, PACED, COUNTED, ARRIVAL = range(4)  # the load shapes (native/engine.h: MODE_*)
 E_H2 = 20  # K_PROTOCOL's key from HTTP/2: the example is the words
 C_H2 = 10  # K_CLOSED's key from HTTP/2: likewise
-PROTOCOL_MESSAGES: dict[int, Callable[[bytes], str]] = {
+PROTOCOL_MESSAGES: dict[int, Callable[[bytes], str]] = {  # native/http1.c: E_*
     1: wire.bad_status_line,
     2: lambda raw: wire.SWITCHING_PROTOCOLS,
     3: lambda raw: wire.too_long("response head", wire.MAX_HEAD),
@@ -57,11 +67,13 @@ PROTOCOL_MESSAGES: dict[int, Callable[[bytes], str]] = {
     8: lambda raw: wire.too_long("trailer line", wire.MAX_LINE),
 }
 USERS = ("auto", "native", "lean", "fast")
+MixEntry = tuple[bytes, bool, float, bytes | None, bytes | None]  # payload, HEAD, weight, checks
+MAX_STATUS = 1000  # an entry's statuses: a flag for each of 0..999
 
 
 def unavailable() -> str | None:
     """Why the native loop cannot run here, or None."""
-    return LOOP.unavailable("the native request loop")
+    return ENGINE.unavailable("the native request loop")
 
 
 def h2_unavailable() -> str | None:
@@ -69,7 +81,7 @@ def h2_unavailable() -> str | None:
     why = unavailable()
     if why is not None:
         return why
-    if not getattr(_hotloop, "H2", 0):
+    if not ENGINE.h2:
         return (
             "the native loop is built without HTTP/2 (libnghttp2's headers were not found): "
             "apt-get install libnghttp2-dev, then reinstall pytest-webperf"
@@ -79,7 +91,7 @@ def h2_unavailable() -> str | None:
 
 def tls_built() -> bool:
     """Whether the native loop speaks TLS here (built with OpenSSL's headers)."""
-    return LOOP.tls
+    return ENGINE.tls
 
 
 def user_for_url(user_class: str, url: str) -> str:
@@ -143,76 +155,48 @@ def resolve_http2_user(requested: str, url: str) -> str:
     return "native"
 
 
-def example_of(kind: int, key: int, a: int, b: int, raw: bytes) -> tuple[str, str] | None:
-    """(error kind, example) of one of the C side's examples, as the lean user words it."""
+def failure_name(failure: Failure, timeout_s: float) -> tuple[str, str]:
+    """(error kind, example) of one of the C side's failures, as the lean user words it."""
+    kind, key, _, a, b, raw = failure
+    named = transport_failure(kind, key, raw)
+    if named is not None:
+        return named
+    text = raw.decode("latin-1")
     if kind == K_HTTP:
-        return f"http_{key}", raw.decode("latin-1")
+        return f"http_{key}", text
+    if kind in (K_TIMEOUT, K_CONNECT_TIMEOUT):
+        return (TIMEOUT if kind == K_TIMEOUT else CONNECT), f"no answer within {timeout_s:g} s"
     if kind == K_CLOSED:
-        return CLOSED, raw.decode("latin-1") if key == C_H2 else closed_message(key, a, b)
+        return CLOSED, text if key == C_H2 else closed_message(key, a, b)
     if kind == K_PROTOCOL:
-        return PROTOCOL, raw.decode("latin-1") if key == E_H2 else PROTOCOL_MESSAGES[key](raw)
+        return PROTOCOL, text if key == E_H2 else PROTOCOL_MESSAGES[key](raw)
     if kind == K_RST:
-        return http2.rst_kind(key), raw.decode("latin-1")
+        return http2.rst_kind(key), text
     if kind == K_GOAWAY:
-        return http2.goaway_kind(key), raw.decode("latin-1")
+        return http2.goaway_kind(key), text
     if kind == K_GRPC:
         said = raw.decode("utf-8", "replace")
         return grpcwire.error_kind(key), said or f"grpc-status {key} without a grpc-message"
     if kind == K_UNEXPECTED_STATUS:
-        return UNEXPECTED_STATUS, raw.decode("latin-1")
+        return UNEXPECTED_STATUS, text
     if kind == K_UNEXPECTED_BODY:  # the status line (``a`` bytes of it), the body's start
         line = raw[:a].decode("latin-1")
         return UNEXPECTED_BODY, wire.unexpected_body(line, raw[a:])[:EXAMPLE_CHARS]
-    if kind == K_TLS:
-        return TLS, raw.decode("latin-1")
-    return None
+    return "failure", f"failure {kind}/{key}"
 
 
-def failures_from(data: dict[str, Any], timeout_s: float) -> tuple[dict[str, int], dict[str, str]]:
-    """One ``Engine.take()``'s failures: (kind -> count, kind -> example), each named as
-    the lean user names it."""
-    tally = Tally(EXAMPLE_CHARS)
-    add = tally.add
-    for status, n in data["http"].items():
-        add(f"http_{status}", n)
-    no_answer = f"no answer within {timeout_s:g} s"
-    add(TIMEOUT, data["timeouts"], no_answer)
-    add(CONNECT, data["connect_timeouts"], no_answer)
-    add(CLOSED, data["closed"])
-    add(PROTOCOL, data["protocol"])
-    add(UNEXPECTED_STATUS, data.get("unexpected_status", 0))
-    add(UNEXPECTED_BODY, data.get("unexpected_body", 0))
-    add(TLS, data.get("tls", 0))
-    for number, n in data["connect_errno"].items():
-        error = socket_error(number)
-        add("emfile" if number == errno.EMFILE else CONNECT, n, str(error))
-    for number, n in data["io_errno"].items():
-        error = socket_error(number)
-        add(classify(error), n, str(error))
-    for key, name in (("rst", http2.rst_kind), ("goaway", http2.goaway_kind)):
-        for code, n in data.get(key, {}).items():
-            add(name(code), n)
-    for code, n in data.get("grpc", {}).items():
-        add(grpcwire.error_kind(code), n)
-    for kind, key, a, b, raw in data["examples"]:
-        named = example_of(kind, key, a, b, raw)
-        if named is not None:
-            tally.examples.setdefault(*named)
-    return tally.kinds, tally.named_examples()
+def closed_message(code: int, got: int, total: int) -> str:
+    if code == 1:
+        return wire.closed_in_head(got)
+    if code == 2:
+        return wire.closed_in_body(got, total)
+    return wire.closed_in_chunks(got)
 
 
 def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
-    """One ``Engine.take()`` as an Interval, each failure named as the lean user names it."""
-    kinds, examples = failures_from(data, timeout_s)
-    errors = sum(kinds.values())
-    interval = Interval(
-        requests=data["ok"] + errors,
-        errors=errors,
-        bytes=data["bytes"],
-        histogram=histogram_from(data["latency"]),
-        error_kinds=kinds,
-        error_examples=examples,
-    )
+    """One entry's part of ``Engine.take()`` as an Interval, each failure named as the
+    lean user names it."""
+    interval = named_interval(failure_name, data, timeout_s, EXAMPLE_CHARS)
     if "service" in data:
         interval.service = histogram_from(data["service"])
         interval.lag = histogram_from(data["lag"])
@@ -226,35 +210,154 @@ def interval_from(data: dict[str, Any], timeout_s: float) -> Interval:
             interval.stall = histogram_from(data["stall"])
     if "h2" in data:
         interval.http2 = figures_from(data["h2"])
+    if "refused" in data:  # the server does not speak HTTP/2: one line, no count
+        raise RuntimeError(
+            f"webperf.http(http2=True): {data['refused']}; serve HTTP/2 there "
+            "(nginx: listen ... http2), or drop http2=True"
+        )
+    if "users_busy" in data:  # arrival rate: users busy at most, ever opened
+        process = f"{socket.gethostname()}:{os.getpid()}"  # as arrival.Arrivals names it
+        interval.note_users(process, data["users_busy"], data["users_opened"])
     return interval
 
 
 def figures_from(data: dict[str, int]) -> Http2Figures:
-    """The C side's connection figures (``_h2.c``: ``struct h2_figures``) as saved."""
+    """The C side's connection figures (``native/engine.h``: ``struct h2_figures``)."""
     known = {k: int(v) for k, v in data.items() if k != "min_window"}
     window = int(data.get("min_window", NO_WINDOW))
     return Http2Figures(**known, min_window=window if window >= 0 else NO_WINDOW)
 
 
-def closed_message(code: int, got: int, total: int) -> str:
-    if code == 1:
-        return wire.closed_in_head(got)
-    if code == 2:
-        return wire.closed_in_body(got, total)
-    return wire.closed_in_chunks(got)
-
-
-def mix_entry(entry: Request, payload: bytes) -> tuple[bytes, bool, float, Any, bytes | None]:
-    """One entry of ``Engine.set_mix``: its payload, weight and checks (a substring body
-    check only: a regex is the lean user's)."""
+def mix_entry(entry: Request, payload: bytes) -> MixEntry:
+    """One entry of the mix: its HTTP/1.1 payload, weight and checks (the statuses it
+    allows as a flag per status 0..999; a substring body check only: a regex is the lean
+    user's)."""
     needle = entry.expect_body if isinstance(entry.expect_body, bytes) else None
-    statuses = None if entry.expect_status is None else sorted(entry.expect_status)
+    allowed = entry.expect_status
+    statuses = None if allowed is None else bytes(s in allowed for s in range(MAX_STATUS))
     return (payload, entry.method == "HEAD", entry.weight, statuses, needle)
 
 
+@dataclass(frozen=True)
+class Http1:
+    """HTTP/1.1's options: the mix (at least one entry; picked by weight, or in the order
+    of ``sequence``'s entry indices, cycled), the load shape (closed; paced every
+    ``interval_s``; ``counted``, ``open``'s tickets; arriving at ``arrivals``' share), a
+    new connection per request (``close_each``: the requests say ``Connection: close``)."""
+
+    protocol: ClassVar[str] = "http1"
+    mix: Sequence[MixEntry]
+    interval_s: float = 0.0
+    counted: bool = False
+    arrivals: ArrivalSchedule | None = None
+    close_each: bool = False
+    sequence: Sequence[int] = ()
+
+    def options(self) -> dict[str, Any]:
+        mode = COUNTED if self.counted else PACED if self.interval_s else CLOSED_MODE
+        shape: dict[str, Any] = {"mode": mode, "period_s": self.interval_s}
+        if self.arrivals is not None:  # due times as pacing.ArrivalSchedule's, computed in C
+            (numerator, ns), share = self.arrivals.per_ns, self.arrivals
+            shape.update(mode=ARRIVAL, arrival_num=numerator, arrival_ns=ns)
+            shape.update(processes=share.processes, index=share.index)
+        order = bytes(self.sequence) or None
+        return {**shape, "mix": list(self.mix), "close_each": self.close_each, "sequence": order}
+
+    @staticmethod
+    def name(failure: Failure, timeout_s: float) -> tuple[str, str]:
+        return failure_name(failure, timeout_s)
+
+    @staticmethod
+    def interval(data: dict[str, Any], timeout_s: float) -> Interval:
+        return interval_from(data, timeout_s)
+
+
+@dataclass(frozen=True)
+class Http2(Http1):
+    """HTTP/2's options (h2c; h2 by ALPN over TLS): HTTP/1.1's, ``streams`` requests in
+    flight per connection, and each entry of the mix as HTTP/2 (``requests``: its header
+    list, body or None, whether gRPC's status decides: ``http2.header_list``)."""
+
+    protocol: ClassVar[str] = "h2"
+    streams: int = 1
+    requests: Sequence[tuple[list[tuple[bytes, bytes]], bytes | None, bool]] = ()
+    stream_window_bits: int = 30
+    conn_window_bits: int = 30
+
+    @classmethod
+    def of(
+        cls,
+        http1: Http1,
+        streams: int,
+        requests: Sequence[tuple[list[tuple[bytes, bytes]], bytes | None, bool]],
+    ) -> Http2:
+        """HTTP/1.1's load shape and mix (its checks and weights), spoken over HTTP/2."""
+        shape = {k: getattr(http1, k) for k in ("interval_s", "counted", "arrivals", "sequence")}
+        return cls(http1.mix, **shape, streams=streams, requests=requests)
+
+    def options(self) -> dict[str, Any]:
+        requests = [  # each entry's header fields as b"name\0value\0..."
+            (b"".join(name + b"\0" + value + b"\0" for name, value in fields), body, grpc)
+            for fields, body, grpc in self.requests
+        ]
+        return {
+            "streams": self.streams,
+            "requests": requests,
+            "http": super().options(),
+            "stream_window_bits": self.stream_window_bits,
+            "conn_window_bits": self.conn_window_bits,
+        }
+
+
+def engine_for(
+    workload: Workload,
+    url: str,
+    *,
+    timeout_s: float,
+    tls_ca: str | None = None,
+    tls_resume: bool = False,
+    arrivals: ArrivalSchedule | None = None,
+) -> NativeEngine:
+    """The engine that sends ``workload`` to ``url``: its entries (a mix, or the one shape
+    with its checks), HTTP/2 header lists, a new connection per request when every entry
+    says ``Connection: close``, TLS for https://, a counted one's tickets, an ordered
+    mix's sequence (``Workload.sequence``: a counted mix)."""
+    host, port, host_header = wire.split_host(url)
+    entries = workload.entries()
+    ordered = workload.ordered and workload.mix  # a counted mix: its fixed sequence
+    payloads = [
+        wire.encode_request(e.method, e.path, host_header, body=e.body, headers=e.headers)
+        for e in entries
+    ]
+    session = Http1(
+        [mix_entry(e, p) for e, p in zip(entries, payloads, strict=True)],
+        interval_s=workload.interval_s,
+        counted=workload.requests > 0,
+        arrivals=arrivals,
+        close_each=all(wire.says_close(e.headers) for e in entries),  # keepalive=False
+        sequence=workload.sequence(max(1, workload.requests)) if ordered else (),
+    )
+    if workload.http2:  # each entry as HTTP/2 header fields (the payloads are HTTP/1.1's)
+        scheme = "https" if wire.uses_tls(url) else "http"
+        requests = [
+            (http2.header_list(e, host_header, scheme), http2.request_body(e), e.grpc)
+            for e in entries
+        ]
+        session = Http2.of(session, workload.streams, requests)
+    return NativeEngine(  # https: the C side's own OpenSSL client (user_for_url)
+        host,
+        port,
+        session,
+        timeout_s=timeout_s,
+        tls=wire.uses_tls(url),
+        tls_ca=tls_ca,
+        tls_resume=tls_resume,
+    )
+
+
 class EntryParts:
-    """One ``take`` of the loop shared by its entries' channels: the first channel asked
-    at a roll takes every entry's part, the others get theirs."""
+    """One ``take`` of the engine shared by its entries' channels: the first channel
+    asked at a roll takes every entry's part, the others get theirs."""
 
     def __init__(self, take: Callable[[], list[Interval]]) -> None:
         self._take = take
@@ -272,167 +375,6 @@ class EntryParts:
         return part
 
 
-class NativeLoop:
-    """One generator process's native loop: connections added and removed by Locust's
-    users, every request sent and framed by the C thread; ``take`` is an Interval per
-    entry of the mix (``mix``: ``Engine.set_mix``'s entries, see ``mix_entry``)."""
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        payload: bytes,
-        *,
-        head_only: bool = False,
-        timeout_s: float = 10.0,
-        interval_s: float = 0.0,
-        counted: bool = False,
-        arrivals: ArrivalSchedule | None = None,
-        mix: Sequence[tuple[bytes, bool, float, Any, bytes | None]] = (),
-    ) -> None:
-        if _hotloop is None:
-            raise RuntimeError(unavailable())
-        family, _, _, _, address = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
-        mode = _hotloop.COUNTED if counted else _hotloop.PACED if interval_s else _hotloop.CLOSED
-        numerator, ns, processes, index = 0, 0, 1, 0
-        if arrivals is not None:  # due times as pacing.ArrivalSchedule's, computed in C
-            mode = _hotloop.ARRIVAL
-            (numerator, ns), processes, index = arrivals.per_ns, arrivals.processes, arrivals.index
-        self.timeout_s = timeout_s
-        self.process = f"{socket.gethostname()}:{os.getpid()}"  # as arrival.Arrivals names it
-        self.engine = _hotloop.Engine(
-            int(family),
-            address[0],
-            port,
-            payload,
-            head_only,
-            timeout_s,
-            mode,
-            interval_s,
-            numerator,
-            ns,
-            processes,
-            index,
-        )
-        if mix:
-            self.engine.set_mix(list(mix))
-
-    @classmethod
-    def for_workload(
-        cls,
-        workload: Workload,
-        url: str,
-        *,
-        timeout_s: float,
-        tls_ca: str | None = None,
-        tls_resume: bool = False,
-        arrivals: ArrivalSchedule | None = None,
-    ) -> NativeLoop:
-        """The loop that sends ``workload`` to ``url``: its entries (a mix, or the one
-        shape with its checks), HTTP/2 header lists, a new connection per request when
-        every entry says ``Connection: close``, TLS for https://, a counted one's tickets,
-        an ordered mix's sequence."""
-        host, port, host_header = wire.split_host(url)
-        entries = workload.entries()
-        payloads = [
-            wire.encode_request(e.method, e.path, host_header, body=e.body, headers=e.headers)
-            for e in entries
-        ]
-        checked = any(e.expect_status is not None or e.expect_body is not None for e in entries)
-        checked = checked or workload.http2  # HTTP/2 takes its entries' checks from the mix
-        mix = [mix_entry(e, p) for e, p in zip(entries, payloads, strict=True)]
-        loop = cls(
-            host,
-            port,
-            payloads[0],
-            head_only=entries[0].method == "HEAD",
-            timeout_s=timeout_s,
-            interval_s=workload.interval_s,
-            counted=workload.requests > 0,
-            arrivals=arrivals,
-            mix=mix if workload.mix or checked else (),
-        )
-        if workload.ordered and workload.mix:  # a counted mix: its fixed sequence
-            loop.in_order(workload.sequence(max(1, workload.requests)))
-        if workload.http2:  # each entry as HTTP/2 header fields (the payloads are HTTP/1.1's)
-            scheme = "https" if wire.uses_tls(url) else "http"
-            requests = [
-                (http2.header_list(e, host_header, scheme), http2.request_body(e), e.grpc)
-                for e in entries
-            ]
-            loop.use_http2(workload.streams, requests)
-        elif all(wire.says_close(e.headers) for e in entries):  # keepalive=False
-            loop.close_each()
-        if wire.uses_tls(url):  # the C loop's own OpenSSL client (user_for_url)
-            loop.use_tls(host, tls_ca, tls_resume)
-        return loop
-
-    def in_order(self, sequence: Sequence[int]) -> None:
-        """Requests take the mix's entries in this order, cycled, instead of by weight
-        (``Workload.sequence``: a counted mix); after the mix, before the first ``add``."""
-        self.engine.set_sequence(list(sequence))
-
-    def use_tls(self, server_name: str, ca_file: str | None = None, resume: bool = False) -> None:
-        """Every connection speaks TLS (SNI ``server_name``, ALPN http/1.1), verified
-        against ``ca_file`` if given (host name included); ``resume``: a new connection
-        resumes the last session of its user. Before the first ``add``."""
-        self.engine.use_tls(server_name, ca_file, resume)
-
-    def use_http2(
-        self,
-        streams: int,
-        requests: Sequence[tuple[list[tuple[bytes, bytes]], bytes | None, bool]],
-        stream_window_bits: int = 30,
-        conn_window_bits: int = 30,
-    ) -> None:
-        """Every connection speaks HTTP/2 (h2c; h2 by ALPN when ``use_tls`` follows) with
-        ``streams`` requests in flight: ``requests`` one (header list, body or None, grpc)
-        per entry of the mix (``http2.header_list``). Before ``use_tls`` and the first
-        ``add``."""
-        self.engine.use_http2(streams, list(requests), stream_window_bits, conn_window_bits)
-
-    def close_each(self) -> None:
-        """A new connection per request (``webperf.http(keepalive=False)``: the requests say
-        ``Connection: close``), whatever the server answers; before the first ``add``."""
-        self.engine.close_each()
-
-    def add(self, fraction: float = 0.0) -> int:
-        """A new connection (a user); paced: its first request at ``fraction`` of a period."""
-        return int(self.engine.add(fraction))
-
-    def remove(self, handle: int) -> None:
-        self.engine.remove(handle)
-
-    def open(self, count: int) -> None:
-        """A fixed count: exactly ``count`` requests from now (``pacing.Tickets.open``)."""
-        self.engine.open_tickets(count)
-
-    @property
-    def finished(self) -> bool:
-        return bool(self.engine.tickets_finished())
-
-    def stop_sending(self) -> None:
-        self.engine.stop_sending()
-
-    def take(self) -> list[Interval]:
-        """What each entry completed since the last take (one entry without a mix)."""
-        parts = []
-        for data in self.engine.take():
-            if "refused" in data:  # the server does not speak HTTP/2: one line, no count
-                raise RuntimeError(
-                    f"webperf.http(http2=True): {data['refused']}; serve HTTP/2 there "
-                    "(nginx: listen ... http2), or drop http2=True"
-                )
-            interval = interval_from(data, self.timeout_s)
-            if "users_busy" in data:  # arrival rate: users busy at most, ever opened
-                interval.note_users(self.process, data["users_busy"], data["users_opened"])
-            parts.append(interval)
-        return parts
-
-    def close(self) -> None:
-        self.engine.close()
-
-
 def bucket_index(value_us: int) -> int:
     """The C side's bucket of a value (the same as ``histogram.bucket_index``: tested)."""
-    return LOOP.bucket_index(value_us)
+    return ENGINE.bucket_index(value_us)

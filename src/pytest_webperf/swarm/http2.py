@@ -10,7 +10,7 @@ does (``grpcwire.error_kind``). A GOAWAY with NO_ERROR is the server retiring a
 connection (nginx after ``keepalive_requests``): not a failure.
 
 The probe refuses a server that does not speak HTTP/2 in one line, the same line the
-native loop would give (``_h2.c``: ALPN, the preface's answer):
+native loop would give (``native/h2.c``: ALPN, the preface's answer):
 
 - ``https://``: TLS with ALPN ``["h2"]``; the server must choose ``h2`` (nginx without
   ``http2`` on the listener refuses with a no_application_protocol alert);

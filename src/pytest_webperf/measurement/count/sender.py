@@ -20,6 +20,7 @@ from dataclasses import replace
 from pytest_webperf.errors import OptionError, TargetError
 from pytest_webperf.models.workload import Workload
 from pytest_webperf.swarm import hotloop
+from pytest_webperf.swarm.engine import NativeEngine
 from pytest_webperf.swarm.recorder import UNEXPECTED_STATUS as UNEXPECTED
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.targets.base import Target
@@ -79,11 +80,11 @@ class Sender:
         self.mix = bool(workload.mix)  # each entry an endpoint
         self.order = workload.sequence(max(1, workload.requests)) if workload.ordered else ()
         self.sent = 0  # requests sent so far (the Python client's place in the order)
-        self.loop: hotloop.NativeLoop | None = None
+        self.loop: NativeEngine | None = None
         self.client: Client | None = None
         if hotloop.unavailable() is None:
             counted = replace(workload, requests=max(1, workload.requests))
-            self.loop = hotloop.NativeLoop.for_workload(
+            self.loop = hotloop.engine_for(
                 counted, target.url, timeout_s=timeout_s, tls_ca=tls_ca, tls_resume=tls_resume
             )
             for _ in range(concurrency):

@@ -17,7 +17,7 @@ from pytest_webperf.swarm.child.locust_stats import recorder_for
 
 
 class Loop(Protocol):
-    def take(self) -> Any: ...
+    def take(self) -> list[Any]: ...
 
 
 class Ledger(Protocol):
@@ -40,7 +40,8 @@ class LoopUser(User):
         super().__init__(environment)
         cls = type(self)
         if not cls.attached:  # the loop's figures join the recorder at every roll
-            recorder_for(environment).channel(*cls.channel).sources.append(cls.loop.take)
+            loop = cls.loop  # one session's engine: one part per take
+            recorder_for(environment).channel(*cls.channel).sources.append(lambda: loop.take()[0])
             environment.webperf_ledger = cls.ledger  # a worker hands its report to the master
             environment.events.test_stopping.add_listener(cls.ledger.on_stopping)
             cls.attached = True

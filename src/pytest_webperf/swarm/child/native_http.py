@@ -2,9 +2,10 @@
 
 Locust stays the engine: users are spawned, counted, stopped and distributed to
 workers by Locust as any other; each user *is* one keep-alive connection of its
-process's ``hotloop.NativeLoop``, added when Locust starts the user and removed
-when Locust stops it. The loop's thread sends, frames and times every request
-outside the GIL (``_hotloop.c``); what it completed joins the process's recorder
+process's ``engine.NativeEngine`` speaking HTTP (``hotloop.Http1``), added when Locust
+starts the user and removed when Locust stops it. The engine's thread sends, frames and
+times every request outside the GIL (``native/http1.c``); what it completed joins the
+process's recorder
 once per interval through the request name's channel, so the interval histograms,
 Locust's own stats and everything downstream are the lean user's.
 
@@ -14,7 +15,7 @@ count (``requests``) run in the loop too: latency counts from each intended star
 the lean user's.
 
 Over HTTP/2 (``workload.http2``) each user is one connection with ``workload.streams``
-requests in flight (``_h2.c``); a unary gRPC call is such a request.
+requests in flight (``native/h2.c``); a unary gRPC call is such a request.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from gevent.event import Event
 from locust import User, constant, task
 
 from pytest_webperf.swarm.child.locust_stats import recorder_for
-from pytest_webperf.swarm.hotloop import EntryParts, NativeLoop, h2_unavailable, tls_built
+from pytest_webperf.swarm.engine import NativeEngine
+from pytest_webperf.swarm.hotloop import EntryParts, engine_for, h2_unavailable, tls_built
 from pytest_webperf.swarm.pacing import ArrivalSchedule
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.wire import uses_tls
@@ -41,7 +43,7 @@ class NativeHttpUser(User):
     webperf_records_itself: ClassVar[bool] = True
     webperf_quick_stop: ClassVar[bool] = True
     wait_time = constant(0)
-    loop: ClassVar[NativeLoop]
+    loop: ClassVar[NativeEngine]
     stopping: ClassVar[Event]
     endpoints: ClassVar[tuple[tuple[str, str], ...]]  # each entry's (method, name)
     mix: ClassVar[bool] = False  # a request mix: every entry an endpoint, even one
@@ -65,7 +67,7 @@ class NativeHttpUser(User):
         cls.stopping.set()
 
     @classmethod
-    def webperf_tickets(cls) -> NativeLoop:
+    def webperf_tickets(cls) -> NativeEngine:
         return cls.loop
 
     @task
@@ -96,7 +98,7 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
     arrivals = None
     if workload.arrival_rate > 0:  # this process's share: as the lean user's (arrival.py)
         arrivals = ArrivalSchedule(workload.arrival_rate, spec.processes, index)
-    loop = NativeLoop.for_workload(
+    loop = engine_for(
         workload,
         spec.host,
         timeout_s=spec.timeout_s,

@@ -1,9 +1,9 @@
 """The native MQTT user: Locust users whose messages the C loop publishes (swarm only).
 
 As the native HTTP user (``native_http.py``): Locust spawns, counts, stops and distributes
-the users; each user *is* one MQTT connection of its process's ``mqttloop.MqttLoop``,
-added when Locust starts it and removed when Locust stops it. The loop's thread
-connects, publishes (paced or flat out, QoS 0/1/2 with the whole handshake),
+the users; each user *is* one MQTT connection of its process's ``mqttloop.MqttLoop`` (the
+native engine speaking MQTT), added when Locust starts it and removed when Locust stops
+it. The engine's thread connects, publishes (paced or flat out, QoS 0/1/2 with the whole handshake),
 acknowledges and keeps the connection alive outside the GIL; what it completed joins
 the recorder at every roll, and at the end (Locust's ``test_stopping``) it stops
 publishing, gives outstanding acknowledgements ``grace_s``, and hands the paho user's
@@ -50,9 +50,9 @@ class NativeLedger:
         self.write()
 
     def write(self) -> None:
+        clients = self.loop.finish()
         late, lag = self.loop.pace()
         state = self.loop.state()
-        clients = self.loop.finish()
         self.report = {
             "clients": [[c, n, unacked] for c, n, unacked in sorted(clients)],
             "pace_lag": lag.to_dict(),

@@ -1,4 +1,4 @@
-"""The server-sent events user: each Locust user one stream of the native stream loop,
+"""The server-sent events user: each Locust user one stream of the native engine,
 read from its first event to the end, back with ``Last-Event-ID`` when it ends (swarm
 processes only; ``stream.py`` is the user and its ledger)."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 from locust import User
 
 from pytest_webperf.swarm.child import stream
+from pytest_webperf.swarm.engine import NativeEngine
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.swarm.streamloop import SSE, STREAM, StreamLoop
+from pytest_webperf.swarm.streamloop import STREAM, Sse, request_tail
 from pytest_webperf.swarm.wire import split_host
 
 
@@ -18,18 +19,19 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
         raise ValueError("user_class 'sse' needs SwarmSpec.stream")
     load = spec.stream
     host, port, host_header = split_host(spec.host)
-    loop = StreamLoop(
-        host,
-        port,
-        kind=SSE,
+    session = Sse(
         paths={STREAM: load.path},
-        host_header=host_header,
-        headers=load.headers,
-        timeout_s=spec.timeout_s,
+        tail=request_tail(host_header, load.headers),
+        max_connecting=load.max_connecting,
         close_timeout_s=load.close_timeout_s,
         retry_s=load.retry_s,
         reconnect_every=load.reconnect_every,
-        max_connecting=load.max_connecting,
+    )
+    loop = NativeEngine(
+        host,
+        port,
+        session,
+        timeout_s=spec.timeout_s,
         tls=load.tls,
         tls_ca=load.tls_ca,
         sources=load.sources,

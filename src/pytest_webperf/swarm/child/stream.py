@@ -3,7 +3,7 @@ its generator process (swarm processes only; ``websocket.py`` and ``sse.py`` mak
 users of each protocol).
 
 As the native HTTP and MQTT users: Locust spawns, counts, stops and distributes the
-users; each user *is* one connection of its process's ``streamloop.StreamLoop``, added
+users; each user *is* one connection of its process's ``engine.NativeEngine``, added
 when Locust starts it. Before the warm-up the swarm waits until every connection of the
 run has tried to open (``webperf_ready``), then lets the publishers go (``webperf_go``:
 a fan-out's subscribers are all listening before the first message). At the final roll
@@ -29,18 +29,9 @@ from locust import User, task
 from pytest_webperf.fileio import write_text_atomic
 from pytest_webperf.longlived.load import StreamLoad
 from pytest_webperf.swarm.child.loop_user import LoopUser
+from pytest_webperf.swarm.engine import Failure, NativeEngine, histogram_from
 from pytest_webperf.swarm.spec import SwarmSpec
-from pytest_webperf.swarm.streamloop import (
-    ECHO,
-    IDLE,
-    PUBLISHER,
-    STREAM,
-    SUBSCRIBER,
-    WEBSOCKET,
-    StreamLoop,
-    failure,
-    histogram_from,
-)
+from pytest_webperf.swarm.streamloop import ECHO, IDLE, PUBLISHER, STREAM, SUBSCRIBER
 
 POLL_S = 0.05
 
@@ -76,7 +67,7 @@ class StreamLedger:
     """This process's part of the run's accounting, written (or handed to the master)
     once the loop has drained and closed."""
 
-    def __init__(self, load: StreamLoad, loop: StreamLoop, *, to_file: bool, local: bool) -> None:
+    def __init__(self, load: StreamLoad, loop: NativeEngine, *, to_file: bool, local: bool) -> None:
         self.load = load
         self.loop = loop
         self.to_file = to_file  # else a worker's: the master merges and writes them
@@ -98,8 +89,8 @@ class StreamLedger:
     def owed(self) -> int | None:
         """Messages still expected here, when this process can know (None: a fan-out
         across processes, whose subscribers also hear other processes' publishers)."""
-        state = self.loop.state()
-        owed = state["echo_sent"] - state["echo_distinct"]
+        state: dict[str, int] = self.loop.state()
+        owed = state.get("echo_sent", 0) - state.get("echo_distinct", 0)
         if self.load.mode == "fanout":
             if not self.local:
                 return None
@@ -120,20 +111,13 @@ class StreamLedger:
             gevent.sleep(POLL_S)
         return time.monotonic() - start
 
-    def failures(self, fails: list[tuple[int, int, int, bytes]]) -> dict[str, int]:
+    def failures(self, fails: list[Failure]) -> dict[str, int]:
         """The whole run's failures by kind, as the intervals name them (the opening's,
         before the warm-up, are only here)."""
         named: dict[str, int] = {}
-        for kind, key, n, raw in fails:
-            name, _ = failure(
-                kind,
-                key,
-                raw,
-                websocket=self.load.kind == WEBSOCKET,
-                timeout_s=self.loop.timeout_s,
-                close_s=self.load.close_timeout_s,
-            )
-            named[name] = named.get(name, 0) + int(n)
+        for row in fails:
+            name, _ = self.loop.session.name(row, self.loop.timeout_s)
+            named[name] = named.get(name, 0) + int(row[2])
         return named
 
     def on_stopping(self, **_: Any) -> None:
@@ -150,12 +134,12 @@ class StreamLedger:
             "processes": 1,
             "connections": self.connections,
             "upgrade": histogram_from(ledger["upgrade"]).to_dict(),
-            "ttfe": histogram_from(ledger["ttfe"]).to_dict(),
-            "echo": list(ledger["echo"]),
-            "sse": list(ledger["sse"]),
-            "published": [list(p) for p in ledger["published"]],
-            "subscribers": [list(s) for s in ledger["subscribers"]],
-            "rates": list(ledger["rates"]),
+            "ttfe": histogram_from(ledger.get("ttfe", (0, 0, 0, 0, []))).to_dict(),
+            "echo": list(ledger.get("echo", [0] * 5)),
+            "sse": list(ledger.get("sse", [0] * 5)),
+            "published": [list(p) for p in ledger.get("published", ())],
+            "subscribers": [list(s) for s in ledger.get("subscribers", ())],
+            "rates": list(ledger.get("rates", ())),
             "failures": self.failures(ledger["fails"]),
             "rolls": [[list(roll) for roll in self.loop.rolls]],
             "open_at_end": max(0, self.open_at_end),
@@ -171,14 +155,14 @@ class NativeStreamUser(LoopUser):
     """One connection of the process's native stream loop (the swarm's own user class)."""
 
     abstract = True
-    loop: ClassVar[StreamLoop]
+    loop: ClassVar[NativeEngine]
     ledger: ClassVar[StreamLedger]
     roles: ClassVar[Iterator[tuple[int, int]]]
 
     @classmethod
     def webperf_ready(cls, users: int) -> bool:
         """Whether each of this process's ``users`` connections has tried to open."""
-        state = cls.loop.state()
+        state: dict[str, int] = cls.loop.state()
         return state["added"] >= users and state["tried"] >= state["added"]
 
     @classmethod
@@ -194,7 +178,7 @@ class NativeStreamUser(LoopUser):
     @task
     def hold(self) -> None:
         role, ident = next(self.roles)
-        handle = self.loop.add(role, ident)
+        handle = self.loop.add(ident=ident, role=role)
         try:
             Event().wait()  # until Locust stops this user
         finally:  # the connection goes with the user (after the end: a no-op)
@@ -202,7 +186,7 @@ class NativeStreamUser(LoopUser):
 
 
 def make_user(
-    spec: SwarmSpec, index: int, loop: StreamLoop, channel: tuple[str, str]
+    spec: SwarmSpec, index: int, loop: NativeEngine, channel: tuple[str, str]
 ) -> type[User]:
     """The swarm's stream user over ``loop``, for generator process ``index``."""
     assert spec.stream is not None

@@ -1,4 +1,4 @@
-"""The WebSocket user: each Locust user one connection of the native stream loop, echoing
+"""The WebSocket user: each Locust user one WebSocket connection of the native engine, echoing
 (round trips), publishing or subscribing through a relay (fan-out), or idle (a ping now
 and then) (swarm processes only; ``stream.py`` is the user and its ledger)."""
 
@@ -7,14 +7,15 @@ from __future__ import annotations
 from locust import User
 
 from pytest_webperf.swarm.child import stream
+from pytest_webperf.swarm.engine import NativeEngine
 from pytest_webperf.swarm.spec import SwarmSpec
 from pytest_webperf.swarm.streamloop import (
     ECHO,
     IDLE,
     PUBLISHER,
     SUBSCRIBER,
-    WEBSOCKET,
-    StreamLoop,
+    WebSocket,
+    request_tail,
 )
 from pytest_webperf.swarm.wire import split_host
 
@@ -25,28 +26,29 @@ def make_user(spec: SwarmSpec, index: int = 0) -> type[User]:
         raise ValueError("user_class 'websocket' needs SwarmSpec.stream")
     load = spec.stream
     host, port, host_header = split_host(spec.host)
-    loop = StreamLoop(
-        host,
-        port,
-        kind=WEBSOCKET,
+    session = WebSocket(
         paths={
             ECHO: load.path,
             IDLE: load.path,
             SUBSCRIBER: load.subscribe_path or load.path,
             PUBLISHER: load.publish_path or load.path,
         },
-        host_header=host_header,
-        headers=load.headers,
+        tail=request_tail(host_header, load.headers),
+        max_connecting=load.max_connecting,
+        close_timeout_s=load.close_timeout_s,
         message=load.message,
         binary=load.binary,
         interval_s=load.interval_s,
         ping_s=load.ping_s,
-        timeout_s=spec.timeout_s,
-        close_timeout_s=load.close_timeout_s,
         expect=load.expect,
         subscribe=load.subscribe,
         order=load.order,
-        max_connecting=load.max_connecting,
+    )
+    loop = NativeEngine(
+        host,
+        port,
+        session,
+        timeout_s=spec.timeout_s,
         tls=load.tls,
         tls_ca=load.tls_ca,
         sources=load.sources,
