@@ -23,6 +23,7 @@ from pytest_webperf.profiling.instructions import (
     is_allocator,
     merged_stacks,
     named,
+    named_own,
     window_of,
 )
 from pytest_webperf.profiling.naming import context_frames, function_of
@@ -249,6 +250,26 @@ def test_a_function_is_named_when_every_repetition_agrees(
     a: list[float], b: list[float], expected: bool
 ) -> None:
     assert named(a, b, total=1000.0) is expected
+
+
+@pytest.mark.parametrize(
+    ("own", "within", "expected"),
+    [
+        # a source frame's own: one repetition a side wanders (its allocator), its
+        # bytecode's part changed exactly
+        (([100.0, 120.0], [130.0, 150.0]), [([60.0, 60.0], [70.0, 70.0])], True),
+        (([100.0, 120.0], [130.0, 150.0]), [([60.0, 60.0], [60.0, 60.0])], False),  # no part
+        (([100.0, 120.0], [110.0, 150.0]), [([60.0, 60.0], [70.0, 70.0])], False),  # overlap
+        (([100.0, 120.0], [130.0, 150.0]), [([60.0, 60.0], [50.0, 50.0])], False),  # other way
+        (([100.0, 100.0], [110.0, 110.0]), [], True),  # exact: named as any function is
+    ],
+)
+def test_a_source_frames_own_cost_is_named_by_a_part_that_repeats(
+    own: tuple[list[float], list[float]],
+    within: list[tuple[list[float], list[float]]],
+    expected: bool,
+) -> None:
+    assert named_own(own, within, total=1000.0) is expected
 
 
 def test_small_stacks_are_merged_into_other() -> None:

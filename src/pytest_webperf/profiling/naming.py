@@ -21,6 +21,8 @@ and each Python or JavaScript function's own cost.
   the user's own binary. Its own cost is every cost whose innermost source frame it is:
   itself and the library and runtime code it calls (a Python function's bytecode runs in
   ``_PyEval_EvalFrameDefault``, its hashing in libcrypto), up to the next source frame.
+  It is kept whole and by the function that ran it (``Named.own_by``): the differential
+  tells a part that repeats exactly from one that wanders (CPython's allocator).
   That needs the stacks: without them (Node's, Go's, ``--webperf-profile=off``) a source
   frame has its exclusive cost (a V8 function's compiled code, its inlined callees
   included) and its inclusive cost from the call arcs, and no own cost.
@@ -152,6 +154,8 @@ class Named:
 
     exclusive: dict[Function, int] = field(default_factory=lambda: defaultdict(int))
     own: dict[Function, int] = field(default_factory=lambda: defaultdict(int))
+    # a source frame's own cost by the function that ran it: (source, function) -> cost
+    own_by: dict[tuple[Function, Function], int] = field(default_factory=lambda: defaultdict(int))
     stacks: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     frames: dict[str, Function] = field(default_factory=dict)  # a stack's frame -> function
     kinds: dict[Function, str] = field(default_factory=dict)
@@ -326,6 +330,7 @@ def _stacks(part: Part, index: int, names: _PartNames, named: Named, callers: in
         source = next((f for f in reversed(shown) if f.source), None)
         if source is not None:
             named.own[source.function] += value
+            named.own_by[(source.function, shown[-1].function)] += value
         texts = [f.text.replace(";", ",") for f in shown]
         for frame, text in zip(shown, texts, strict=True):
             named.frames.setdefault(text, frame.function)

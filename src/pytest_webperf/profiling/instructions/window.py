@@ -1,4 +1,4 @@
-"""What a counted window's callgrind dumps say, per request (pure: no I/O).
+"""What one counted window's callgrind dumps say, per request (pure: no I/O).
 
 A *window* is the dumps of every process under callgrind, zeroed before and dumped after
 exactly N requests (``valgrind.py``). From it, per request:
@@ -24,7 +24,8 @@ exactly N requests (``valgrind.py``). From it, per request:
   ``f'caller'caller's caller``), else from the call arcs, which is exact except for a
   function on a cycle of calls through others (a recursion, a runtime's dispatch: its
   nested calls would count again, as ``callgrind_annotate --inclusive=yes`` counts them):
-  not known for those; and a source frame's *own* (``naming``).
+  not known for those; and a source frame's *own*, whole and by the function that ran
+  it (``naming``).
 * **stacks**: with the callers kept, folded stacks in instructions (``root;...;leaf Ir``,
   the shape of the sampling profiles', so the flame graph draws them); a stack deeper than
   K frames is cut at the top and drawn under ``[deeper]``.
@@ -35,26 +36,14 @@ the one reading of a name, and ``naming`` names JIT code from the processes' per
 and shows code without symbols under its nearest named caller. A function is known by its
 object's (or source file's) label and its name, so the base, built by ``git archive`` in
 another directory, and the change name it alike.
-
-``diff`` compares two sides over their repetitions: per function, the change of exclusive
-(a source frame's own) instructions per request B - A, and whether it is named as changed
-(``named``: every repetition of B beyond every repetition of A, by more than twice either
-side's own range); ranked the user's code first, then libraries', then the runtime's
-(``rank``).
-Counts are not samples: a deterministic server's repetitions agree exactly, so a change
-of one instruction per request is real; a runtime whose own threads run in the window
-(Go's scheduler, V8's compiler) wanders, and its functions are named only when the change
-dwarfs the wandering. A t-interval over two pairs (one degree of freedom) would name
-nothing at all.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_webperf.profiling import frames
 from pytest_webperf.profiling.callgrind import Profile
@@ -63,19 +52,11 @@ from pytest_webperf.profiling.naming import (
     Function,
     Named,
     function_of,
-    is_held,
     name_window,
 )
 from pytest_webperf.profiling.perfmap import PerfMap
-from pytest_webperf.stats.ratio import mean
 
 EVENT = "Ir"
-MIN_SHARE = 1e-3  # a function is tested when it has this share of either side's instructions
-MIN_CHANGE = 1e-4  # ... and named when its change is at least this share of the base's total
-TOP = 25  # functions kept in the profile, ranked by their change
-LEAD = 0.05  # a named change this share of the largest one is ranked by whose code it is
-STACK_SHARE = 1e-5  # folded stacks below this share of a side's total are merged
-OTHER = "[other stacks]"
 
 # libc's allocation entry points (glibc's __libc_* names are aliases of the same address:
 # callgrind names an address once, so they may appear under either name)
@@ -176,6 +157,8 @@ class Window:
     kinds: Mapping[Function, str] = field(default_factory=dict)
     unnamed: Mapping[str, str] = field(default_factory=dict)  # object's label -> its path
     maps: int = 0  # processes whose perf map named their JIT code
+    # a source frame's own cost by the function that ran it (``naming``): (source, function)
+    own_by: Mapping[tuple[Function, Function], int] = field(default_factory=dict)
 
     def per_request(self, total: int | float) -> float:
         return total / self.requests if self.requests else 0.0
@@ -219,6 +202,7 @@ def window_of(
         inclusive=inclusive,
         stacks=stacks,
         own=dict(named.own),
+        own_by=dict(named.own_by),
         kinds=dict(named.kinds),
         unnamed=dict(named.unnamed),
         maps=sum(1 for pid in pids if pid is not None and pid in (maps or {})),
@@ -252,195 +236,3 @@ def arc_inclusive(named: Named) -> dict[Function, int]:
         f: incoming[f] if f in named.called else named.exclusive.get(f, 0) + outgoing[f]
         for f in functions
     }
-
-
-# --- two sides -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FunctionChange:
-    """One function's instructions per request, A and B (means over the pairs): exclusive,
-    inclusive and, for a source frame (``naming``), its own; the range of its change over
-    the pairs."""
-
-    function: Function
-    base_exclusive: float
-    change_exclusive: float
-    base_inclusive: float | None  # None: not known (a cycle of calls, and no stacks)
-    change_inclusive: float | None
-    low: float | None  # the smallest and largest change of a pair; None: no pair
-    high: float | None
-    credible: bool  # named as changed (``diff``'s rule)
-    kind: str = frames.USER
-    own: tuple[float, float] | None = None  # A's and B's own cost: a source frame's
-
-    @property
-    def change(self) -> float:
-        return self.change_exclusive - self.base_exclusive
-
-    @property
-    def change_inclusive_delta(self) -> float | None:
-        if self.change_inclusive is None or self.base_inclusive is None:
-            return None
-        return self.change_inclusive - self.base_inclusive
-
-    @property
-    def figure(self) -> float:
-        """The change it is ranked and named by: its own for a source frame, else its
-        exclusive."""
-        return self.change if self.own is None else self.own[1] - self.own[0]
-
-    def to_dict(self) -> dict[str, Any]:
-        found = {
-            "function": label(self.function),
-            "kind": self.kind,
-            "change_ir": self.change,
-            "low_ir": self.low,
-            "high_ir": self.high,
-            "base_ir": self.base_exclusive,
-            "change_side_ir": self.change_exclusive,
-            "base_inclusive_ir": self.base_inclusive,
-            "change_inclusive_ir": self.change_inclusive,
-            "change_total_ir": self.change_inclusive_delta,
-            "credible": self.credible,
-        }
-        if self.own is not None:
-            found.update(base_own_ir=self.own[0], change_own_ir=self.own[1], own_ir=self.figure)
-        if is_held(self.function[1]):
-            found["unnamed"] = self.function[0]  # the object without symbols
-        return found
-
-
-@dataclass(frozen=True)
-class Diff:
-    """The functions ranked by the size of their change (named ones first), and the
-    totals they add up to."""
-
-    changes: tuple[FunctionChange, ...]
-    tested: int
-    pairs: int
-    base_total: float  # instructions per request, mean over the pairs
-    change_total: float
-
-
-def named(a: Sequence[float], b: Sequence[float], total: float) -> bool:
-    """Whether a function's exclusive instructions per request changed from A (``a``: one
-    value per repetition) to B, by the rule for counts: two repetitions a side at least,
-    every repetition of B beyond every one of A, by more than twice either side's own
-    range, and by at least ``MIN_CHANGE`` of the total (or half an instruction). A
-    deterministic server's repetitions agree exactly, so any such change is named; a
-    function whose count wanders between fresh processes (a collector's, a scheduler's)
-    is named only when the change dwarfs its wandering."""
-    if min(len(a), len(b)) < 2:
-        return False
-    change = mean(b) - mean(a)
-    separated = min(b) > max(a) if change > 0 else max(b) < min(a)
-    spread = max(max(a) - min(a), max(b) - min(b))
-    return separated and abs(change) > 2 * spread and abs(change) >= max(MIN_CHANGE * total, 0.5)
-
-
-def exclusive_changes(pairs: Sequence[tuple[Window, Window]]) -> dict[Function, float]:
-    """Every function's change of exclusive instructions per request, B - A, mean over
-    the pairs: they add up to the change of the total (exclusive cost is exact)."""
-    usable = [(a, b) for a, b in pairs if a.requests > 0 and b.requests > 0]
-    functions = {f for a, b in usable for f in (*a.exclusive, *b.exclusive)}
-    return {
-        f: mean(
-            [
-                b.per_request(b.exclusive.get(f, 0)) - a.per_request(a.exclusive.get(f, 0))
-                for a, b in usable
-            ]
-        )
-        for f in functions
-    }
-
-
-def diff(pairs: Sequence[tuple[Window, Window]]) -> Diff:
-    """Per function, B - A instructions per request over ``pairs`` of windows (``(a, b)``
-    each), ranked (``rank``): named changes first (``named``, on a source frame's own
-    cost, else on the exclusive), the user's code before libraries before the runtime
-    among those that matter (``LEAD``), then by size."""
-    usable = [(a, b) for a, b in pairs if a.requests > 0 and b.requests > 0]
-    if not usable:
-        return Diff((), 0, 0, 0.0, 0.0)
-    base_total = mean([a.instructions_per_req for a, _ in usable])
-    change_total = mean([b.instructions_per_req for _, b in usable])
-    functions = {f for a, b in usable for f in (*a.exclusive, *b.exclusive, *a.own, *b.own)}
-    sources = {f for a, b in usable for f in (*a.own, *b.own)}
-
-    def side(function: Function, index: int, figures: str = "exclusive") -> list[float]:
-        windows = [pair[index] for pair in usable]
-        return [w.per_request(getattr(w, figures).get(function, 0)) for w in windows]
-
-    def inclusive(function: Function, index: int) -> float | None:
-        windows = [pair[index] for pair in usable]
-        if any(function in w.exclusive and function not in w.inclusive for w in windows):
-            return None  # on a cycle of calls: not known from the arcs
-        return mean(side(function, index, "inclusive"))
-
-    largest = max(base_total, change_total)
-    tested = [
-        f
-        for f in functions
-        if max(mean(side(f, i, m)) for i in (0, 1) for m in ("exclusive", "own"))
-        >= MIN_SHARE * largest
-    ]
-    changes = []
-    for function in tested:
-        a, b = side(function, 0), side(function, 1)
-        own = (side(function, 0, "own"), side(function, 1, "own"))
-        judged = own if function in sources else (a, b)
-        deltas = [y - x for x, y in zip(*judged, strict=True)]
-        changes.append(
-            FunctionChange(
-                function,
-                mean(a),
-                mean(b),
-                inclusive(function, 0),
-                inclusive(function, 1),
-                min(deltas),
-                max(deltas),
-                named(*judged, base_total),
-                kind=next(
-                    (w.kinds[function] for p in usable for w in p if function in w.kinds), ""
-                ),
-                own=(mean(own[0]), mean(own[1])) if function in sources else None,
-            )
-        )
-    ranked = rank(changes)
-    return Diff(tuple(ranked[:TOP]), len(tested), len(usable), base_total, change_total)
-
-
-def kind_of(pairs: Sequence[tuple[Window, Window]], function: Function) -> str:
-    """Whose code ``function`` is, as the windows that hold it say."""
-    return next((w.kinds[function] for p in pairs for w in p if function in w.kinds), "")
-
-
-def rank(changes: Sequence[FunctionChange]) -> list[FunctionChange]:
-    """Named changes first; among them, those of at least ``LEAD`` of the largest named
-    change by whose code they are (the user's, a library's, the runtime's), the rest
-    after; then by size."""
-    largest = max((abs(c.figure) for c in changes if c.credible), default=0.0)
-
-    def key(c: FunctionChange) -> tuple[bool, int, float, str]:
-        leads = c.credible and abs(c.figure) >= LEAD * largest
-        order = frames.kind_rank(c.kind) if leads else len(frames.RANK)
-        return (not c.credible, order, -abs(c.figure), label(c.function))
-
-    return sorted(changes, key=key)
-
-
-def merged_stacks(windows: Sequence[Window]) -> tuple[dict[str, int], int]:
-    """A side's stacks over its windows, and their requests; stacks carrying less than
-    ``STACK_SHARE`` of the side's instructions are merged into ``[other stacks]`` (an
-    interpreter's thousands of contexts would weigh megabytes in a report)."""
-    merged: dict[str, int] = defaultdict(int)
-    for window in windows:
-        for stack, cost in window.stacks.items():
-            merged[stack] += cost
-    total = sum(merged.values())
-    kept: dict[str, int] = {}
-    for stack, cost in merged.items():
-        key = stack if cost >= STACK_SHARE * total else OTHER
-        kept[key] = kept.get(key, 0) + cost
-    return kept, sum(w.requests for w in windows)
