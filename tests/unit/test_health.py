@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -12,8 +13,10 @@ import pytest
 
 from pytest_webperf.errors import TargetError
 from pytest_webperf.targets.base import (
+    LOWEST_PORT,
     Probe,
     classify_status,
+    ephemeral_range,
     free_port,
     health_failure,
     probe_http,
@@ -44,6 +47,29 @@ def test_3xx_5xx_and_try_later_keep_waiting(status):
 def test_connection_refused_keeps_waiting():
     answer = probe_http("127.0.0.1", free_port(), "/health", timeout=1.0)
     assert answer == Probe(ready=False, final=False, detail="connection refused")
+
+
+def test_a_free_port_is_below_the_ephemeral_range_and_bindable():
+    """No outgoing connection can take it as its local end before the target binds it."""
+    for _ in range(20):
+        port = free_port(ephemeral=(32768, 60999))
+        assert LOWEST_PORT <= port < 32768
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))  # free: nothing holds it
+
+
+def test_no_room_below_the_range_falls_back_to_the_kernels_choice():
+    port = free_port(ephemeral=(1024, 65535))
+    assert 1024 <= port <= 65535
+
+
+def test_the_ephemeral_range_is_read_and_a_bad_file_gives_linuxs_default(tmp_path: Path):
+    given = tmp_path / "range"
+    given.write_text("40000\t50000\n")
+    assert ephemeral_range(given) == (40000, 50000)
+    given.write_text("garbage")
+    assert ephemeral_range(given) == (32768, 60999)
+    assert ephemeral_range(tmp_path / "absent") == (32768, 60999)
 
 
 class _Status(http.server.BaseHTTPRequestHandler):

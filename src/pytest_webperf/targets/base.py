@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import random
 import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -40,8 +42,39 @@ class Target(Protocol):
         ...
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port no one listens on right now (the target binds it soon after)."""
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000  # below it, well-known and registered services' ports are thicker
+
+
+def ephemeral_range(path: Path = EPHEMERAL) -> tuple[int, int]:
+    """The ports the kernel gives out as the local end of outgoing connections (Linux's
+    ``ip_local_port_range``; Linux's default where it cannot be read)."""
+    try:
+        low, high = (int(part) for part in path.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def free_port(host: str = "127.0.0.1", ephemeral: tuple[int, int] | None = None) -> int:
+    """A port no one has bound right now, below the kernel's ephemeral range where it can.
+
+    The target binds it a moment later, or seconds later (MariaDB initialises its storage
+    first). A port from the ephemeral range (what ``bind(0)`` gives) can meanwhile become
+    the local end of any process's outgoing connection, and a load generator opens
+    thousands a second: the target's bind then fails (``Address already in use``, seen in
+    CI with parallel tests). The kernel never gives out a port below that range to a
+    connection, so one chosen there at random stays free unless another process binds
+    it on purpose. ``bind(0)`` where the range leaves no room below it."""
+    low, _ = ephemeral if ephemeral is not None else ephemeral_range()
+    for _ in range(64 if low - LOWEST_PORT >= 1000 else 0):
+        port = random.randrange(LOWEST_PORT, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

@@ -84,12 +84,18 @@ def _listed(label: str) -> list[dict[str, Any]]:
 
 
 def sweep_stale_containers() -> list[str]:
-    """Remove containers whose owning pytest process is gone; their names."""
+    """Remove containers whose owning pytest process is gone; their names (one another
+    process removed, or is removing, meanwhile counts as removed)."""
     removed = []
     for container in _listed(MANAGED):
         if not _owner_alive((container.get("Labels") or {}).get(OWNER, "")):
-            with suppress(docker.errors.NotFound):
+            try:
                 docker_client().api.remove_container(container["Id"], force=True)
+            except docker.errors.NotFound:
+                pass  # another process removed it meanwhile
+            except docker.errors.APIError as exc:  # another process is removing it
+                if exc.status_code != 409:
+                    raise
             names = container.get("Names") or [container["Id"][:12]]
             removed.append(str(names[0]).lstrip("/"))
     return removed
