@@ -14,7 +14,9 @@ change to a file of the repository, as a user's would be.
 runs a pure-Python hash loop, as many rounds as ``work_file`` says, and whose accept loop
 sleeps until a connection comes (no timer: its counts are the requests' alone).
 
-``entries`` and ``check``: what the counted tests read of a JSON report.
+``C_TARGET``: the inner test files' ``c_server(webperf, knobs)``, that server built with
+the knobs of ``knobs.h``. ``entries`` and ``check``: what the counted tests read of a
+JSON report.
 """
 
 from __future__ import annotations
@@ -22,6 +24,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+# the test file's function that starts the C server built with the knobs of ``KNOBS.h``
+# (each side builds its own: ``build=``), for the inner test files of the counted tests
+C_TARGET = """
+
+def c_server(webperf, knobs):
+    return webperf.process(
+        [f"build/{knobs}"],
+        name=knobs,
+        health="/health",
+        build=f"mkdir -p build && cc -O2 -include {knobs}.h -o build/{knobs} server.c",
+        watch=["server.c", f"{knobs}.h"],
+    )
+"""
 
 C_SERVER = r"""
 #define _GNU_SOURCE

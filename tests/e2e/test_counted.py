@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.e2e.counted_servers import C_SERVER, LIB_WORK, check, entries, python_server
+from tests.e2e.counted_servers import C_SERVER, C_TARGET, LIB_WORK, check, entries, python_server
 from tests.e2e.gitrepo import commit_base, git
 from tests.e2e.options import SHORT
 
@@ -29,19 +29,12 @@ pytestmark = pytest.mark.skipif(valgrind.problem() is not None, reason=str(valgr
 
 RUN = [*SHORT, "--webperf-against=HEAD~1", "--webperf-against-always", "-rA"]
 
-C_TESTS = """
+C_TESTS = (
+    """
 import pytest
-
-
-def c_server(webperf, knobs):
-    return webperf.process(
-        [f"build/{knobs}"],
-        name=knobs,
-        health="/health",
-        build=f"mkdir -p build && cc -O2 -include {knobs}.h -o build/{knobs} server.c",
-        watch=["server.c", f"{knobs}.h"],
-    )
-
+"""
+    + C_TARGET
+    + """
 
 def test_same(webperf):
     webperf.http(c_server(webperf, "same"), path="/work", count=True, requests=500)
@@ -77,6 +70,7 @@ def test_lib(webperf):  # hash_work calls a library built without symbols
     )
     webperf.http(target, path="/work", count=True, requests=500)
 """
+)
 
 
 def test_a_c_server_counted_against_its_base(

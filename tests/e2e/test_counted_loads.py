@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.e2e import h2_server
-from tests.e2e.counted_servers import C_SERVER, check, entries
+from tests.e2e.counted_servers import C_SERVER, C_TARGET, check, entries
 from tests.e2e.gitrepo import commit_base, git
 from tests.e2e.hello_server import HELLO_SERVER
 from tests.e2e.options import SHORT
@@ -20,22 +20,15 @@ from pytest_webperf.swarm.hotloop import h2_unavailable
 
 pytestmark = pytest.mark.skipif(valgrind.problem() is not None, reason=str(valgrind.problem()))
 
-MIX_TESTS = """
+MIX_TESTS = (
+    """
 import pytest
-
+"""
+    + C_TARGET
+    + """
 
 def mix(webperf):
     return [webperf.request("/work", weight=9), webperf.request("/other", weight=1)]
-
-
-def c_server(webperf, knobs):
-    return webperf.process(
-        [f"build/{knobs}"],
-        name=knobs,
-        health="/health",
-        build=f"mkdir -p build && cc -O2 -include {knobs}.h -o build/{knobs} server.c",
-        watch=["server.c", f"{knobs}.h"],
-    )
 
 
 @pytest.mark.webperf(compare_fail="instructions_per_req:1%,errors:0")
@@ -47,6 +40,7 @@ def test_same(webperf):
 def test_work(webperf):
     webperf.http(c_server(webperf, "work"), mix=mix(webperf), count=True, requests=100)
 """
+)
 
 
 def test_a_mix_is_counted_in_the_same_order_on_both_sides(
