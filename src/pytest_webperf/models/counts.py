@@ -18,14 +18,12 @@ def _per(total: float | None, requests: int) -> float | None:
     return None if total is None or requests <= 0 else total / requests
 
 
-@dataclass(frozen=True)
-class EndpointCounts:
-    """One endpoint of a counted mix in one window: its requests, and its instructions
-    and allocations when the window was counted per endpoint (None: the mix's whole only)."""
+class _Counted:
+    """What a counted window's figures share: instructions and allocations per request."""
 
     requests: int
-    instructions: int | None = None
-    allocations: int | None = None
+    instructions: int | None
+    allocations: int | None
 
     @property
     def instructions_per_req(self) -> float | None:
@@ -34,6 +32,16 @@ class EndpointCounts:
     @property
     def allocs_per_req(self) -> float | None:
         return _per(self.allocations, self.requests)
+
+
+@dataclass(frozen=True)
+class EndpointCounts(_Counted):
+    """One endpoint of a counted mix in one window: its requests, and its instructions
+    and allocations when the window was counted per endpoint (None: the mix's whole only)."""
+
+    requests: int
+    instructions: int | None = None
+    allocations: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,7 +62,7 @@ class EndpointCounts:
 
 
 @dataclass(frozen=True)
-class Counts:
+class Counts(_Counted):
     """One counted repetition: the counted window (``requests`` under callgrind, every
     process and thread summed) and the native window (``native_requests`` without it)."""
 
@@ -86,14 +94,6 @@ class Counts:
     endpoints: Mapping[str, EndpointCounts] = field(default_factory=dict)
     # libc's allocators and operator new alone (all that ``allocations`` counted before)
     libc_allocations: int | None = None
-
-    @property
-    def instructions_per_req(self) -> float | None:
-        return _per(self.instructions, self.requests)
-
-    @property
-    def allocs_per_req(self) -> float | None:
-        return _per(self.allocations, self.requests)
 
     @property
     def syscalls_per_req(self) -> float | None:
