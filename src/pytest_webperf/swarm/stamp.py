@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,10 +96,9 @@ def read_tree(pid: int) -> list[list[float]] | None:
 _SWITCHES = re.compile(rb"^(?:non)?voluntary_ctxt_switches:\s+(\d+)", re.M)
 
 
-def read_switches(pids: Iterable[int]) -> dict[str, int]:
-    """Context switches (voluntary + involuntary) of every thread of ``pids``, by thread
-    id (a string: the stamp travels as JSON); threads that end meanwhile are left out."""
-    found: dict[str, int] = {}
+def thread_files(pids: Iterable[int], name: str) -> Iterator[tuple[str, bytes]]:
+    """(thread id, contents) of ``/proc/PID/task/TID/<name>`` for every thread of ``pids``;
+    processes and threads that end meanwhile are left out."""
     for pid in pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
@@ -107,11 +106,19 @@ def read_switches(pids: Iterable[int]) -> dict[str, int]:
             continue
         for tid in tids:
             try:
-                with open(f"/proc/{pid}/task/{tid}/status", "rb") as file:
-                    found[tid] = sum(int(n) for n in _SWITCHES.findall(file.read()))
-            except (OSError, ValueError):
+                with open(f"/proc/{pid}/task/{tid}/{name}", "rb") as file:
+                    yield tid, file.read()
+            except OSError:
                 continue
-    return found
+
+
+def read_switches(pids: Iterable[int]) -> dict[str, int]:
+    """Context switches (voluntary + involuntary) of every thread of ``pids``, by thread
+    id (a string: the stamp travels as JSON); threads that end meanwhile are left out."""
+    return {
+        tid: sum(int(n) for n in _SWITCHES.findall(status))
+        for tid, status in thread_files(pids, "status")
+    }
 
 
 def stamp(probes: Iterable[CpuProbe]) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from pytest_webperf.sampling.monitor import RunMonitor
 from pytest_webperf.sampling.syscalls import SyscallCounter
 from pytest_webperf.swarm.recorder import Interval
 from pytest_webperf.swarm.runner import SwarmOutcome
-from pytest_webperf.swarm.stamp import stamp
+from pytest_webperf.swarm.stamp import stamp, thread_files
 from pytest_webperf.targets.runtime import Pinning
 from pytest_webperf.targets.wrap import DIR, Wrap, Wrappable
 
@@ -357,21 +357,12 @@ def at_rest(pids: list[int]) -> tuple[bool, float]:
     under Valgrind, blocked in a system call or waiting for the thread that runs), and
     the CPU seconds they have used. A process that is gone is at rest."""
     rest, ticks = True, 0
-    for pid in pids:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
+    for _, stat in thread_files(pids, "stat"):
+        fields = stat.rsplit(b")", 1)[-1].split()
+        if len(fields) < 13:
             continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as file:
-                    fields = file.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if len(fields) < 13:
-                continue
-            rest = rest and fields[0] == b"S"
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        rest = rest and fields[0] == b"S"
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
     return rest, ticks / CLOCK_TICKS
 
 
