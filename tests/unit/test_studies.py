@@ -215,3 +215,42 @@ def test_markdown_and_html_render_the_pairs_and_the_notes() -> None:
     page = render_html(report)
     assert pair in page and "server and generator shared the machine&#39;s 2 cores" in page
     assert "<td>holds</td>" in page
+
+
+MQTT = "test_mqtt_qos2.py::test_mqtt_qos2"
+
+
+def mqtt_entry(server: str, users: int, *tps: float) -> dict:
+    """An MQTT QoS 2 run paced at 500 ms: its repetitions' seed-002 throughput."""
+    repetitions = [
+        {"repetition": i, "instance": i, "rps": users * 2.0, "mqtt": {"tps": value,
+         "interval_s": 0.5, "users": users}}
+        for i, value in enumerate(tps)
+    ]  # fmt: skip
+    return {
+        **entry(MQTT, server, "telemetry/<clientId>", users, users * 2.0),
+        "repetitions": repetitions,
+    }
+
+
+def test_seed_002s_mqtt_collapse_is_judged_on_the_share_of_the_offered_rate_stored() -> None:
+    servers = ("go-mqtt", "node-mqtt", "tomcat-mqtt")
+    kept = [mqtt_entry(s, 800, 1_590, 1_585) for s in servers]
+    (line,) = studies.compare(kept)
+    assert line["metric"] == "tps" and line["study_users"] == 800 and line["kept"] is True
+    assert line["collapse"]["reproduced"] == []
+    assert line["collapse"]["study"]["go-mqtt"] == 680 / 1_600
+    text = studies.verdict_text(line)
+    assert text.startswith("every server kept the offered rate")
+    assert "the study's collapse (its servers stored 22%-42% of the offered rate): not " in text
+    # node stores three quarters of the offered 2,000 msg/s: the collapse, for it alone
+    fell = [mqtt_entry("go-mqtt", 1000, 1_990, 1_985), mqtt_entry("node-mqtt", 1000, 1_500, 1_490)]
+    (line,) = studies.compare(fell)
+    assert line["kept"] is False and line["collapse"]["reproduced"] == ["node-mqtt"]
+    assert studies.verdict_text(line).endswith("reproduced here for node-mqtt 75%")
+    # below the study's 800 users there is no collapse to judge
+    (low,) = studies.compare([mqtt_entry(s, 200, 399, 400) for s in servers])
+    assert low["study_users"] == 600 and "collapse" not in low
+    assert (
+        studies.verdict_text(low) == "every server kept the offered rate: no ranking at this load"
+    )

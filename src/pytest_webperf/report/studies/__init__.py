@@ -13,141 +13,13 @@ import itertools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_webperf.gate import ordering
+from pytest_webperf.report.studies.published import STUDIES, Figures, Study
 from pytest_webperf.report.table import Entry, fmt, number, rep_rps, repetitions
 
 KEPT = 0.9  # a paced server that served this share of the offered rate kept up
-
-
-@dataclass(frozen=True)
-class Figures:
-    """One of a study's published groups: a workload at a number of users."""
-
-    path: str | None  # None: the study did not say, or had one workload
-    users: int
-    values: Mapping[str, float | None]  # catalogue server -> figure (None: ranked only)
-    ranking: tuple[str, ...]  # best first, as the study found it
-    gap: float | None = None  # the study's ratio between neighbours, where it gave no figures
-
-    def ratio(self, first: str, second: str) -> float | None:
-        """The study's ratio of ``first`` to ``second`` (its figures, else its ``gap``)."""
-        a, b = self.values.get(first), self.values.get(second)
-        return a / b if a and b else self.gap
-
-
-@dataclass(frozen=True)
-class Study:
-    seed: str
-    title: str
-    test: str  # "test_seed004_c10k.py::test_c10k": the suite's test it compares
-    metric: str  # "rps" or "requests" (mean per repetition)
-    label: str
-    groups: tuple[Figures, ...]
-    capacity_test: str | None = None  # the suite's webperf.capacity test, ranked by rate
-
-
-def _f(
-    path: str | None, users: int, ranking: str, gap: float | None = None, **values: float | None
-) -> Figures:
-    return Figures(
-        path,
-        users,
-        {k.replace("_", "-"): v for k, v in values.items()},
-        tuple(ranking.split(" > ")),
-        gap,
-    )
-
-
-STUDIES: tuple[Study, ...] = (
-    Study(
-        "000",
-        "Apache+PHP vs Node.js (wrk, 20 s)",
-        "test_seed000_apache_vs_node.py::test_apache_vs_node",
-        "requests",
-        "requests per repetition",
-        (
-            _f("/hello", 100, "node > apache-php", apache_php=9_000, node=11_800),
-            _f("/hello", 500, "node > apache-php", apache_php=12_500, node=59_000),
-            _f("/hello", 1000, "node > apache-php", apache_php=24_000, node=118_000),
-        ),
-        "test_seed000_apache_vs_node.py::test_apache_vs_node_capacity",
-    ),
-    Study(
-        "001",
-        "nginx proxy_cache vs Varnish in front of Apache (ab -c 200)",
-        "test_seed001_proxy_cache.py::test_proxy_cache",
-        "rps",
-        "req/s",
-        # "28-40 % better than Varnish": nginx-cache/varnish 1.28x at least
-        (_f(None, 200, "nginx-cache > varnish", 1.28, nginx_cache=1_207, varnish=None),),
-    ),
-    Study(
-        "002",
-        "Tomcat vs Node vs Go, HTTP telemetry into MariaDB (500 ms per user)",
-        "test_mqtt_qos2.py::test_http_telemetry",
-        "rps",
-        "req/s",
-        (
-            _f(
-                "/telemetry",
-                1000,
-                "go-mqtt > tomcat-mqtt > node-mqtt",
-                go_mqtt=1_639,
-                tomcat_mqtt=1_221,
-                node_mqtt=953,
-            ),
-        ),
-        "test_mqtt_qos2.py::test_http_telemetry_capacity",
-    ),
-    Study(
-        "003",
-        "async vs process pool, alone and behind a load balancer (wrk -c 1000, 10 s)",
-        "test_seed003_async_vs_pool.py::test_async_vs_pool",
-        "rps",
-        "req/s",
-        (
-            _f(
-                "/hello",
-                1000,
-                "python-async > lb-async > python-pool > lb-pool",
-                python_async=6_900,
-                lb_async=5_000,
-                python_pool=1_800,
-                lb_pool=225,
-            ),
-        ),
-        "test_seed003_async_vs_pool.py::test_async_vs_pool_capacity",
-    ),
-    Study(
-        "004",
-        "nginx vs Node vs a libuv Python server at C10K (ab -n 80000 -c 10000)",
-        "test_seed004_c10k.py::test_c10k",
-        "rps",
-        "req/s",
-        (
-            _f(
-                "/500b",
-                10_000,
-                "nginx > python-uv > node",
-                nginx=15_674,
-                python_uv=9_420,
-                node=3_775,
-            ),
-            _f(
-                "/20kb",
-                10_000,
-                "nginx > python-uv > node",
-                nginx=15_152,
-                python_uv=6_786,
-                node=3_415,
-            ),
-        ),
-        "test_seed004_c10k.py::test_c10k_capacity",
-    ),
-)
 
 
 def _test_of(nodeid: str) -> str:
@@ -159,13 +31,18 @@ def _test_of(nodeid: str) -> str:
 def _value(entry: Entry, metric: str) -> float | None:
     if metric == "rps":
         return number(entry.get("rps"))
-    values = [number(r.get(metric)) for r in repetitions(entry)]
+    values = [_rep_value(r, metric) for r in repetitions(entry)]
     got = [v for v in values if v is not None]
     return statistics.fmean(got) if got else None
 
 
 def _rep_value(rep: Mapping[str, Any], metric: str) -> float | None:
-    return rep_rps(rep) if metric == "rps" else number(rep.get(metric))
+    if metric == "rps":
+        return rep_rps(rep)
+    if metric == "tps":  # seed 002's MQTT throughput: stored / (last stored - first sent)
+        mqtt = rep.get("mqtt")
+        return number(mqtt.get("tps")) if isinstance(mqtt, Mapping) else None
+    return number(rep.get(metric))
 
 
 def _series(rep: Mapping[str, Any]) -> tuple[float, ...]:
@@ -211,11 +88,50 @@ def _counted_times(entry: Entry) -> list[float]:
 
 
 def _offered(entry: Entry) -> float | None:
-    """A paced entry's offered rate (users / interval), requests per second."""
+    """A paced entry's offered rate (users / interval), requests (or MQTT messages) per
+    second."""
     workload = entry.get("workload")
     interval = number(workload.get("interval_s")) if isinstance(workload, Mapping) else None
+    for rep in repetitions(entry):  # an MQTT run's pacing is its repetitions'
+        mqtt = rep.get("mqtt")
+        if interval is None and isinstance(mqtt, Mapping):
+            interval = number(mqtt.get("interval_s"))
     users = number(entry.get("concurrency"))
     return users / interval if interval and users else None
+
+
+def _collapse(
+    study: Study, group: Figures, servers: Sequence[str], here: Mapping[str, float], users: int
+) -> dict[str, Any] | None:
+    """Where the study's servers stored well under the offered rate (``collapse_from``):
+    each server's share of the offered rate there and here, and those that fell short
+    here too (under ``KEPT``)."""
+    if not study.collapse_from or not study.interval_s or group.users < study.collapse_from:
+        return None
+    study_shares = {
+        s: v / (group.users / study.interval_s)
+        for s in servers
+        if (v := group.values.get(s)) is not None
+    }
+    shares = {s: here[s] / (users / study.interval_s) for s in servers}
+    return {
+        "study": study_shares,
+        "here": shares,
+        "reproduced": [s for s in servers if shares[s] < KEPT],
+    }
+
+
+def _collapse_text(collapse: Mapping[str, Any]) -> str:
+    """``the study's collapse (it stored 21-43 % of the offered rate): ...``."""
+    study = [float(v) for v in collapse["study"].values()]
+    here = collapse["here"]
+    span = f"{min(study):.0%}-{max(study):.0%}" if study else "less"
+    head = f"the study's collapse (its servers stored {span} of the offered rate)"
+    short = collapse["reproduced"]
+    if not short:
+        return f"{head}: not reproduced, every server stored {min(here.values()):.0%} or more"
+    fell = ", ".join(f"{s} {here[s]:.0%}" for s in short)
+    return f"{head}: reproduced here for {fell}"
 
 
 def _path(entry: Entry) -> str | None:
@@ -284,6 +200,7 @@ def compare(
                 {s: counted[(path, users)][s] for s in ranked if counted[(path, users)][s]}
             )
             notes = [n for n in (short, "" if all_kept else shared) if n]
+            collapse = _collapse(study, group, ranked, here, users)
             found.append(
                 {
                     "seed": study.seed,
@@ -305,6 +222,7 @@ def compare(
                     "holds": None
                     if status in (ordering.NOT_RANKED, ordering.NOT_SEPARATED)
                     else status == ordering.HOLDS,
+                    **({"collapse": collapse} if collapse else {}),
                 }
             )
     return found + capacity_compare(entries)
@@ -396,11 +314,13 @@ def pair_text(pair: Mapping[str, Any]) -> str:
 
 def verdict_text(c: Mapping[str, Any]) -> str:
     """The study line's conclusion, in words."""
+    collapse = c.get("collapse")
+    tail = f"; {_collapse_text(collapse)}" if isinstance(collapse, Mapping) else ""
     if c.get("kept"):
-        return "every server kept the offered rate: no ranking at this load"
+        return f"every server kept the offered rate: no ranking at this load{tail}"
     study = " > ".join(c["study_ranking"])
     pairs = "; ".join(pair_text(p) for p in c.get("pairs", ()))
-    return f"{pairs}; the study's {study}: {c.get('status')}"
+    return f"{pairs}; the study's {study}: {c.get('status')}{tail}"
 
 
 def lines(comparisons: Sequence[Mapping[str, Any]]) -> list[str]:
