@@ -89,6 +89,8 @@ def test_each_runtime_gets_its_pinning_and_the_jvm_is_refused() -> None:
     assert pinned_argv(["node", "--predictable", "app.js"], PINNINGS["node"]) == [
         "node",
         "--single-threaded",
+        "--no-opt",
+        "--always-sparkplug",
         "--predictable",
         "app.js",
     ]
@@ -113,6 +115,8 @@ def test_a_wrapped_command() -> None:
         "node",
         "--predictable",
         "--single-threaded",
+        "--no-opt",
+        "--always-sparkplug",
         "app.js",
     ]
     assert wrap.argv(["node"], "/seen", aslr=False)[0] == "valgrind"

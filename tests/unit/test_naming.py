@@ -227,7 +227,7 @@ def test_an_unnamed_runtime_says_why_and_the_fix() -> None:
     assert "3.12 or later" in note
     named = window_of(Profile([part({(JIT, address(0x1000)): 9})]), 1, maps={7: MAP})
     assert naming_notes("python", [named, named]) == []
-    assert "inlines" in naming_notes("node", [named])[0]  # said: its callers count it
+    assert "baseline code" in naming_notes("node", [named])[0]  # said: builtins its own
     assert "--perf-basic-prof" in naming_notes("node", [old])[0]
     assert naming_notes("native", [old]) == []
 
@@ -270,3 +270,30 @@ def test_cycles_are_the_functions_that_reach_themselves(edges: list[tuple[int, i
         return False
 
     assert named.cyclic() == {("x", str(n)) for n in graph if reaches(n)}
+
+
+def test_without_stacks_a_javascript_functions_own_cost_holds_the_builtins_it_calls() -> None:
+    # Node's baseline code: checksum's compiled code calls a builtin in a libnode without
+    # symbols, which calls a named runtime function; a handler calls checksum
+    libnode = "/usr/lib/x86_64-linux-gnu/libnode.so.108"
+    checksum, handler, builtin = address(0x2000), address(0x2100), address(0x55AA)
+    costs = {
+        (JIT, checksum): 100,
+        (JIT, handler): 7,
+        (libnode, builtin): 900,
+        (libnode, "v8::internal::Runtime_Add"): 40,
+    }
+    calls = {
+        ((JIT, handler), (JIT, checksum)): (1, 1040),
+        ((JIT, checksum), (libnode, builtin)): (30, 940),
+        ((libnode, builtin), (libnode, "v8::internal::Runtime_Add")): (3, 40),
+    }  # fmt: skip
+    window = window_of(Profile([part(costs, calls)]), 1, maps={7: MAP})
+    mine = ("app.js", "checksum")
+    assert window.own[mine] == 100 + 900  # itself and the builtin held under it
+    assert window.exclusive[("libnode.so.108", "checksum (app.js) > [unknown]")] == 900
+    assert window.own[("app.js:26", "(anonymous)")] == 7
+    assert window.inclusive[mine] == 1040  # from the arcs: no cycle through it
+    assert ("libnode.so.108", "v8::internal::Runtime_Add") not in {
+        f for (source, f) in window.own_by if source == mine
+    }  # a named runtime function is not held: not its own without the stacks

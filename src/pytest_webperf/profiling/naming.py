@@ -24,8 +24,10 @@ and each Python or JavaScript function's own cost.
   It is kept whole and by the function that ran it (``Named.own_by``): the differential
   tells a part that repeats exactly from one that wanders (CPython's allocator).
   That needs the stacks: without them (Node's, Go's, ``--webperf-profile=off``) a source
-  frame has its exclusive cost (a V8 function's compiled code, its inlined callees
-  included) and its inclusive cost from the call arcs, and no own cost.
+  frame's own cost is its exclusive cost and that of the code without symbols shown under
+  it (a V8 function's baseline code and the builtins it calls, which Debian's libnode
+  does not name), and its inclusive cost comes from the call arcs where no cycle of calls
+  runs through it.
 """
 
 from __future__ import annotations
@@ -341,8 +343,18 @@ def _stacks(part: Part, index: int, names: _PartNames, named: Named, callers: in
 
 def _arcs(part: Part, index: int, names: _PartNames, named: Named) -> None:
     for key, cost in part.self_cost.items():
-        frame = names.shown(function_of(key.name))
-        named.exclusive[frame.function] += cost[index]
+        name = function_of(key.name)
+        frame = names.shown(name)
+        value = cost[index]
+        named.exclusive[frame.function] += value
+        # without stacks a source frame's own cost is its code's and that of the code
+        # without symbols shown under it (a JavaScript function's builtins)
+        owner = frame if frame.source else None
+        if owner is None and names.frame(name) is None:
+            owner = names.holder(name)
+        if value and owner is not None and owner.source:
+            named.own[owner.function] += value
+            named.own_by[(owner.function, frame.function)] += value
     for (caller, callee), arc in part.calls.items():
         source = names.shown(function_of(caller.name)).function
         target = names.shown(function_of(callee.name)).function

@@ -154,21 +154,21 @@ NODE_COUNTED_NOTE = (
     "window; a node that cannot write /tmp/perf-PID.map (its user, a read-only /tmp) names "
     "none"
 )
-NODE_INLINED_NOTE = (
-    "V8 inlines small functions into the optimised code of their callers: an inlined "
-    "function's instructions are counted in its caller (the perf map names compiled code, "
-    "not what was inlined into it)"
+NODE_BASELINE_NOTE = (
+    "counted on V8's baseline code (--no-opt --always-sparkplug): nothing is inlined, and "
+    "a JavaScript function's own instructions are its code's and those of the builtins it "
+    "calls (V8's code without symbols, shown under it as NAME > [unknown])"
 )
 _PYTHON_VERSION = re.compile(r"python(\d+\.\d+)")
 
 
 def naming_notes(runtime: str, windows: Sequence[Window]) -> list[str]:
     """What a counted profile says when its runtime's functions went unnamed (a CPython
-    or a node that wrote no perf map), or were named as compiled (V8's inlining)."""
+    or a node that wrote no perf map), or how they were compiled (V8's baseline code)."""
     if not windows:
         return []
     if any(w.maps for w in windows):
-        return [NODE_INLINED_NOTE] if runtime == "node" else []
+        return [NODE_BASELINE_NOTE] if runtime == "node" else []
     if runtime == "node":
         return [NODE_COUNTED_NOTE]
     if runtime != "python":

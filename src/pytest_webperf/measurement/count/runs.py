@@ -85,6 +85,8 @@ def _run(repetition: Repetition, kind: CountedRequests, sizer: Sizing) -> RunRes
         kind.keep(target, repetition.window, repetition.packages)
     if repetition.restless:  # both sides of every later pair alike: back to back
         kind.paced = False
+    if repetition.native_restless:  # ... in the native window, on its own
+        kind.native_paced = False
     notes = kind.notes(target, pinning, tool)
     assert result.counts is not None
     counts = replace(result.counts, notes=tuple(dict.fromkeys((*notes, *result.counts.notes))))

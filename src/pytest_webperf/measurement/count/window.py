@@ -1,8 +1,9 @@
 """One side's counted repetition (``Repetition.run``), on fresh instances of its target:
 
 1. **Counted window.** The target is started under callgrind (pinned to its own core when
-   both sides run at once), uninstrumented; once healthy it gets ``WARMUP_REQUESTS``
-   (Valgrind without callgrind's counting runs them several times faster); then
+   both sides run at once), uninstrumented; once healthy it gets its runtime's warm-up
+   (``Pinning.warmup``: Valgrind without callgrind's counting runs them several times
+   faster); then
    instrumentation goes on in every process and the probe counts its two halves (zeroed,
    ``PROBE_REQUESTS``, dumped, ``PROBE_REQUESTS``, dumped: every repetition takes the same
    steps, so every window follows the same history) on the warm-up's connections; the
@@ -48,7 +49,6 @@ from pytest_webperf.swarm.stamp import stamp, thread_files
 from pytest_webperf.targets.runtime import Pinning
 from pytest_webperf.targets.wrap import DIR, Wrap, Wrappable
 
-WARMUP_REQUESTS = 100
 SLOWDOWN = 10.0  # a target under callgrind gets this many times its health check's patience
 # the native window's requests at least: a runtime's timer wake-ups (CPython's server polls
 # every 0.5 s) are a system call or two per window, so per request they shrink with N
@@ -68,6 +68,7 @@ class Settings:
     native: bool = True  # a native window (a check reads system calls or switches)
     timeout_s: float = 60.0
     paced: bool = True  # each request once the target is at rest (``Repetition._sender``)
+    native_paced: bool = True  # the same in the native window
 
 
 @dataclass
@@ -99,6 +100,7 @@ class Repetition:
     window: Window | None = None
     packages: dict[str, str] = field(default_factory=dict)  # object without symbols -> package
     restless: bool = False  # a sender found the target never at rest
+    native_restless: bool = False  # ... in the native window
     _last: float = 0.0
 
     def _phase(self, name: str) -> None:
@@ -109,7 +111,8 @@ class Repetition:
     def run(self, sizing: Sizing, pinning: Pinning, tool: valgrind.Callgrind) -> RunResult:
         started = self._last = time.monotonic()
         # V8 under callgrind keeps its main thread running between requests (found running
-        # in 20 looks of 20 over a second): never at rest, so never paced
+        # in 20 looks of 20 over a second): never at rest, so never paced there (natively
+        # it rests: its native window is paced)
         self.restless = not self.settings.paced or pinning.runtime == "node"
         directory = valgrind.window_directory()
         try:
@@ -146,7 +149,8 @@ class Repetition:
         monitor = valgrind.Monitor(directory, seen, target.beside, target.name)
         sender = self._sender()
         try:
-            self._check(sender.send(WARMUP_REQUESTS)[0], "warm-up", WARMUP_REQUESTS)
+            warmup = pinning.warmup  # the runtime's: V8 compiles for a thousand requests
+            self._check(sender.send(warmup)[0], "warm-up", warmup)
             self._phase("warm-up")
             pids = monitor.pids()
             monitor.every(pids, "instrumentation on")
@@ -190,7 +194,7 @@ class Repetition:
         self._phase("reading the dumps")
         return requests, interval, seconds, cpu_s
 
-    def _sender(self) -> Sender:
+    def _sender(self, *, native: bool = False) -> Sender:
         """What sends this repetition's requests: at concurrency 1, each request only once
         the target is at rest (``at_rest``): an event loop that found the next request
         already there before it slept takes another path than one woken by it, and the
@@ -199,6 +203,7 @@ class Repetition:
         request back to back, 8.00 in every window paced)."""
         settings = self.settings
         pids = [pid for root in self.target.parts().values() for pid in _tree(root)]
+        restless = not settings.native_paced if native else self.restless
         return Sender(
             self.target,
             settings.workload,
@@ -206,11 +211,14 @@ class Repetition:
             timeout_s=settings.timeout_s,
             tls_ca=settings.tls_ca,
             tls_resume=settings.tls_resume,
-            idle=None if self.restless else lambda: at_rest(pids),
+            idle=None if restless else lambda: at_rest(pids),
         )
 
-    def _done_with(self, sender: Sender) -> None:
-        self.restless = self.restless or sender.restless
+    def _done_with(self, sender: Sender, *, native: bool = False) -> None:
+        if native:
+            self.native_restless = self.native_restless or sender.restless
+        else:  # what the counted window's note says
+            self.restless = self.restless or sender.restless
         sender.close()
 
     def _probe(self, monitor: valgrind.Monitor, pids: list[int], sender: Sender) -> Probe:
@@ -255,9 +263,9 @@ class Repetition:
         threads' switches stamped."""
         target = self.target
         target.relaunch(Wrap(pinning, cpus=self.cpus))
-        sender = self._sender()
+        sender = self._sender(native=True)
         try:
-            sender.send(WARMUP_REQUESTS)
+            sender.send(pinning.warmup)
             pids = [pid for root in target.parts().values() for pid in _tree(root)]
             count = max(requests, NATIVE_MIN)
             with RunMonitor.for_target(target) as monitor, SyscallCounter(pids) as counter:
@@ -265,7 +273,7 @@ class Repetition:
                 interval, seconds = sender.send(count)
                 monitor.mark_end(stamp(monitor.cpu_probes()))
         finally:
-            self._done_with(sender)
+            self._done_with(sender, native=True)
         result = replace(
             run_result(SwarmOutcome(seconds, interval), self.index, self.plan, monitor),
             requests_asked=count,
@@ -304,6 +312,11 @@ class Repetition:
             )
         if result.requests < asked:
             extra.append(f"the counted window completed {result.requests:,} of {asked:,}")
+        if self.native_restless and native is not None:
+            extra.append(
+                "the native window not paced: the target never came to rest between its "
+                "requests, so its system calls per request may move with timing"
+            )
         if self.restless:
             extra.append(
                 "not paced: requests went back to back (a thread of the target never sleeps "
