@@ -64,9 +64,9 @@ routes = ["/work"]
 """
 
 COUNTED = """
-def test_counted(webperf):  # a smaller page: Node under Valgrind is slow
+def test_counted(webperf):  # a smaller page: Node's baseline code under Valgrind is slow
     target = webperf.server("nodenames")
-    webperf.http(target, path="/work?kb=16", count=True, requests=100)
+    webperf.http(target, path="/work?kb=4", count=True, requests=100)
 """
 
 TIMED = """

@@ -36,6 +36,9 @@ JVM_REFUSED = (
 )
 
 
+WARMUP_REQUESTS = 100  # a counted window's warm-up, unless its runtime needs more
+
+
 @dataclass(frozen=True)
 class Pinning:
     """What a counted start of one runtime adds: environment (the user's own values
@@ -60,7 +63,7 @@ class Pinning:
     # requests before the probe (uninstrumented): what the runtime does once is done by
     # then (Node's probe halves after 100: 495,694 and 352,293 instructions a request,
     # V8 still compiling; after 1,000: 352,439 and 353,397)
-    warmup: int = 100
+    warmup: int = WARMUP_REQUESTS
 
     def applied(self, env: Mapping[str, str]) -> dict[str, str]:
         """``env`` with this pinning's values where ``env`` has none."""
