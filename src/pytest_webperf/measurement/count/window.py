@@ -276,7 +276,7 @@ class Repetition:
         target.relaunch(Wrap(pinning, cpus=self.cpus))
         sender = self._sender(native=True)
         try:
-            sender.send(pinning.warmup)
+            sender.send(pinning.warmup, paced=False)  # not counted: no need to wait
             pids = [pid for root in target.parts().values() for pid in _tree(root)]
             count = max(requests, NATIVE_MIN)
             with RunMonitor.for_target(target) as monitor, SyscallCounter(pids) as counter:
