@@ -6,9 +6,11 @@ Measured with callgrind at concurrency 1, 5 fresh processes each (the figures pa
 the commands): native code repeats exactly (C, nginx: 0.000 % apart); CPython to 0.010 %
 with ``PYTHONHASHSEED=0``; Go to 1.0 % with ``GOMAXPROCS=1 GOGC=off`` (5.1 % without: its
 scheduler and collector run in the window), and ``GODEBUG=asyncpreemptoff=1`` is required
-(its preemption signals abort callgrind at start-up); Node to 0.105 % with ``--predictable
---single-threaded`` (1.7 % without: V8's heuristics and its platform threads), which, as
-any JIT, writes code into anonymous memory (``--smc-check=all-non-file``); the JVM to 4.6 %
+(its preemption signals abort callgrind at start-up); Node to 0.14 % with ``--predictable
+--single-threaded --no-opt --always-sparkplug`` and 1,000 warm-up requests (1.7 % without
+the first two: V8's heuristics and its platform threads; 0.1-0.4 % with N 2,000 and its
+optimizing compiler, still tiering up after thousands of requests), which, as any JIT,
+writes code into anonymous memory (``--smc-check=all-non-file``); the JVM to 4.6 %
 (its compiler and collector threads run in the window; 0.45 % only with ``-Xint``, the
 bytecode interpreter: another program), so it is refused for the timed checks.
 """
