@@ -122,3 +122,17 @@ def test_the_tables_capacity_column_shows_a_searchs_bracket_not_the_estimate() -
     assert column({**estimate, "capacity": found("a", 2_075, 2_167)}) == "2,075-2,167"
     assert column({**estimate, "capacity": found("a", 20_000, 0, "at-limit")}) == ">=20,000"
     assert column({**estimate, "capacity": {"status": "generator-bound"}}) == "generator-bound"
+
+
+def test_a_capacity_search_of_a_one_request_mix_is_ranked_by_its_path() -> None:
+    # seed 002's capacity test searches with mix=[POST /telemetry]: no path of its own
+    test = "test_mqtt_qos2.py::test_http_telemetry_capacity"
+    entries = [
+        {**entry(s, found(s, lo, hi), test), "workload": {"mix": [{"path": "/telemetry"}]}}
+        for s, lo, hi in (("go-mqtt", 5_657, 5_907), ("tomcat-mqtt", 4_556, 4_757),
+                          ("node-mqtt", 3_221, 3_364))
+    ]  # fmt: skip
+    (line,) = studies.compare(entries)
+    assert line["seed"] == "002" and line["path"] == "/telemetry"
+    assert line["ranking"] == ["go-mqtt", "tomcat-mqtt", "node-mqtt"]
+    assert line["status"] == "holds"

@@ -135,8 +135,16 @@ def _collapse_text(collapse: Mapping[str, Any]) -> str:
 
 
 def _path(entry: Entry) -> str | None:
+    """The workload's path: its own, or its one mix entry's (``webperf.capacity(mix=[...])``
+    of one request); None when it has none."""
     workload = entry.get("workload")
-    return str(workload.get("path")) if isinstance(workload, Mapping) else None
+    if not isinstance(workload, Mapping):
+        return None
+    path = workload.get("path")
+    mix = workload.get("mix")
+    if not path and isinstance(mix, list) and len(mix) == 1 and isinstance(mix[0], Mapping):
+        path = mix[0].get("path")
+    return str(path) if path else None
 
 
 def _nearest(groups: Sequence[Figures], path: str | None, users: int) -> Figures | None:
