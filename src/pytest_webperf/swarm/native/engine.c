@@ -409,8 +409,10 @@ static int tls_begin(Engine *e, conn_t *c) {
 }
 #endif
 
-/* the TCP connect (and TLS handshake) progressed: 1 up, 0 wait, -1 failed (handled) */
-static int connect_step(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
+/* the TCP connect (and TLS handshake) progressed: 1 up, 0 wait, -1 failed (handled);
+   *clock: the event's, read again when a handshake ends (its calls took their time) */
+static int connect_step(Engine *e, conn_t *c, uint32_t events, uint64_t *clock) {
+    uint64_t now = *clock;
     if (c->state == T_CONNECTING) { /* the first EPOLLOUT says it is connected (or why not) */
         if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return 0;
         int err = 0;
@@ -431,7 +433,8 @@ static int connect_step(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
     int r = SSL_do_handshake(c->ssl); /* a step per edge */
     if (r == 1) { /* timed now, not at the event: the step that connected may have waited
                      out the server's whole flight (preempted after the ClientHello) */
-        if (e->setup_times) record_value(e, H_HANDSHAKE, (now_ns() - c->tcp_at) / 1000);
+        *clock = now_ns();
+        if (e->setup_times) record_value(e, H_HANDSHAKE, (*clock - c->tcp_at) / 1000);
         return 1;
     }
     int eof = 0;
@@ -511,8 +514,7 @@ static void conn_read(Engine *e, conn_t *c, uint64_t now, int hup) {
 static void on_event(Engine *e, conn_t *c, uint32_t events, uint64_t now) {
     if (events & (EPOLLRDHUP | EPOLLHUP)) c->peer_closed = 1; /* no next request on it */
     if (c->state == T_CONNECTING || c->state == T_TLS) {
-        if (connect_step(e, c, events, now) <= 0) return;
-        if (c->ssl) now = now_ns(); /* the handshake's calls took their time */
+        if (connect_step(e, c, events, &now) <= 0) return;
         c->state = T_UP;
         e->session->up(e, c, now);
         if (c->fd < 0) return;
