@@ -92,10 +92,11 @@ def _offered(entry: Entry) -> float | None:
     second."""
     workload = entry.get("workload")
     interval = number(workload.get("interval_s")) if isinstance(workload, Mapping) else None
-    for rep in repetitions(entry):  # an MQTT run's pacing is its repetitions'
-        mqtt = rep.get("mqtt")
-        if interval is None and isinstance(mqtt, Mapping):
-            interval = number(mqtt.get("interval_s"))
+    if interval is None:  # an MQTT run's pacing is its repetitions'
+        mqtt: Mapping[str, Any] = next(
+            (r["mqtt"] for r in repetitions(entry) if isinstance(r.get("mqtt"), Mapping)), {}
+        )
+        interval = number(mqtt.get("interval_s"))
     users = number(entry.get("concurrency"))
     return users / interval if interval and users else None
 
