@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import gevent
+import gevent.event
 import msgpack
 import zmq.green as zmq
 from locust.exception import RPCError
@@ -62,6 +63,7 @@ MAX_MESSAGE = 64 << 20
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 DOMAIN = b"webperf"
 SAID_AT_MOST = 100  # distinct refusals and drops said per master, then silence
+HANDSHAKE_WAIT_S = 10.0  # how long a remote worker's first message waits for the handshake
 Say = Callable[[str], None]
 
 
@@ -242,13 +244,24 @@ class WorkerSocket(zmqrpc.Client):
         socket.setsockopt(zmq.CURVE_SECRETKEY, private)
         socket.setsockopt(zmq.IDENTITY, identity.encode())
         self.gate = gate = _state.gate
+        self.shaken: gevent.event.Event | None = None
         if gate is not None:
             if gate.connected:  # Locust makes a new socket after a break: not with us
                 gate.leave(LOST)
             gate.connected, gate.node = True, identity
             socket.setsockopt(zmq.RECONNECT_IVL, -1)
-            _watch(socket, gate)
+            self.shaken = gevent.event.Event()
+            _watch(socket, gate, self.shaken)
         socket.connect(f"tcp://{host}:{port}")
+
+    def send(self, msg: Message) -> None:
+        """A remote worker's messages wait for the handshake's outcome (at most
+        ``HANDSHAKE_WAIT_S``): when it fails the watch ends this process, in one line,
+        before a send to a connection ZeroMQ already dropped fails in Locust's retries
+        (a traceback on stderr, seen on a loaded machine)."""
+        if self.shaken is not None:
+            self.shaken.wait(HANDSHAKE_WAIT_S)
+        super().send(msg)
 
     def recv(self) -> Message:
         while True:
@@ -271,22 +284,25 @@ class WorkerSocket(zmqrpc.Client):
 FAILED_HANDSHAKE = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 
 
-def _watch(socket: Any, gate: Gate) -> None:
-    """End this worker when the master refuses its key, or the handshake fails."""
+def _watch(socket: Any, gate: Gate, shaken: gevent.event.Event) -> None:
+    """End this worker when the master refuses its key, or the handshake fails; set
+    ``shaken`` when it succeeds."""
     events = zmq.EVENT_HANDSHAKE_FAILED_AUTH | FAILED_HANDSHAKE | zmq.EVENT_HANDSHAKE_SUCCEEDED
     events |= zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
     monitor = socket.get_monitor_socket(events)
 
     def watch() -> None:
-        shaken = False
         while True:
             event = recv_monitor_message(monitor)["event"]
             if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
                 gate.leave(REFUSED)
-            elif event & FAILED_HANDSHAKE or (event == zmq.EVENT_DISCONNECTED and not shaken):
+            elif event & FAILED_HANDSHAKE or (
+                event == zmq.EVENT_DISCONNECTED and not shaken.is_set()
+            ):
                 gate.leave(NO_HANDSHAKE)
-            elif event == zmq.EVENT_CLOSED and not shaken:  # no master there any more
+            elif event == zmq.EVENT_CLOSED and not shaken.is_set():  # no master there any more
                 gate.leave(LOST)
-            shaken = shaken or event == zmq.EVENT_HANDSHAKE_SUCCEEDED
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                shaken.set()
 
     gevent.spawn(watch)
