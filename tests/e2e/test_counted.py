@@ -205,10 +205,10 @@ def test_a_python_server_counted_against_its_base(pytester: pytest.Pytester) -> 
     found = entries(repo / "ab.json")
     same = check(found["test_same"], "instructions_per_req")
     assert same["outcome"] == "pass" and same["detectable"] < 0.01, same
-    # an A/A's interval reaches within a tenth of the 1 % check of zero: it holds zero, but
-    # two CPython processes of the same code can differ by a step (+0.024 % seen, 1 run of
-    # 8, 2026-11-29), and two pairs that agree give an interval just beside it
-    assert same["low"] < 0.001 and same["high"] > -0.001, same
+    # an A/A centres on zero: its interval holds 0 (two CPython processes of the same code
+    # can sit on two levels of its allocator, +0.024 % apart in 1 run of 8 before the floor
+    # of gate/estimates.LEVELS; two pairs that agreed gave an interval beside 0)
+    assert same["low"] <= 0 <= same["high"], same
     work = check(found["test_work"], "instructions_per_req")
     assert work["outcome"] == "fail" and 0.01 < work["change"] < 0.02, work
     if sys.version_info < (3, 12):  # this interpreter's functions: not named, and why

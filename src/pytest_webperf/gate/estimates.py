@@ -9,13 +9,33 @@ instances as the unit of evidence), and counts as Poisson rates (``rates.rate_ra
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_webperf.gate.metrics import Metric
 from pytest_webperf.models.measurement import Measurement, RunResult
 from pytest_webperf.stats import distributions, rates
 from pytest_webperf.stats import ratio as stats
+
+# The spread of one A/B pair's log ratio of instructions per request, at least, by the
+# runtime counted. Fresh CPython processes of the same code sit on a few levels of their
+# allocator's state after the start, hundredths of a per cent apart, set by what the
+# start did (a script directory listing .git and pytest's files on one side only put the
+# sides on different levels in 8 A/As of 8). Two processes a side often share a level,
+# and two pairs then agree to a few instructions: an A/A's interval a few thousandths of
+# a per cent wide, beside 0. Measured 2026-11-29 (docs/explanation/figures.md, "A counted
+# A/A of CPython"): 68 pairs of counted A/As of a stdlib server, 65 within 0.06 % (sd
+# 0.021 %, mean -0.021 %, root mean square 0.030 %), 3 at about 1 % (one process's window
+# higher: their own spread shows it). The floor, 0.04 %, is above that root mean square,
+# with its degrees of freedom. Native code repeats to the instruction: no floor.
+LEVELS: Mapping[str, stats.Spread] = {"python": stats.Spread(0.0004**2, 64)}
+
+
+def levels(*sides: Measurement) -> stats.Spread | None:
+    """The floor (``LEVELS``) of the runtimes the sides' repetitions counted, or None."""
+    runtimes = {r.counts.runtime for m in sides for r in m.runs if r.counts is not None}
+    found = [LEVELS[name] for name in sorted(runtimes) if name in LEVELS]
+    return max(found, key=lambda spread: spread.rel_var) if found else None
 
 
 def run_values(metric: Metric, m: Measurement) -> list[float] | None:
@@ -138,6 +158,8 @@ def paired_estimate(
             floor = stats.Spread(
                 sum(s.rel_var for s in spreads if s), min(s.df for s in spreads if s)
             )
+    elif metric.levelled:
+        floor = levels(change, base)
     est = stats.paired_change(
         [math.log(b / a) for b, a, _ in kept], [i for _, _, i in kept], floor=floor
     )

@@ -57,6 +57,9 @@ class Metric:
     precise: bool = False
     may_be_zero: bool = False
     counted: bool = False  # read from a counted repetition's callgrind window (or beside it)
+    # a counted figure whose fresh processes of the same code sit on levels of their
+    # runtime's allocator (``estimates.LEVELS``): an A/B pair's interval is no narrower
+    levelled: bool = False
 
     @property
     def limit_name(self) -> str:

@@ -210,6 +210,7 @@ METRICS: Mapping[str, Metric] = {
             whole_run_only=COUNTED_ONLY,
             precise=True,
             counted=True,
+            levelled=True,
         ),
         Metric(
             "allocs_per_req",
