@@ -99,7 +99,6 @@ def run(repo: Path, layout: str) -> dict[str, Any]:
     check = next(c for c in entry["verdict"]["checks"] if c["metric"] == "instructions_per_req")
     a = [r["counts"]["instructions_per_req"] for r in entry["base_repetitions"]]
     b = [r["counts"]["instructions_per_req"] for r in entry["repetitions"]]
-    noted = any("list different names" in line for line in (repo / "stdout").open())
     return {
         "layout": layout,
         "a": a,
@@ -108,7 +107,6 @@ def run(repo: Path, layout: str) -> dict[str, Any]:
         "low": check["low"],
         "high": check["high"],
         "holds_zero": check["low"] <= 0 <= check["high"],
-        "noted": noted,
     }
 
 
@@ -119,7 +117,7 @@ def show(row: dict[str, Any]) -> None:
     print(
         f"{row['layout']:4} A {a} | B {b} | B-A {diff:+,.0f} Ir/req ({row['change']:+.3%}), "
         f"interval {row['low']:+.3%}..{row['high']:+.3%}"
-        f"{'' if row['holds_zero'] else ', excludes 0'}{', noted' if row['noted'] else ''}",
+        f"{'' if row['holds_zero'] else ', excludes 0'}",
         flush=True,
     )
 
