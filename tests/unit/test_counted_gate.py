@@ -160,6 +160,20 @@ def test_an_aa_of_cpython_whose_processes_share_a_level_a_side_holds_zero(
         assert 0.0005 < found.detectable < 0.002  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(("runtime", "holds_zero"), [("python", True), ("native", False)])
+def test_a_stored_cpython_baseline_gets_the_same_floor(runtime: str, holds_zero: bool) -> None:
+    """Judged against a stored baseline (Welch, one process a unit), the same two levels:
+    CPython's interval holds 0, native code's does not."""
+    verdict = decide(
+        measurement(counts(2_695_185.0, runtime=runtime), counts(2_695_240.0, runtime=runtime)),
+        measurement(counts(2_694_543.0, runtime=runtime), counts(2_694_596.0, runtime=runtime)),
+        parse_checks("instructions_per_req:1%"),
+    )
+    found = next(c for c in verdict.checks if c["metric"] == "instructions_per_req")
+    low, high = found["low"], found["high"]
+    assert found["outcome"] == "pass" and (low <= 0 <= high) is holds_zero, (low, high)
+
+
 def test_one_percent_more_instructions_in_cpython_still_fails() -> None:
     base = [counts(2_694_543.0, runtime="python"), counts(2_694_596.0, runtime="python")]
     change = [counts(2_735_000.0, runtime="python"), counts(2_735_100.0, runtime="python")]

@@ -106,6 +106,8 @@ def level_estimate(metric: Metric, current: Measurement, baseline: Measurement) 
     if stats.mean(ys) <= 0:
         return f"the baseline's {metric.label} is 0, no relative change exists"
     series = metric.series
+    pair = levels(current, baseline) if metric.levelled else None
+    process = None if pair is None else stats.Spread(pair.rel_var / 2, pair.df)  # half a pair's
     est = stats.ratio_change(
         xs,
         ys,
@@ -113,6 +115,7 @@ def level_estimate(metric: Metric, current: Measurement, baseline: Measurement) 
         baseline_series=[series(r) for r in base_runs] if series else (),
         current_instances=[r.instance for r in runs],
         baseline_instances=[r.instance for r in base_runs],
+        floor=process,
     )
     partial = [
         f"{len(found)} of {len(m.runs)} repetitions of {side}"

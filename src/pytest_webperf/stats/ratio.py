@@ -212,6 +212,7 @@ def ratio_change(
     baseline_series: Sequence[Sequence[float]] = (),
     current_instances: Sequence[int | None] | None = None,
     baseline_instances: Sequence[int | None] | None = None,
+    floor: Spread | None = None,
     confidence: float = 0.95,
 ) -> RatioEstimate:
     """The relative change of the mean and its Welch t-interval on the log scale.
@@ -220,6 +221,8 @@ def ratio_change(
     When only one side has a spread estimate it is used for both (same server,
     same machine: same relative noise is the natural assumption). With each run's
     process instance given, the units of evidence are instances (``unit_spread``).
+    ``floor``: one unit's relative variance at least, on either side that has a spread
+    (what fresh processes of the same code differ by, known beforehand).
     """
     mx, my = mean(current), mean(baseline)
     if my <= 0 or mx < 0:
@@ -231,6 +234,8 @@ def ratio_change(
     (sx, nx) = unit_spread(current, current_series, current_instances)
     (sy, ny) = unit_spread(baseline, baseline_series, baseline_instances)
     sx, sy = sx or sy, sy or sx
+    if floor is not None:  # under a spread the runs gave, never in place of none
+        sx, sy = (floor if s is not None and s.rel_var < floor.rel_var else s for s in (sx, sy))
     if sx is None or sy is None:
         return RatioEstimate(change, None, None, confidence, 0.5, 0.5, None)
     se, df = _welch(sx, nx, sy, ny)
